@@ -1,0 +1,33 @@
+"""The VTA machine: hardware configuration, ISA, programs, functional and timing engines.
+
+Nothing here knows about schedules, templates or search: it runs any valid stream.
+"""
+
+from .errors import ConfigError, DeadlockError, EncodingError, ProgramError, VTAError
+from .functional import FsimCounters, Machine, RunResult, count, execution_order, run
+from .hardware import DEFAULT, PRESETS, HardwareConfig
+from .isa import (
+    AluInsn,
+    AluOp,
+    FinishInsn,
+    GemmInsn,
+    Instruction,
+    MemId,
+    MemInsn,
+    Module,
+    Opcode,
+    Uop,
+    decode_insn,
+    decode_uop,
+    encode_insn,
+    encode_uop,
+)
+from .program import DramTensor, Program
+
+__all__ = [
+    "AluInsn", "AluOp", "ConfigError", "DEFAULT", "DeadlockError", "DramTensor", "EncodingError",
+    "FinishInsn", "FsimCounters", "GemmInsn", "HardwareConfig", "Instruction", "Machine",
+    "MemId", "MemInsn", "Module", "Opcode", "PRESETS", "Program", "ProgramError", "RunResult",
+    "Uop", "VTAError", "count", "decode_insn", "decode_uop", "encode_insn", "encode_uop",
+    "execution_order", "run",
+]

@@ -1,0 +1,311 @@
+"""VTA hardware configuration: the ``vta_config.json`` keys and everything derived from them.
+
+A :class:`HardwareConfig` holds only the independent parameters (the ``LOG_*`` keys, the
+target and the board facts); every size is a derived property, so no number is typed twice.
+
+Example:
+    >>> hw = HardwareConfig.preset("pynq")
+    >>> hw.bitstream, hw.inp_depth, hw.wgt_elem_bytes
+    ('1x16_i8w8a32_15_15_18_17', 2048, 256)
+    >>> hw.target_model
+    'pynq_1x16_i8w8a32_15_15_18_17'
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from .errors import ConfigError
+
+#: Board facts: clock (MHz) and AXI data bus width (bits) per target.
+BOARDS: dict[str, tuple[float, int]] = {
+    "sim": (100.0, 64),
+    "tsim": (100.0, 64),
+    "pynq": (100.0, 64),
+    "de10nano": (100.0, 64),
+    "ultra96": (333.0, 128),
+    "zcu104": (333.0, 128),
+    "intelfocl": (100.0, 64),
+}
+
+_LOG_KEYS = (
+    "LOG_INP_WIDTH",
+    "LOG_WGT_WIDTH",
+    "LOG_ACC_WIDTH",
+    "LOG_BATCH",
+    "LOG_BLOCK",
+    "LOG_UOP_BUFF_SIZE",
+    "LOG_INP_BUFF_SIZE",
+    "LOG_WGT_BUFF_SIZE",
+    "LOG_ACC_BUFF_SIZE",
+)
+
+#: Range each LOG_* key may take (inclusive).
+_LOG_RANGES = {
+    "LOG_INP_WIDTH": (3, 3),
+    "LOG_WGT_WIDTH": (3, 3),
+    "LOG_ACC_WIDTH": (5, 5),
+    "LOG_BATCH": (0, 4),
+    "LOG_BLOCK": (2, 6),
+    "LOG_UOP_BUFF_SIZE": (10, 20),
+    "LOG_INP_BUFF_SIZE": (10, 22),
+    "LOG_WGT_BUFF_SIZE": (10, 22),
+    "LOG_ACC_BUFF_SIZE": (10, 22),
+}
+
+
+@dataclass(frozen=True)
+class HardwareConfig:
+    """One VTA configuration. Field names follow ``vta_config.json`` in lower case."""
+
+    target: str = "pynq"
+    hw_ver: str = "0.0.2"
+    log_inp_width: int = 3
+    log_wgt_width: int = 3
+    log_acc_width: int = 5
+    log_batch: int = 0
+    log_block: int = 4
+    log_uop_buff_size: int = 15
+    log_inp_buff_size: int = 15
+    log_wgt_buff_size: int = 18
+    log_acc_buff_size: int = 17
+
+    def __post_init__(self) -> None:
+        if self.target not in BOARDS:
+            raise ConfigError(
+                f"TARGET: unknown target {self.target!r} (known: {', '.join(BOARDS)})"
+            )
+        for key in _LOG_KEYS:
+            value = getattr(self, key.lower())
+            lo, hi = _LOG_RANGES[key]
+            if not isinstance(value, int) or isinstance(value, bool) or not lo <= value <= hi:
+                raise ConfigError(f"{key}: must be an integer in [{lo}, {hi}], got {value!r}")
+        # Every buffer must hold at least one element of its kind.
+        for name in ("inp", "wgt", "acc"):
+            if getattr(self, f"{name}_depth") < 1:
+                raise ConfigError(
+                    f"LOG_{name.upper()}_BUFF_SIZE: {getattr(self, f'{name}_buff_bytes')} B "
+                    f"holds no {getattr(self, f'{name}_elem_bytes')}-byte {name} element"
+                )
+
+    # --- construction -------------------------------------------------------------------
+    @classmethod
+    def preset(cls, name: str) -> HardwareConfig:
+        """A named configuration: ``pynq`` (default 1x16), ``ultra96``, ``de10nano``, ``4x8``,
+        ``1x32`` or ``sim``."""
+        try:
+            return PRESETS[name]
+        except KeyError:
+            raise ConfigError(
+                f"unknown hardware preset {name!r} (known: {', '.join(PRESETS)})"
+            ) from None
+
+    @classmethod
+    def from_dict(cls, data: Any) -> HardwareConfig:
+        """Build from the keys of a ``vta_config.json`` (upper-case keys, as users have it)."""
+        if not isinstance(data, dict):
+            raise ConfigError("hardware config must be a JSON object of vta_config.json keys")
+        known = {"TARGET", "HW_VER", *_LOG_KEYS}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ConfigError(f"{unknown[0]}: unknown key in hardware config")
+        missing = [k for k in _LOG_KEYS if k not in data]
+        if missing:
+            raise ConfigError(f"{missing[0]}: missing key in hardware config")
+        kwargs: dict[str, Any] = {k.lower(): data[k] for k in _LOG_KEYS}
+        if "TARGET" in data:
+            if not isinstance(data["TARGET"], str):
+                raise ConfigError(f"TARGET: must be a string, got {data['TARGET']!r}")
+            kwargs["target"] = data["TARGET"]
+        if "HW_VER" in data:
+            kwargs["hw_ver"] = str(data["HW_VER"])
+        return cls(**kwargs)
+
+    @classmethod
+    def from_json(cls, path: str | Path) -> HardwareConfig:
+        """Load a ``vta_config.json`` file."""
+        try:
+            text = Path(path).read_text()
+        except OSError as exc:
+            raise ConfigError(f"cannot read hardware config {path}: {exc.strerror}") from None
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
+        return cls.from_dict(data)
+
+    @classmethod
+    def resolve(cls, spec: str | None) -> HardwareConfig:
+        """A preset name or a path to a ``vta_config.json``; ``None`` gives the default."""
+        if spec is None:
+            return DEFAULT
+        if spec in PRESETS:
+            return PRESETS[spec]
+        if spec.endswith(".json") or Path(spec).exists():
+            return cls.from_json(spec)
+        raise ConfigError(
+            f"unknown hardware {spec!r}: give a preset ({', '.join(PRESETS)}) or a "
+            "vta_config.json path"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ``vta_config.json`` form (upper-case keys)."""
+        return {k.upper(): v for k, v in asdict(self).items()}
+
+    def with_target(self, target: str) -> HardwareConfig:
+        return replace(self, target=target)
+
+    # --- widths and block sizes ---------------------------------------------------------
+    @property
+    def inp_width(self) -> int:
+        return 1 << self.log_inp_width
+
+    @property
+    def wgt_width(self) -> int:
+        return 1 << self.log_wgt_width
+
+    @property
+    def acc_width(self) -> int:
+        return 1 << self.log_acc_width
+
+    @property
+    def out_width(self) -> int:
+        return self.inp_width
+
+    @property
+    def batch(self) -> int:
+        return 1 << self.log_batch
+
+    @property
+    def block_in(self) -> int:
+        return 1 << self.log_block
+
+    @property
+    def block_out(self) -> int:
+        return 1 << self.log_block
+
+    # --- element sizes (bytes) ----------------------------------------------------------
+    @property
+    def inp_elem_bytes(self) -> int:
+        return self.batch * self.block_in * self.inp_width // 8
+
+    @property
+    def wgt_elem_bytes(self) -> int:
+        return self.block_out * self.block_in * self.wgt_width // 8
+
+    @property
+    def acc_elem_bytes(self) -> int:
+        return self.batch * self.block_out * self.acc_width // 8
+
+    @property
+    def out_elem_bytes(self) -> int:
+        return self.batch * self.block_out * self.out_width // 8
+
+    uop_elem_bytes = 4
+    insn_bytes = 16
+
+    # --- buffer sizes (bytes) and depths (elements) -------------------------------------
+    @property
+    def uop_buff_bytes(self) -> int:
+        return 1 << self.log_uop_buff_size
+
+    @property
+    def inp_buff_bytes(self) -> int:
+        return 1 << self.log_inp_buff_size
+
+    @property
+    def wgt_buff_bytes(self) -> int:
+        return 1 << self.log_wgt_buff_size
+
+    @property
+    def acc_buff_bytes(self) -> int:
+        return 1 << self.log_acc_buff_size
+
+    @property
+    def out_buff_bytes(self) -> int:
+        # The output buffer has as many elements as the accumulator.
+        return self.acc_depth * self.out_elem_bytes
+
+    @property
+    def uop_depth(self) -> int:
+        return self.uop_buff_bytes // self.uop_elem_bytes
+
+    @property
+    def inp_depth(self) -> int:
+        return self.inp_buff_bytes // self.inp_elem_bytes
+
+    @property
+    def wgt_depth(self) -> int:
+        return self.wgt_buff_bytes // self.wgt_elem_bytes
+
+    @property
+    def acc_depth(self) -> int:
+        return self.acc_buff_bytes // self.acc_elem_bytes
+
+    @property
+    def out_depth(self) -> int:
+        return self.acc_depth
+
+    # --- names and board facts ----------------------------------------------------------
+    @property
+    def bitstream(self) -> str:
+        """e.g. ``1x16_i8w8a32_15_15_18_17``."""
+        return (
+            f"{self.batch}x{self.block_in}_i{self.inp_width}w{self.wgt_width}a{self.acc_width}"
+            f"_{self.log_uop_buff_size}_{self.log_inp_buff_size}_{self.log_wgt_buff_size}"
+            f"_{self.log_acc_buff_size}"
+        )
+
+    @property
+    def target_model(self) -> str:
+        """TVM's target model string ``<TARGET>_<bitstream>``."""
+        return f"{self.target}_{self.bitstream}"
+
+    @property
+    def autotvm_target(self) -> str:
+        return f"ext_dev -device=vta -keys=cpu -model={self.target_model}"
+
+    @property
+    def clock_mhz(self) -> float:
+        return BOARDS[self.target][0]
+
+    @property
+    def bus_bits(self) -> int:
+        return BOARDS[self.target][1]
+
+    @property
+    def macs_per_cycle(self) -> int:
+        return self.batch * self.block_in * self.block_out
+
+    @property
+    def peak_gops(self) -> float:
+        """Peak int8 throughput (2 ops per MAC) at the board clock."""
+        return 2 * self.macs_per_cycle * self.clock_mhz / 1000.0
+
+    def summary(self) -> str:
+        return f"{self.target} {self.bitstream} @ {self.clock_mhz:g} MHz, {self.bus_bits}-bit bus"
+
+
+DEFAULT = HardwareConfig()
+
+PRESETS: dict[str, HardwareConfig] = {
+    "pynq": DEFAULT,
+    "ultra96": replace(DEFAULT, target="ultra96"),
+    "de10nano": replace(DEFAULT, target="de10nano"),
+    "4x8": replace(
+        DEFAULT,
+        log_batch=2,
+        log_block=3,
+        log_uop_buff_size=15,
+        log_inp_buff_size=16,
+        log_wgt_buff_size=16,
+        log_acc_buff_size=18,
+    ),
+    "1x32": replace(
+        DEFAULT, log_block=5, log_inp_buff_size=16, log_wgt_buff_size=20, log_acc_buff_size=18
+    ),
+    "sim": replace(DEFAULT, target="sim"),
+}

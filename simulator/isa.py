@@ -259,7 +259,7 @@ def encode_insn(insn: Instruction, hw: HardwareConfig) -> bytes:
     """The 16-byte encoding of ``insn``; a value that does not fit raises EncodingError."""
     word = 0
     for name, pos, width in _layouts(hw)[insn.opcode]:
-        value = int(getattr(insn, name)) if name != "opcode" else int(insn.opcode)
+        value = int(getattr(insn, name, 0)) if name != "opcode" else int(insn.opcode)
         if name == "imm":
             if not -(1 << 15) <= value < (1 << 15):
                 raise EncodingError(f"{insn.kind}: imm {value} does not fit 16 signed bits")

@@ -1,0 +1,3 @@
+"""vtatune: schedule search for the VTA deep-learning accelerator."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,63 @@
+"""Lowering a schedule to a VTA program, the way TVM's compiler and runtime would.
+
+Example:
+    >>> from vtatune.workloads import WORKLOADS
+    >>> from vtatune.schedule import tutorial_schedule
+    >>> from simulator.hardware import DEFAULT
+    >>> wl = WORKLOADS["gemm"]["tutorial"]
+    >>> lowered = lower(wl, tutorial_schedule(wl), DEFAULT)
+    >>> len(lowered.program.instructions)
+    142
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from simulator.errors import EncodingError
+from simulator.hardware import HardwareConfig
+from simulator.isa import encode_insn, encode_uop
+from simulator.program import Program
+
+from ..errors import IllegalSchedule
+from ..schedule import Schedule
+from ..workloads import Workload
+from ._emit import emit
+from ._plan import Plan, plan
+
+
+@dataclass(frozen=True)
+class Lowered:
+    """A lowered schedule: the program plus what it was built from."""
+
+    workload: Workload
+    schedule: Schedule
+    hw: HardwareConfig
+    bias: bool
+    program: Program
+    plan: Plan
+
+
+def check(workload: Workload, schedule: Schedule, hw: HardwareConfig, bias: bool = False) -> Plan:
+    """Legality without emitting instructions; raises IllegalSchedule naming the rule."""
+    return plan(workload, schedule, hw, bias)
+
+
+def lower(workload: Workload, schedule: Schedule, hw: HardwareConfig, bias: bool = False,
+          verify_encoding: bool = True) -> Lowered:
+    """Plan, check and emit ``schedule``; raises IllegalSchedule for a schedule that cannot
+    run on ``hw``."""
+    p = plan(workload, schedule, hw, bias)
+    program = emit(p)
+    if verify_encoding:
+        try:
+            for insn in program.instructions:
+                encode_insn(insn, hw)
+            for uop in program.uops:
+                encode_uop(uop, hw)
+        except EncodingError as exc:
+            raise IllegalSchedule("field_width", str(exc)) from None
+    return Lowered(workload, schedule, hw, bias, program, p)
+
+
+__all__ = ["IllegalSchedule", "Lowered", "Plan", "check", "lower"]

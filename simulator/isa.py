@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 from enum import IntEnum
-from functools import lru_cache
+from functools import cache
 
 from .errors import EncodingError
 from .hardware import HardwareConfig
@@ -190,7 +190,7 @@ class Uop:
 _FLAGS = (("pop_prev", 1), ("pop_next", 1), ("push_prev", 1), ("push_next", 1))
 
 
-@lru_cache(maxsize=None)
+@cache
 def _layouts(hw: HardwareConfig) -> dict[Opcode, tuple[tuple[str, int, int], ...]]:
     """Per opcode: (field, bit offset, width), laid out with C bit-field rules."""
     uop_bits = (hw.uop_depth - 1).bit_length()

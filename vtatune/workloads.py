@@ -126,7 +126,8 @@ class GemmWorkload:
 
     def describe(self) -> str:
         label = f"{self.name} " if self.name else ""
-        return f"{label}gemm {self.batch}x{self.in_channels} * {self.in_channels}x{self.out_channels}"
+        return (f"{label}gemm {self.batch}x{self.in_channels} * "
+                f"{self.in_channels}x{self.out_channels}")
 
     def key(self) -> str:
         return "gemm." + ".".join(f"{k}{v}" for k, v in self.shape_args().items())

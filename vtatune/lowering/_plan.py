@@ -215,15 +215,15 @@ def plan(workload: Workload, schedule: Schedule, hw: HardwareConfig, bias: bool 
     bias_tile = sch.tile_b * sch.tile_co if bias else 0
 
     # --- SRAM capacity (every buffer is replicated per virtual thread) -------------------
-    for name, tile, depth, ebytes in (
-        ("input", inp_tile, hw.inp_depth, hw.inp_elem_bytes),
-        ("weight", wgt_tile, hw.wgt_depth, hw.wgt_elem_bytes),
+    for name, buf, tile, depth, ebytes in (
+        ("input", "inp", inp_tile, hw.inp_depth, hw.inp_elem_bytes),
+        ("weight", "wgt", wgt_tile, hw.wgt_depth, hw.wgt_elem_bytes),
     ):
         if n * tile > depth:
             raise IllegalSchedule(
-                f"{name[:3]}_capacity",
+                f"{buf}_capacity",
                 f"{name} tile needs {tile * ebytes} B per thread x {n} thread(s) = "
-                f"{n * tile * ebytes} B, {name[:3].upper()} buffer has {depth * ebytes} B",
+                f"{n * tile * ebytes} B, {buf.upper()} buffer has {depth * ebytes} B",
             )
     acc_need = acc_tile + bias_tile
     if sch.tvm_strict and n == 4:
@@ -236,7 +236,9 @@ def plan(workload: Workload, schedule: Schedule, hw: HardwareConfig, bias: bool 
             "acc_capacity",
             f"accumulator tile needs {acc_need * hw.acc_elem_bytes} B per thread x {n} "
             f"thread(s) = {n * acc_need * hw.acc_elem_bytes} B, ACC buffer has "
-            f"{hw.acc_buff_bytes} B",
+            f"{hw.acc_buff_bytes} B"
+            + (" (TVM keeps one accumulator tile per epilogue stage under 4 threads)"
+               if sch.tvm_strict and n == 4 else ""),
         )
     if sch.tvm_strict and n == 4:
         raise IllegalSchedule(

@@ -1,0 +1,160 @@
+"""Lowering: TVM's fsim counters, published tutorial figures, legality rules."""
+
+import pytest
+
+from simulator.functional import count
+from simulator.hardware import DEFAULT, PRESETS
+from vtatune.errors import IllegalSchedule
+from vtatune.lowering import lower
+from vtatune.schedule import (
+    Schedule,
+    from_autotvm,
+    gemm_tutorial_schedule,
+    parse_schedule,
+    to_autotvm,
+    tutorial_schedule,
+)
+from vtatune.workloads import WORKLOADS, Conv2dWorkload, GemmWorkload
+
+RULE_OF_TVM_ERROR = {
+    "seq_[i].dst_idx != dst_index": "dst_dependency",
+    "cannot detect 2d pattern": "dma_pattern",
+    "Allocation exceed bound of memory tag local.acc_buffer": "acc_capacity",
+    "AssertionError": "tvm_vthread_inplace",
+}
+
+
+def _reference_point(d):
+    bias = "add int32 bias" in d.get("epilogue", "")
+    if d["operator"] == "conv2d":
+        wl = Conv2dWorkload(**d["workload"])
+        return wl, from_autotvm(d["schedule"]["knobs"], wl), bias
+    wl = GemmWorkload(**d["workload"])
+    sch = d["schedule"]
+    return wl, gemm_tutorial_schedule(sch["tile_in_channels"], sch["tile_out_channels"]), bias
+
+
+def test_fsim_reference_counters_and_rejections(fsim_reference):
+    for d in fsim_reference:
+        wl, schedule, bias = _reference_point(d)
+        if "counters" in d:
+            lowered = lower(wl, schedule, DEFAULT, bias=bias)
+            assert count(lowered.program, DEFAULT).as_dict() == d["counters"], d["name"]
+        else:
+            rule = next(r for k, r in RULE_OF_TVM_ERROR.items() if k in d["tvm_error"])
+            with pytest.raises(IllegalSchedule) as exc:
+                lower(wl, schedule, DEFAULT, bias=bias)
+            assert exc.value.rule == rule, (d["name"], str(exc.value))
+
+
+def test_gemm_tutorial_published_figures():
+    wl = WORKLOADS["gemm"]["tutorial"]
+    program = lower(wl, tutorial_schedule(wl), DEFAULT).program
+    assert count(program, DEFAULT).as_dict() == {
+        "inp_load_nbytes": 4096, "wgt_load_nbytes": 1048576, "acc_load_nbytes": 0,
+        "uop_load_nbytes": 20, "out_store_nbytes": 1024, "gemm_counter": 4096,
+        "alu_counter": 192}
+    mix = program.instruction_mix()
+    assert mix["total"] == 142
+    assert (mix["LOAD UOP"], mix["LOAD INP"], mix["LOAD WGT"], mix["GEMM"] + mix["GEMM reset"],
+            mix["GEMM reset"], mix["STORE OUT"], mix["FINISH"]) == (5, 16, 16, 20, 4, 64, 1)
+    assert mix["ALU SHR"] + mix["ALU MAX"] + mix["ALU MIN"] == 12
+
+
+def test_conv_tutorial_counters_follow_the_schedule():
+    """Derived from the schedule's structure, not typed in: every tile reloads its input
+    window (padding not counted) and weights per input-channel block."""
+    hw, wl = DEFAULT, WORKLOADS["conv2d"]["tutorial"]
+    s = tutorial_schedule(wl)
+    c = count(lower(wl, s, hw).program, hw)
+    cib, cob = wl.in_channels // 16, wl.out_channels // 16
+    oc_tiles, h_tiles = cob // s.tile_co, wl.out_height // s.tile_h
+    rows = [min(t * s.tile_h + s.tile_h + 1, wl.height) - max(t * s.tile_h - 1, 0)
+            for t in range(h_tiles)]
+    assert c.inp_load_nbytes == oc_tiles * cib * sum(rows) * wl.width * 16
+    assert c.wgt_load_nbytes == oc_tiles * h_tiles * cib * s.tile_co * 9 * 256
+    assert c.gemm_counter == wl.out_height * wl.out_width * cob * cib * 9
+    assert c.alu_counter == 3 * wl.out_height * wl.out_width * cob
+    assert c.out_store_nbytes == wl.out_height * wl.out_width * wl.out_channels
+    # per thread: 126 GEMM uops (dy*dx*x), 14 reset uops, 3 ALU uops; 2 threads
+    assert c.uop_load_nbytes == 4 * 2 * (9 * s.tile_w + s.tile_w + 3)
+
+
+def test_autotvm_roundtrip():
+    wl = WORKLOADS["conv2d"]["resnet18.C8"]
+    knobs = {"tile_b": [1, 1], "tile_h": [1, 14], "tile_w": [1, 14], "tile_ci": [16, 1],
+             "tile_co": [4, 4], "oc_nthread": 2, "h_nthread": 1}
+    s = from_autotvm(knobs, wl)
+    assert to_autotvm(s, wl) == knobs
+    assert to_autotvm(Schedule(tile_h=7, tile_w=14), wl) is None  # not the template's orders
+
+
+@pytest.mark.parametrize("schedule, rule, text", [
+    (Schedule(tile_h=14, tile_w=14, tile_co=16, tile_ci=16), "inp_capacity",
+     "input tile needs 65536 B per thread x 1 thread(s) = 65536 B, INP buffer has 32768 B"),
+    (Schedule(tile_h=7, tile_w=14, tile_co=16, tile_ci=8, oc_nthread=1), "wgt_capacity",
+     "WGT buffer has 262144 B"),
+    (Schedule(tile_h=14, tile_w=14, tile_co=8, oc_nthread=2), "acc_capacity",
+     "ACC buffer has 131072 B"),
+    (Schedule(tile_h=7, tile_w=14, tile_co=3), "tile_divides", "tile_co=3 does not divide"),
+    (Schedule(tile_h=7, tile_w=14, tile_co=16, oc_nthread=2), "thread_split",
+     "needs an even number of oc tiles"),
+])
+def test_illegal_schedules_name_rule_and_numbers(schedule, rule, text):
+    with pytest.raises(IllegalSchedule) as exc:
+        lower(WORKLOADS["conv2d"]["resnet18.C8"], schedule, DEFAULT)
+    assert exc.value.rule == rule
+    assert text in str(exc.value)
+
+
+def test_native_schedule_lifts_tvm_dma_limit():
+    """TVM rejects a padded load of several channel blocks; vtatune issues one per block."""
+    wl = WORKLOADS["conv2d"]["resnet18.C8"]
+    strict = from_autotvm({"tile_b": [-1, 1], "tile_h": [-1, 7], "tile_w": [-1, 14],
+                           "tile_ci": [-1, 2], "tile_co": [-1, 4], "oc_nthread": 1,
+                           "h_nthread": 1}, wl)
+    with pytest.raises(IllegalSchedule, match="pad on the innermost block"):
+        lower(wl, strict, DEFAULT)
+    from dataclasses import replace
+
+    native = lower(wl, replace(strict, tvm_strict=False), DEFAULT)
+    one_step = lower(wl, replace(strict, tvm_strict=False, tile_ci=1), DEFAULT)
+    c2, c1 = count(native.program, DEFAULT), count(one_step.program, DEFAULT)
+    assert c2.inp_load_nbytes == c1.inp_load_nbytes
+    assert native.program.instruction_mix()["LOAD INP"] == \
+        one_step.program.instruction_mix()["LOAD INP"]
+
+
+def test_reuse_keeps_weights_resident():
+    wl = WORKLOADS["conv2d"]["resnet18.C8"]
+    base = Schedule(tile_h=7, tile_w=7, tile_co=1, tile_ci=16, outer_order="bchw")
+    plain = count(lower(wl, base, DEFAULT).program, DEFAULT)
+    from dataclasses import replace
+
+    reused = count(lower(wl, replace(base, reuse=True), DEFAULT).program, DEFAULT)
+    assert plain.wgt_load_nbytes == 4 * reused.wgt_load_nbytes  # 2x2 spatial tiles share
+    assert reused.wgt_load_nbytes == 256 * 256 * 9
+
+
+def test_parse_schedule_forms(tmp_path):
+    wl = WORKLOADS["conv2d"]["resnet18.C8"]
+    assert parse_schedule("tutorial", wl) == tutorial_schedule(wl)
+    assert parse_schedule(None, wl) == "default"
+    f = tmp_path / "s.json"
+    f.write_text('{"tile_h": 7, "tile_w": 14}')
+    assert parse_schedule(f"@{f}", wl) == Schedule(tile_h=7, tile_w=14)
+    from vtatune.errors import ScheduleError
+
+    with pytest.raises(ScheduleError, match="unknown schedule knob 'tile_x'"):
+        parse_schedule('{"tile_x": 1}', wl)
+    with pytest.raises(ScheduleError, match="oc_nthread must be 1 or 2"):
+        parse_schedule('{"oc_nthread": 3}', wl)
+
+
+def test_4x8_config_lowers_and_counts():
+    hw = PRESETS["4x8"]
+    wl = GemmWorkload(16, 256, 128)
+    s = Schedule(tile_b=2, tile_co=4, tile_ci=8, oc_nthread=2)
+    c = count(lower(wl, s, hw).program, hw)
+    assert c.gemm_counter == (16 // 4) * (256 // 8) * (128 // 8)
+    assert c.out_store_nbytes == 16 * 128

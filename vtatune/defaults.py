@@ -1,0 +1,39 @@
+"""A sensible legal fallback schedule for any workload."""
+
+from __future__ import annotations
+
+from simulator.hardware import HardwareConfig
+
+from .errors import IllegalSchedule
+from .lowering import check
+from .schedule import Schedule
+from .workloads import Workload
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def default_schedule(workload: Workload, hw: HardwareConfig, bias: bool = False) -> Schedule:
+    """The first legal schedule among simple, reasonable candidates: full-width rows, one
+    input-channel block per load step, as many rows and output channels as fit, two
+    threads on the output channels when possible. Deterministic."""
+    conv = workload.as_conv()
+    cob = conv.out_channels // hw.block_out
+    nb = conv.batch // hw.batch
+    candidates = []
+    for tile_co in sorted((d for d in _divisors(cob) if d <= 8), reverse=True):
+        for tile_h in sorted(_divisors(conv.out_height), reverse=True):
+            for oc_nthread in (2, 1):
+                candidates.append(Schedule(
+                    tile_b=1 if nb > 1 else 1, tile_h=tile_h, tile_w=conv.out_width,
+                    tile_co=tile_co, tile_ci=1, oc_nthread=oc_nthread))
+    last: IllegalSchedule | None = None
+    for s in candidates:
+        try:
+            check(workload, s, hw, bias)
+            return s
+        except IllegalSchedule as exc:
+            last = exc
+    raise IllegalSchedule("no_default", f"no default schedule fits {workload.describe()} on "
+                                        f"{hw.bitstream}: {last}")

@@ -18,6 +18,7 @@ from typing import Any
 from simulator.errors import VTAError
 from simulator.functional import count
 from simulator.hardware import HardwareConfig
+from simulator.timing import TimingProfile, simulate
 
 from .errors import IllegalSchedule
 from .lowering import lower
@@ -44,7 +45,7 @@ class Evaluation:
 
 
 def evaluate(workload: Workload, schedule: Schedule, hw: HardwareConfig, *, bias: bool = False,
-             profile=None) -> Evaluation:
+             profile: TimingProfile | None = None) -> Evaluation:
     """Lower and time ``schedule``; never raises for a schedule that cannot run."""
     try:
         lowered = lower(workload, schedule, hw, bias=bias)
@@ -53,14 +54,9 @@ def evaluate(workload: Workload, schedule: Schedule, hw: HardwareConfig, *, bias
     except VTAError as exc:
         return Evaluation("error", error=str(exc))
     counters = count(lowered.program, hw)
-    # Placeholder until the timing engine lands: the larger of the compute and memory floors.
-    moved = (counters.inp_load_nbytes + counters.wgt_load_nbytes + counters.acc_load_nbytes
-             + counters.uop_load_nbytes + counters.out_store_nbytes)
-    cycles = max(counters.gemm_counter, moved // (hw.bus_bits // 8)) + len(
-        lowered.program.instructions) * 3
-    seconds = cycles / (hw.clock_mhz * 1e6)
-    macs = workload.macs
+    timing = simulate(lowered.program, hw, profile)
+    seconds = timing.seconds(hw)
     return Evaluation(
-        "ok", cycles=cycles, seconds=seconds, gops=2 * macs / seconds / 1e9,
-        utilization=counters.gemm_counter / cycles, counters=counters.as_dict(),
+        "ok", cycles=timing.cycles, seconds=seconds, gops=2 * workload.macs / seconds / 1e9,
+        utilization=timing.utilization, counters=counters.as_dict(),
         instructions=len(lowered.program.instructions))

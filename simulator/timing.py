@@ -1,0 +1,466 @@
+"""Event-driven timing model of the VTA hardware (the Chisel design TVM simulates with tsim).
+
+Four modules run concurrently — fetch, load, compute and store — each executing its own
+queue strictly in order, one instruction at a time. They are joined by the four token FIFOs
+(a pop waits for the matching push, posted when the pushing instruction completes) and
+share one AXI read channel; the store module owns the write channel.
+
+How time is spent (every constant is a field of :class:`TimingProfile`):
+
+* Fetch reads the stream in chunks of ``fetch_chunk_insns`` instructions over the read
+  channel (highest read priority), then hands them to the module queues at one per cycle;
+  a full queue (``queue_depth``) stalls fetch, and with it every module behind it.
+* Every instruction pays ``insn_overhead`` control cycles; a NOP costs ``nop_cycles``.
+* A DMA read (LOAD INP/WGT/ACC/UOP, fetch) is split into bursts of at most
+  ``max_burst_beats`` beats that never cross ``burst_boundary`` bytes. Its first beat arrives
+  ``read_latency`` cycles after the request, or when the channel is free if it is busier than
+  that (requests pipeline: latency is paid only after idle). Each burst then costs
+  ``beats + burst_bubble`` cycles, but no less than ``(read_latency + beats) /
+  max_outstanding`` (at most that many requests in flight). Waiting requests are granted in
+  time order, ties by priority fetch > uop > inp > wgt > acc.
+* Zero padding of a LOAD is written one element per ``pad_cycles_per_elem`` after the data.
+* GEMM: one micro-op per cycle (reset ones too) plus ``gemm_pipeline`` fill/drain cycles.
+* ALU: ``alu_imm_cycles`` per micro-op with an immediate, ``alu_reg_cycles`` without (one
+  ACC read port), plus ``alu_pipeline``.
+* STORE: ``store_elem_cycles`` per 16 bytes of output plus ``write_handshake`` per burst.
+* The cycle count runs from launch to the end of FINISH.
+
+The engine is deterministic: the same program and profile always give the same cycles.
+A pop that can never be satisfied, or fetch blocked forever on a full queue, raises
+:class:`DeadlockError` naming the instruction.
+
+Example:
+    >>> from simulator.hardware import DEFAULT
+    >>> from simulator.isa import FinishInsn, MemId, MemInsn, Opcode
+    >>> from simulator.program import Program
+    >>> load = MemInsn(Opcode.LOAD, MemId.INP, 0, 0, 1, 16, 16, push_next=True)
+    >>> prog = Program((load, FinishInsn(pop_prev=True)), (), (), 4096)
+    >>> r = simulate(prog, DEFAULT)
+    >>> r.cycles > 0, r.modules["load"].busy > 0
+    (True, True)
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, fields, replace
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from .errors import ConfigError, DeadlockError, ProgramError
+from .functional import FIFOS, pops_of, pushes_of
+from .hardware import HardwareConfig
+from .isa import AluInsn, FinishInsn, GemmInsn, MemId, MemInsn, Opcode
+from .program import Program, mem_elem_bytes
+
+MODULES = ("load", "compute", "store")
+_FIFO_IDS = {name: i for i, name in enumerate(FIFOS)}
+# Read-channel priority (lower wins a tie): fetch > uop > inp > wgt > acc.
+_PRIORITY = {"fetch": 0, MemId.UOP: 1, MemId.INP: 2, MemId.WGT: 3, MemId.ACC: 4,
+             MemId.ACC_8BIT: 4}
+
+
+@dataclass(frozen=True)
+class TimingProfile:
+    """Every timing constant of the model, with the defaults of a 64-bit-bus board.
+
+    Use :meth:`for_hw` to derive the profile of a hardware preset (bus width and fetch chunk
+    follow the board) and :meth:`from_json` to override fields from a file.
+    """
+
+    bus_bytes: int = 8  # bytes per beat (64-bit AXI)
+    max_burst_beats: int = 16
+    burst_boundary: int = 128  # bytes; a burst never crosses it
+    read_latency: int = 16  # cycles from request to first beat on an idle channel
+    max_outstanding: int = 16  # read requests in flight
+    burst_bubble: int = 1  # idle cycle between read bursts
+    write_handshake: int = 3  # cycles per write burst
+    fetch_chunk_insns: int = 128  # instructions fetched per read (pynq shell; de10nano 8)
+    queue_depth: int = 512  # per-module instruction queue
+    insn_overhead: int = 2  # control cycles of every instruction
+    nop_cycles: int = 2
+    pad_cycles_per_elem: int = 1
+    gemm_pipeline: int = 5
+    alu_imm_cycles: int = 1
+    alu_reg_cycles: int = 2
+    alu_pipeline: int = 7
+    store_elem_cycles: int = 3  # per 16 bytes of output
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            v = getattr(self, f.name)
+            low = 0 if f.name in ("read_latency", "burst_bubble", "write_handshake",
+                                  "nop_cycles", "insn_overhead", "pad_cycles_per_elem",
+                                  "gemm_pipeline", "alu_pipeline") else 1
+            if not isinstance(v, int) or isinstance(v, bool) or v < low:
+                raise ConfigError(f"timing profile {f.name}: must be an integer >= {low}, "
+                                  f"got {v!r}")
+
+    @classmethod
+    def for_hw(cls, hw: HardwareConfig) -> TimingProfile:
+        """The board's profile: bus width from the hardware, fetch chunk from the shell."""
+        bus = hw.bus_bits // 8
+        return cls(bus_bytes=bus, burst_boundary=cls.max_burst_beats * bus,
+                   fetch_chunk_insns=8 if hw.target == "de10nano" else 128)
+
+    @classmethod
+    def from_dict(cls, data: Any, base: TimingProfile | None = None) -> TimingProfile:
+        if not isinstance(data, dict):
+            raise ConfigError("a timing profile must be a JSON object of fields")
+        known = {f.name for f in fields(cls)}
+        for key in data:
+            if key not in known:
+                raise ConfigError(f"timing profile {key}: unknown field (known: "
+                                  f"{', '.join(sorted(known))})")
+        return replace(base or cls(), **data)
+
+    @classmethod
+    def from_json(cls, path: str | Path, base: TimingProfile | None = None) -> TimingProfile:
+        try:
+            text = Path(path).read_text()
+        except OSError as exc:
+            raise ConfigError(f"cannot read timing profile {path}: {exc.strerror}") from None
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno})") \
+                from None
+        return cls.from_dict(data, base)
+
+    def to_dict(self) -> dict[str, int]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class ModuleTime:
+    """Where one module's cycles went."""
+
+    busy: int  # executing instructions (including waits for the read channel)
+    stall: int  # ready to start but waiting for a dependency token
+    idle: int  # the rest: nothing fetched yet, or done
+    mem_wait: int  # part of busy spent waiting for the read channel
+
+
+@dataclass(frozen=True)
+class TraceRow:
+    index: int
+    module: str
+    kind: str
+    start: int
+    end: int
+    token_wait: int  # cycles spent waiting for tokens before starting
+    pops: str  # FIFOs popped, e.g. "l2g+s2g"
+
+
+@dataclass(frozen=True)
+class TimingResult:
+    """The timing of one run."""
+
+    cycles: int
+    modules: dict[str, ModuleTime]
+    gemm_cycles: int  # GEMM micro-op cycles doing MACs (fsim's gemm_counter)
+    read_bytes: int  # DMA reads including instruction fetch
+    write_bytes: int
+    profile: TimingProfile
+    trace: tuple[TraceRow, ...] | None = None
+
+    @property
+    def compute_floor(self) -> int:
+        """No schedule can beat one GEMM micro-op per cycle."""
+        return self.gemm_cycles
+
+    @property
+    def memory_floor(self) -> int:
+        """Bytes over the busier AXI channel (reads and writes travel separately)."""
+        return math.ceil(max(self.read_bytes, self.write_bytes) / self.profile.bus_bytes)
+
+    @property
+    def utilization(self) -> float:
+        return self.gemm_cycles / self.cycles if self.cycles else 0.0
+
+    def seconds(self, hw: HardwareConfig) -> float:
+        return self.cycles / (hw.clock_mhz * 1e6)
+
+
+# --- per-instruction costs -----------------------------------------------------------------
+@lru_cache(maxsize=65536)
+def _rows_transfer(addr: int, row_bytes: int, stride_bytes: int, rows: int,
+                   p: TimingProfile) -> tuple[int, int, int]:
+    """(cycles, beats, bursts) to read ``rows`` rows of ``row_bytes`` from byte ``addr``."""
+    if row_bytes == 0 or rows == 0:
+        return 0, 0, 0
+    if rows == 1 or stride_bytes == row_bytes:
+        return _region_transfer(addr % p.burst_boundary, row_bytes * rows, p)
+    # Row start offsets repeat with a period that divides the boundary: cost one period.
+    period = p.burst_boundary // math.gcd(stride_bytes % p.burst_boundary or p.burst_boundary,
+                                          p.burst_boundary)
+    period = min(period, rows)
+    full, rest = divmod(rows, period)
+    total = [0, 0, 0]
+    for r in range(period):
+        c = _region_transfer((addr + r * stride_bytes) % p.burst_boundary, row_bytes, p)
+        times = full + (1 if r < rest else 0)
+        for k in range(3):
+            total[k] += c[k] * times
+    return total[0], total[1], total[2]
+
+
+@lru_cache(maxsize=65536)
+def _region_transfer(offset: int, nbytes: int, p: TimingProfile) -> tuple[int, int, int]:
+    """(cycles, beats, bursts) to read ``nbytes`` contiguous bytes starting ``offset`` bytes
+    into a burst-boundary window."""
+    max_bytes = min(p.max_burst_beats * p.bus_bytes, p.burst_boundary)
+    cycles = beats = bursts = 0
+    pos, end = offset, offset + nbytes
+    while pos < end:
+        # A burst ends at the next boundary, or after max_burst_beats beats.
+        limit = min((pos // p.burst_boundary + 1) * p.burst_boundary,
+                    (pos // p.bus_bytes) * p.bus_bytes + max_bytes, end)
+        b = (limit - 1) // p.bus_bytes - pos // p.bus_bytes + 1
+        cycles += max(b + p.burst_bubble, -(-(p.read_latency + b) // p.max_outstanding))
+        beats += b
+        bursts += 1
+        pos = limit
+    return cycles, beats, bursts
+
+
+def _write_cost(n_elem: int, elem_bytes: int, row_bytes: int, stride_bytes: int, rows: int,
+                addr: int, p: TimingProfile) -> int:
+    _, _, bursts = _rows_transfer(addr, row_bytes, stride_bytes, rows, p)
+    per_elem = -(-p.store_elem_cycles * elem_bytes // 16)
+    return n_elem * per_elem + bursts * p.write_handshake
+
+
+# Kinds of per-instruction work in the compiled table.
+_PLAIN, _READ, _WRITE = 0, 1, 2
+
+
+def _compile(program: Program, hw: HardwareConfig, p: TimingProfile):
+    """Per instruction: (module, pops, pushes, kind, pre, transfer, post, priority, nbytes)."""
+    table = []
+    read_bytes = write_bytes = gemm_cycles = 0
+    for insn in program.instructions:
+        m = int(insn.module) - 1
+        pops = tuple(_FIFO_IDS[f] for f in pops_of(insn))
+        pushes = tuple(_FIFO_IDS[f] for f in pushes_of(insn))
+        kind, pre, transfer, post, prio = _PLAIN, 0, 0, 0, 0
+        if isinstance(insn, MemInsn):
+            if insn.is_nop:
+                pre = p.nop_cycles
+            else:
+                eb = mem_elem_bytes(insn.mem, hw)
+                if insn.mem == MemId.UOP:
+                    eb = hw.uop_elem_bytes
+                row, stride = insn.x_size * eb, insn.x_stride * eb
+                addr = insn.dram_base * eb
+                n = insn.x_size * insn.y_size
+                if insn.opcode == Opcode.LOAD:
+                    cyc, beats, _ = _rows_transfer(addr, row, stride, insn.y_size, p)
+                    kind, pre, transfer = _READ, p.insn_overhead, cyc
+                    total = (insn.y_pad_0 + insn.y_size + insn.y_pad_1) * \
+                        (insn.x_pad_0 + insn.x_size + insn.x_pad_1)
+                    post = (total - n) * p.pad_cycles_per_elem
+                    prio = _PRIORITY[insn.mem]
+                    read_bytes += n * eb
+                else:
+                    ob = hw.out_elem_bytes
+                    kind, pre = _WRITE, p.insn_overhead
+                    transfer = _write_cost(n, ob, insn.x_size * ob, insn.x_stride * ob,
+                                           insn.y_size, insn.dram_base * ob, p)
+                    write_bytes += n * ob
+        elif isinstance(insn, GemmInsn):
+            pre = p.insn_overhead + insn.uop_iterations + p.gemm_pipeline
+            if not insn.reset:
+                gemm_cycles += insn.uop_iterations
+        elif isinstance(insn, AluInsn):
+            per = p.alu_imm_cycles if insn.use_imm else p.alu_reg_cycles
+            pre = p.insn_overhead + insn.uop_iterations * per + p.alu_pipeline
+        elif isinstance(insn, FinishInsn):
+            pre = p.insn_overhead
+        else:  # pragma: no cover - Instruction is exhaustive
+            raise ProgramError(f"unknown instruction {insn!r}")
+        table.append((m, pops, pushes, kind, pre, transfer, post, prio))
+    return table, read_bytes, write_bytes, gemm_cycles
+
+
+# --- the event engine ------------------------------------------------------------------------
+def simulate(program: Program, hw: HardwareConfig, profile: TimingProfile | None = None,
+             trace: bool = False) -> TimingResult:
+    """Time ``program`` on ``hw``; ``trace=True`` also records one row per instruction."""
+    p = profile or TimingProfile.for_hw(hw)
+    insns = program.instructions
+    n = len(insns)
+    if not n or not isinstance(insns[-1], FinishInsn):
+        raise ProgramError("a program must end with FINISH")
+    table, read_bytes, write_bytes, gemm_cycles = _compile(program, hw, p)
+    insn_bytes = hw.insn_bytes
+    read_bytes += n * insn_bytes
+
+    queues: list[list[int]] = [[], [], []]
+    qpos = [0] * n  # position of each instruction in its module's queue
+    for i, row in enumerate(table):
+        qpos[i] = len(queues[row[0]])
+        queues[row[0]].append(i)
+
+    start = [-1] * n
+    end = [0] * n
+    dispatch = [-1] * n
+    token_wait = [0] * n
+    push_times: list[list[int]] = [[], [], [], []]  # per FIFO, completion time of k-th push
+    pops_done = [0, 0, 0, 0]
+    head = [0, 0, 0]  # next queue position per module
+    free = [0, 0, 0]  # when each module finishes its current instruction
+    busy = [0, 0, 0]
+    stall = [0, 0, 0]
+    mem_wait = [0, 0, 0]
+    chan_free = 0  # read channel: when its last granted transfer ends
+
+    # Fetch state: chunk reads over the read channel, then dispatch one per cycle.
+    chunk = p.fetch_chunk_insns
+    fetch_next = 0  # next instruction to dispatch
+    fetch_req = 0  # when fetch can request the next chunk (if fetch_next starts a chunk)
+    fetch_arrival = 0  # data-start time of the current chunk
+    fetch_last = -1  # dispatch time of the previous instruction
+    chunk_start = chunk_end = 0  # the chunk being dispatched: [chunk_start, chunk_end)
+    fetch_cost = {}
+
+    def chunk_cost(c: int) -> int:
+        size = min(chunk, n - c)
+        if size not in fetch_cost:
+            fetch_cost[size] = _region_transfer(0, size * insn_bytes, p)[0]
+        return fetch_cost[size]
+
+    beat_per_insn = max(1, insn_bytes // p.bus_bytes)
+    depth = p.queue_depth
+    finish_time = None
+    while finish_time is None:
+        # Dispatch what has arrived, as far as queue space allows (no channel use).
+        while fetch_next < chunk_end:
+            i = fetch_next
+            m = table[i][0]
+            t = max(fetch_last + 1, fetch_arrival + (i - chunk_start + 1) * beat_per_insn)
+            k = qpos[i] - depth
+            if k >= 0:
+                j = queues[m][k]
+                if start[j] < 0:
+                    break  # queue full until that instruction starts
+                t = max(t, start[j] + 1)
+            dispatch[i] = fetch_last = t
+            fetch_next += 1
+        if fetch_next == chunk_end and chunk_end < n:
+            fetch_req = max(fetch_req, fetch_last + 1)
+
+        # Candidates: each module's next instruction, and fetch's next chunk read.
+        best = None  # (key, priority, who, start)
+        if fetch_next == chunk_end and chunk_end < n:
+            g = max(fetch_req, chan_free - p.read_latency)
+            best = (g, 0, -1, g)
+        for m in (0, 1, 2):
+            h = head[m]
+            q = queues[m]
+            if h >= len(q):
+                continue
+            i = q[h]
+            if dispatch[i] < 0:
+                continue
+            row = table[i]
+            ready = max(free[m], dispatch[i])
+            s = ready
+            blocked = False
+            for f in row[1]:
+                k = pops_done[f]
+                pt = push_times[f]
+                if k >= len(pt):
+                    blocked = True
+                    break
+                if pt[k] > s:
+                    s = pt[k]
+            if blocked:
+                continue
+            if row[3] == _READ:
+                key = max(s + row[4], chan_free - p.read_latency)
+                prio = row[7]
+            else:
+                key, prio = s, 9
+            cand = (key, prio, m, s)
+            if best is None or cand[:2] < best[:2]:
+                best = cand
+        if best is None:
+            _deadlock(program, table, queues, head, pops_done, push_times, fetch_next, n)
+        key, prio, m, s = best
+        if m < 0:  # fetch reads the next chunk
+            data = key + p.read_latency
+            cost = chunk_cost(chunk_end)
+            chan_free = data + cost
+            fetch_arrival = data
+            chunk_start, chunk_end = chunk_end, min(chunk_end + chunk, n)
+            continue
+        i = queues[m][head[m]]
+        row = table[i]
+        ready = max(free[m], dispatch[i])
+        stall[m] += s - ready
+        token_wait[i] = s - ready
+        for f in row[1]:
+            pops_done[f] += 1
+        kind = row[3]
+        if kind == _READ:
+            req = s + row[4]
+            data = max(req + p.read_latency, chan_free)
+            mem_wait[m] += data - (req + p.read_latency)
+            chan_free = data + row[5]
+            e = chan_free + row[6]
+        elif kind == _WRITE:
+            e = s + row[4] + row[5]
+        else:
+            e = s + row[4]
+        start[i], end[i] = s, e
+        busy[m] += e - s
+        free[m] = e
+        head[m] += 1
+        for f in row[2]:
+            push_times[f].append(e)
+        if i == n - 1:
+            finish_time = e
+
+    total = finish_time
+    # Instructions after FINISH in other queues never matter: FINISH is last in the stream.
+    modules = {
+        name: ModuleTime(busy[k], stall[k], max(0, total - busy[k] - stall[k]), mem_wait[k])
+        for k, name in enumerate(MODULES)
+    }
+    rows = None
+    if trace:
+        rows = tuple(
+            TraceRow(i, MODULES[table[i][0]], insns[i].kind, start[i], end[i], token_wait[i],
+                     "+".join(f for f in pops_of(insns[i])))
+            for i in range(n) if start[i] >= 0
+        )
+    return TimingResult(total, modules, gemm_cycles, read_bytes, write_bytes, p, rows)
+
+
+def _deadlock(program, table, queues, head, pops_done, push_times, fetch_next, n) -> None:
+    insns = program.instructions
+    names = list(FIFOS)
+    blocked = []
+    for m in (0, 1, 2):
+        if head[m] < len(queues[m]):
+            i = queues[m][head[m]]
+            for f in table[i][1]:
+                if pops_done[f] >= len(push_times[f]):
+                    blocked.append((i, m, names[f]))
+                    break
+    if blocked:
+        i, m, fifo = min(blocked)
+        src, dst = FIFOS[fifo]
+        raise DeadlockError(
+            f"deadlock: instruction #{i} ({insns[i].kind}, {MODULES[m]} module) waits on FIFO "
+            f"{fifo} ({src.name.lower()}->{dst.name.lower()}) and no remaining instruction "
+            "can push it")
+    if fetch_next < n:
+        m = table[fetch_next][0]
+        raise DeadlockError(
+            f"deadlock: fetch cannot dispatch instruction #{fetch_next} ({insns[fetch_next].kind})"
+            f": the {MODULES[m]} queue is full and its head never starts")
+    raise DeadlockError("deadlock: no module can make progress")  # pragma: no cover

@@ -163,6 +163,7 @@ class TimingResult:
     gemm_cycles: int  # GEMM micro-op cycles doing MACs (fsim's gemm_counter)
     read_bytes: int  # DMA reads including instruction fetch
     write_bytes: int
+    serial_cycles: int  # every instruction and fetch read run alone, one after another
     profile: TimingProfile
     trace: tuple[TraceRow, ...] | None = None
 
@@ -333,9 +334,15 @@ def simulate(program: Program, hw: HardwareConfig, profile: TimingProfile | None
         return fetch_cost[size]
 
     beat_per_insn = max(1, insn_bytes // p.bus_bytes)
+    serial = sum(row[4] + row[5] + row[6] + (p.read_latency if row[3] == _READ else 0)
+                 for row in table)
+    serial += sum(p.read_latency + chunk_cost(c) + min(chunk, n - c) * beat_per_insn
+                  for c in range(0, n, chunk))
     depth = p.queue_depth
-    finish_time = None
-    while finish_time is None:
+    finish_time = 0
+    remaining = n
+    # Run every instruction, not just up to FINISH: one that can never run is a deadlock.
+    while remaining:
         # Dispatch what has arrived, as far as queue space allows (no channel use).
         while fetch_next < chunk_end:
             i = fetch_next
@@ -388,7 +395,8 @@ def simulate(program: Program, hw: HardwareConfig, profile: TimingProfile | None
             if best is None or cand[:2] < best[:2]:
                 best = cand
         if best is None:
-            _deadlock(program, table, queues, head, pops_done, push_times, fetch_next, n)
+            _deadlock(program, table, queues, head, pops_done, push_times, fetch_next,
+                      chunk_end, n)
         key, prio, m, s = best
         if m < 0:  # fetch reads the next chunk
             data = key + p.read_latency
@@ -421,6 +429,7 @@ def simulate(program: Program, hw: HardwareConfig, profile: TimingProfile | None
         head[m] += 1
         for f in row[2]:
             push_times[f].append(e)
+        remaining -= 1
         if i == n - 1:
             finish_time = e
 
@@ -437,10 +446,11 @@ def simulate(program: Program, hw: HardwareConfig, profile: TimingProfile | None
                      "+".join(f for f in pops_of(insns[i])))
             for i in range(n) if start[i] >= 0
         )
-    return TimingResult(total, modules, gemm_cycles, read_bytes, write_bytes, p, rows)
+    return TimingResult(total, modules, gemm_cycles, read_bytes, write_bytes, serial, p, rows)
 
 
-def _deadlock(program, table, queues, head, pops_done, push_times, fetch_next, n) -> None:
+def _deadlock(program, table, queues, head, pops_done, push_times, fetch_next, chunk_end,
+              n) -> None:
     insns = program.instructions
     names = list(FIFOS)
     blocked = []
@@ -451,16 +461,21 @@ def _deadlock(program, table, queues, head, pops_done, push_times, fetch_next, n
                 if pops_done[f] >= len(push_times[f]):
                     blocked.append((i, m, names[f]))
                     break
-    if blocked:
+    stuck_fetch = fetch_next < n and fetch_next < chunk_end
+    if blocked and not stuck_fetch:
         i, m, fifo = min(blocked)
         src, dst = FIFOS[fifo]
         raise DeadlockError(
             f"deadlock: instruction #{i} ({insns[i].kind}, {MODULES[m]} module) waits on FIFO "
             f"{fifo} ({src.name.lower()}->{dst.name.lower()}) and no remaining instruction "
             "can push it")
-    if fetch_next < n:
+    if stuck_fetch:
         m = table[fetch_next][0]
+        head_insn = queues[m][head[m]]
+        why = next((f" waits on FIFO {names[f]}" for f in table[head_insn][1]
+                    if pops_done[f] >= len(push_times[f])), " never starts")
         raise DeadlockError(
-            f"deadlock: fetch cannot dispatch instruction #{fetch_next} ({insns[fetch_next].kind})"
-            f": the {MODULES[m]} queue is full and its head never starts")
+            f"deadlock: fetch cannot hand instruction #{fetch_next} ({insns[fetch_next].kind}) "
+            f"to the full {MODULES[m]} queue: its head, #{head_insn} "
+            f"({insns[head_insn].kind}),{why}")
     raise DeadlockError("deadlock: no module can make progress")  # pragma: no cover

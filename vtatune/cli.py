@@ -14,12 +14,14 @@ from typing import Any
 from simulator.errors import VTAError
 from simulator.functional import count
 from simulator.hardware import HardwareConfig
+from simulator.timing import TimingProfile, simulate
 
 from . import __version__
 from .errors import VtatuneError, WorkloadError
 from .lowering import lower
 from .lowering._vadd import VaddWorkload, lower_vadd
 from .schedule import Schedule, parse_schedule
+from .timeline import draw_timeline, timing_report, write_trace_csv
 from .workloads import Conv2dWorkload, GemmWorkload, Workload, get_workload
 
 CONV_FLAGS = ("batch", "height", "width", "in_channels", "out_channels", "kernel", "pad",
@@ -92,13 +94,22 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--verify", action="store_true", help="check bit-exactly against numpy")
     sim.add_argument("--seed", type=int, default=0, help="random data seed for --verify")
     sim.add_argument("--json", action="store_true", help="print one JSON object")
+    sim.add_argument("--profile", metavar="FILE.json",
+                     help="timing profile overrides (fields of simulator.timing.TimingProfile)")
+    sim.add_argument("--trace", metavar="FILE.csv", help="write one row per instruction")
+    sim.add_argument("--timeline", metavar="FILE.png",
+                     help="draw the modules as lanes over time (needs matplotlib)")
+    from ._tuner._cli import add_parsers
+
+    add_parsers(sub, _add_shape_flags)
     return parser
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
     hw = HardwareConfig.resolve(args.hw)
     report: dict[str, Any] = {"hw": {"target": hw.target, "bitstream": hw.bitstream,
-                                     "model": hw.target_model, "config": hw.to_dict()}}
+                                     "model": hw.target_model, "clock_mhz": hw.clock_mhz,
+                                     "config": hw.to_dict()}}
     if args.operator == "vadd":
         if args.workload not in (None, "tutorial"):
             raise UsageError("vadd takes --elements, not --workload")
@@ -119,6 +130,15 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     report["bias"] = bool(args.bias)
     report["counters"] = count(program, hw).as_dict()
     report["instructions"] = program.instruction_mix()
+    profile = TimingProfile.for_hw(hw)
+    if args.profile:
+        profile = TimingProfile.from_json(args.profile, profile)
+    timing = simulate(program, hw, profile, trace=bool(args.trace or args.timeline))
+    report.update(timing_report(timing, hw, getattr(wl, "macs", None)))
+    if args.trace:
+        write_trace_csv(timing.trace, args.trace)
+    if args.timeline:
+        draw_timeline(timing.trace, args.timeline, f"{wl.describe()} on {hw.target_model}")
     status = 0
     if args.verify:
         ok = _verify(wl, lowered, program, hw, args.seed)
@@ -163,6 +183,13 @@ def _print_summary(report: dict[str, Any], wl) -> None:
     mix = report["instructions"]
     print(f"instructions {mix['total']}: " + ", ".join(
         f"{k} {v}" for k, v in mix.items() if k != "total"))
+    b = report["bounds"]
+    print(f"cycles     {report['cycles']} ({report['seconds'] * 1e3:.3f} ms at "
+          f"{report['hw']['clock_mhz']:g} MHz, {report['gops']:.2f} GOPS, utilization "
+          f"{report['utilization']:.1%}); floors: compute {b['compute_floor']}, memory "
+          f"{b['memory_floor']}")
+    print("modules    " + "  ".join(
+        f"{k} busy {v['busy']} stall {v['stall']}" for k, v in report["modules"].items()))
     if "verified" in report:
         print("verified   " + ("yes (bit-exact with numpy)" if report["verified"] else
                                "NO: output differs from numpy"))
@@ -177,6 +204,14 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         if args.command == "simulate":
             return cmd_simulate(args)
+        if args.command in ("conv2d", "gemm", "replay", "best"):
+            from ._tuner import _cli
+
+            if args.command == "replay":
+                return _cli.cmd_replay(args)
+            if args.command == "best":
+                return _cli.cmd_best(args)
+            return _cli.cmd_tune(args, resolve_workload)
         raise UsageError(f"unknown command {args.command}")  # pragma: no cover
     except (VTAError, WorkloadError) as exc:
         print(f"vtatune: error: {exc}", file=sys.stderr)

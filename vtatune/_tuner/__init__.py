@@ -1,0 +1,1 @@
+"""Private modules of the tuner; the public API is :mod:`vtatune.tuner`."""

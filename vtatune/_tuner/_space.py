@@ -1,0 +1,81 @@
+"""A template's knobs as Optuna distributions, and its legal configs in a fixed order.
+
+Two encodings (stored with the study, so a resumed study keeps its own):
+
+- ``value``: every knob is a categorical of its real choices, so ``trial.params`` is the
+  config itself (what Optuna users expect to see).
+- ``index``: ordinal integer knobs (tile sizes) become the index into their sorted
+  choices, so CMA-ES can move along them; other knobs stay categorical.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from optuna.distributions import BaseDistribution, CategoricalDistribution, IntDistribution
+
+ENCODINGS = ("value", "index")
+
+Config = dict[str, Any]
+Key = tuple[Any, ...]
+
+
+def _ordinal(choices: tuple[Any, ...]) -> bool:
+    return (len(choices) > 1 and all(type(c) is int for c in choices)
+            and list(choices) == sorted(choices))
+
+
+@dataclass(frozen=True)
+class Codec:
+    """Maps a template's configs to and from one Optuna encoding."""
+
+    template: Any
+    encoding: str = "value"
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(k.name for k in self.template.knobs)
+
+    def distributions(self) -> dict[str, BaseDistribution]:
+        out: dict[str, BaseDistribution] = {}
+        for k in self.template.knobs:
+            if self.encoding == "index" and _ordinal(k.choices):
+                out[k.name] = IntDistribution(0, len(k.choices) - 1)
+            else:
+                out[k.name] = CategoricalDistribution(k.choices)
+        return out
+
+    def to_params(self, config: Config) -> dict[str, Any]:
+        if self.encoding == "value":
+            return dict(config)
+        return {k.name: (k.choices.index(config[k.name]) if _ordinal(k.choices)
+                         else config[k.name]) for k in self.template.knobs}
+
+    def from_params(self, params: dict[str, Any]) -> Config:
+        if self.encoding == "value":
+            return {n: params[n] for n in self.names}
+        return {k.name: (k.choices[params[k.name]] if _ordinal(k.choices)
+                         else params[k.name]) for k in self.template.knobs}
+
+    def key(self, config: Config) -> Key:
+        return tuple(config[n] for n in self.names)
+
+
+def legal_configs(template: Any) -> Iterator[Config]:
+    """The template's legal configs in its deterministic order.
+
+    Uses ``Template.legal_configs()`` when the template has it (fast, pruned); otherwise
+    walks the product of the knobs' choices in order and keeps the legal ones.
+    """
+    fast = getattr(template, "legal_configs", None)
+    if fast is not None:
+        yield from fast()
+        return
+    names = [k.name for k in template.knobs]
+    for values in itertools.product(*(k.choices for k in template.knobs)):
+        config = dict(zip(names, values, strict=True))
+        if template.legal(config):
+            yield config

@@ -1,0 +1,245 @@
+"""Tuning logs: one JSON object per line, appended as each trial finishes.
+
+A record is complete on its own: the workload's shape, the hardware's ``vta_config.json``
+and the full :class:`~vtatune.schedule.Schedule` are in it, so it replays without the
+template that produced it (``python -m vtatune replay LOG``).
+
+Example:
+    >>> import tempfile, pathlib
+    >>> path = pathlib.Path(tempfile.mkdtemp()) / "demo.jsonl"
+    >>> with RecordWriter(path) as log:
+    ...     log.write({"status": "ok", "cycles": 10})
+    >>> [r["cycles"] for _, r in read_records(path)]
+    [10]
+
+Schema (``schema`` = 1): ``schema``, ``workload`` {operator, name, key, shape},
+``hw`` {target, bitstream, model, config}, ``bias``, ``template``, ``space``, ``config``
+(the knobs), ``schedule`` (every Schedule field), ``status`` (``ok`` / ``illegal`` /
+``error``), ``rule``, ``error``, ``cycles``, ``seconds``, ``gops``, ``utilization``,
+``counters`` (fsim's seven), ``instructions``, ``trial``, ``timestamp`` (ISO 8601, UTC),
+``study``, ``sampler``, ``seed``, ``version`` (of vtatune).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import warnings
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from simulator.hardware import HardwareConfig
+
+from .errors import VtatuneError
+from .schedule import Schedule
+from .workloads import Conv2dWorkload, GemmWorkload, Workload
+
+SCHEMA = 1
+
+
+class RecordWarning(UserWarning):
+    """A log line that is not a complete record (skipped)."""
+
+
+class LogError(VtatuneError):
+    """A log that cannot be read or does not fit the request."""
+
+
+def workload_fields(workload: Workload) -> dict[str, Any]:
+    return {"operator": workload.operator, "name": workload.name, "key": workload.key(),
+            "shape": workload.shape_args()}
+
+
+def hw_fields(hw: HardwareConfig) -> dict[str, Any]:
+    return {"target": hw.target, "bitstream": hw.bitstream, "model": hw.target_model,
+            "config": hw.to_dict()}
+
+
+def workload_from(record: dict[str, Any]) -> Workload:
+    """The workload a record was tuned for."""
+    w = record["workload"]
+    cls = Conv2dWorkload if w["operator"] == "conv2d" else GemmWorkload
+    return cls(**w["shape"], name=w.get("name", ""))
+
+
+def hw_from(record: dict[str, Any]) -> HardwareConfig:
+    return HardwareConfig.from_dict(record["hw"]["config"])
+
+
+def schedule_from(record: dict[str, Any]) -> Schedule:
+    return Schedule.from_dict(record["schedule"])
+
+
+def target_key(record: dict[str, Any]) -> tuple[str, str, bool]:
+    """What "the same tuning problem" means: workload shape x hardware model x bias."""
+    return record["workload"]["key"], record["hw"]["model"], bool(record.get("bias", False))
+
+
+def now() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds")
+
+
+class RecordWriter:
+    """Append-only JSON-lines writer: one ``os.write`` of one complete line per record.
+
+    The file is opened with ``O_APPEND`` and each line goes out in a single system call
+    with no user-space buffer, so a killed process leaves whole lines only, and several
+    processes may append to one log. A file whose last line lacks its newline (written by
+    something else) gets one first, so a new record never glues onto a broken one.
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        if self.path.parent and not self.path.parent.exists():
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise LogError(f"cannot write log {self.path}: {exc.strerror}") from None
+        size = os.fstat(self._fd).st_size
+        if size:
+            with open(self.path, "rb") as f:
+                f.seek(size - 1)
+                if f.read(1) != b"\n":
+                    os.write(self._fd, b"\n")
+
+    def write(self, record: dict[str, Any]) -> None:
+        line = json.dumps(record, separators=(",", ":"), allow_nan=False) + "\n"
+        os.write(self._fd, line.encode())
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def __enter__(self) -> RecordWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def read_records(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """``(line number, record)`` for every complete record of a log, 1-based.
+
+    A line that is not a JSON object (a truncated last line, a corrupt one) is skipped with
+    one :class:`RecordWarning` naming it. A missing or unreadable file raises LogError.
+    """
+    try:
+        f = open(path, encoding="utf-8", errors="replace")
+    except OSError as exc:
+        raise LogError(f"cannot read log {path}: {exc.strerror}") from None
+    with f:
+        for lineno, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as exc:
+                warnings.warn(f"{path}:{lineno}: skipped a corrupt or truncated record "
+                              f"({exc.msg})", RecordWarning, stacklevel=2)
+                continue
+            if not isinstance(record, dict) or "schema" not in record:
+                warnings.warn(f"{path}:{lineno}: skipped a line that is not a vtatune record",
+                              RecordWarning, stacklevel=2)
+                continue
+            yield lineno, record
+
+
+@dataclass(frozen=True)
+class BestRecord:
+    """The fastest ``ok`` record of one workload x hardware (x bias) in a log."""
+
+    line: int
+    record: dict[str, Any]
+
+    @property
+    def cycles(self) -> int:
+        return self.record["cycles"]
+
+
+def best_records(records: Iterable[tuple[int, dict[str, Any]]]) -> list[BestRecord]:
+    """The best ``ok`` record per workload x hardware, in order of first appearance.
+
+    Ties keep the earliest record, so the answer does not depend on how workers interleave.
+    """
+    best: dict[tuple[str, str, bool], BestRecord] = {}
+    for lineno, r in records:
+        if r.get("status") != "ok" or not isinstance(r.get("cycles"), int):
+            continue
+        k = target_key(r)
+        if k not in best or r["cycles"] < best[k].cycles:
+            best[k] = BestRecord(lineno, r)
+    return list(best.values())
+
+
+@dataclass(frozen=True)
+class Mismatch:
+    """A replayed record whose simulation differs from the log."""
+
+    line: int
+    what: str
+
+
+@dataclass(frozen=True)
+class ReplayReport:
+    """What ``replay`` found: how many records were re-simulated and which differ."""
+
+    path: str
+    replayed: int
+    mismatches: tuple[Mismatch, ...]
+
+    @property
+    def ok(self) -> bool:
+        return not self.mismatches
+
+
+def _replay_one(record: dict[str, Any]) -> tuple[int | None, dict[str, int] | None, str | None]:
+    from .evaluate import evaluate
+
+    try:
+        ev = evaluate(workload_from(record), schedule_from(record), hw_from(record),
+                      bias=bool(record.get("bias", False)))
+    except (VtatuneError, KeyError, TypeError, ValueError) as exc:
+        return None, None, f"cannot rebuild the record: {exc}"
+    if ev.status != "ok":
+        return None, None, f"status {ev.status}: {ev.error}"
+    return ev.cycles, ev.counters, None
+
+
+def replay(path: str | Path, *, best: bool = False, jobs: int = 1) -> ReplayReport:
+    """Re-lower and re-simulate the ``ok`` records of a log (or only the best per workload x
+    hardware) and compare cycles and counters with the logged ones.
+
+    Example:
+        >>> replay("logs/conv2d-tutorial.jsonl", best=True).ok  # doctest: +SKIP
+        True
+    """
+    rows = [(n, r) for n, r in read_records(path)]
+    if best:
+        chosen = [(b.line, b.record) for b in best_records(rows)]
+    else:
+        chosen = [(n, r) for n, r in rows if r.get("status") == "ok"]
+    if jobs > 1 and len(chosen) > 1:
+        from joblib import Parallel, delayed
+
+        results = Parallel(n_jobs=jobs, backend="loky")(
+            delayed(_replay_one)(r) for _, r in chosen)
+    else:
+        results = [_replay_one(r) for _, r in chosen]
+    bad: list[Mismatch] = []
+    for (lineno, r), (cycles, counters, error) in zip(chosen, results, strict=True):
+        if error is not None:
+            bad.append(Mismatch(lineno, error))
+        elif cycles != r.get("cycles"):
+            bad.append(Mismatch(lineno, f"cycles {cycles} != logged {r.get('cycles')}"))
+        elif counters != r.get("counters"):
+            keys = sorted(k for k in set(counters or {}) | set(r.get("counters") or {})
+                          if (counters or {}).get(k) != (r.get("counters") or {}).get(k))
+            bad.append(Mismatch(lineno, "counters differ: " + ", ".join(
+                f"{k} {(counters or {}).get(k)} != logged {(r.get('counters') or {}).get(k)}"
+                for k in keys)))
+    return ReplayReport(str(path), len(chosen), tuple(bad))

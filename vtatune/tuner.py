@@ -1,0 +1,240 @@
+"""Tune schedules with Optuna: one study per workload x hardware (x template), every trial
+simulated, logged and replayable.
+
+Example (AutoTVM's ``tuner.tune(n_trial=..., callbacks=[log_to_file(...)])`` in one call):
+
+    >>> import vtatune
+    >>> result = vtatune.tune("gemm", trials=20, seed=0, log="logs/gemm.jsonl")  # doctest: +SKIP
+    >>> result.best_cycles, result.speedup_default  # doctest: +SKIP
+    (131534, 1.21)
+
+``trials`` counts distinct legal configs simulated in the study: illegal points are rejected
+by the template's legality check without simulation, repeats are answered from the cache.
+A resumed study runs until it holds ``trials`` of them (or the whole legal space).
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from simulator.hardware import HardwareConfig
+
+from .errors import VtatuneError
+from .evaluate import Evaluation, evaluate
+from .records import RecordWriter, read_records, target_key
+from .schedule import Schedule, tutorial_schedule
+from .workloads import Workload, get_workload, resnet18_layers
+
+__all__ = ["SAMPLERS", "TuneResult", "TunerError", "default_log_path", "tune", "tune_network"]
+
+from ._tuner._samplers import SAMPLERS, check_sampler  # noqa: E402
+
+
+class TunerError(VtatuneError):
+    """Bad tuning input (trials < 1, jobs < 1, a log of another problem on resume)."""
+
+
+@dataclass(frozen=True)
+class TuneResult:
+    """The outcome of one study.
+
+    ``trials`` is the number of distinct legal configs evaluated in the study (this run and
+    earlier ones when resumed); ``new_trials`` the ones simulated by this run. ``asks``,
+    ``illegal_asks`` and ``duplicate_asks`` count this run's sampler proposals.
+    """
+
+    workload: Workload
+    hw: HardwareConfig
+    bias: bool
+    template: str
+    study: str
+    storage: str
+    log: str
+    sampler: str
+    seed: int | None
+    requested: int
+    trials: int
+    new_trials: int
+    legal_space: int | None
+    exhausted: bool
+    interrupted: bool
+    resumed: bool
+    best_config: dict[str, Any] | None
+    best_schedule: Schedule | None
+    best: Evaluation | None
+    default_cycles: int | None
+    tutorial: Evaluation | None
+    asks: int
+    illegal_asks: int
+    duplicate_asks: int
+    wall_seconds: float
+    sim_seconds: float
+
+    @property
+    def best_cycles(self) -> int | None:
+        return self.best.cycles if self.best else None
+
+    @property
+    def speedup_default(self) -> float | None:
+        if self.best_cycles and self.default_cycles:
+            return self.default_cycles / self.best_cycles
+        return None
+
+    @property
+    def speedup_tutorial(self) -> float | None:
+        if self.best_cycles and self.tutorial is not None and self.tutorial.status == "ok":
+            return self.tutorial.cycles / self.best_cycles
+        return None
+
+    @property
+    def wasted_fraction(self) -> float:
+        """Share of this run's asks that were illegal or repeats (not simulated)."""
+        return (self.illegal_asks + self.duplicate_asks) / self.asks if self.asks else 0.0
+
+    @property
+    def overhead_seconds(self) -> float:
+        """Wall time not spent simulating: sampler, storage, legality checks, logging."""
+        return max(0.0, self.wall_seconds - self.sim_seconds)
+
+
+def default_log_path(workload: Workload, hw: HardwareConfig, space: str = "full",
+                     bias: bool = False, directory: str | Path = "logs") -> Path:
+    """``logs/<operator>-<workload>-<hw model>[-autotvm][-bias].jsonl``."""
+    name = workload.name or workload.key()
+    parts = [workload.operator, name, hw.target_model]
+    if space != "full":
+        parts.append(space)
+    if bias:
+        parts.append("bias")
+    return Path(directory) / ("-".join(parts) + ".jsonl")
+
+
+def _resolve(workload: Workload | str, hw: HardwareConfig | str | None) -> tuple[Workload,
+                                                                               HardwareConfig]:
+    if isinstance(workload, str):
+        op, _, name = workload.partition(":")
+        workload = get_workload(op, name or "tutorial")
+    if not isinstance(hw, HardwareConfig):
+        hw = HardwareConfig.resolve(hw)
+    workload.check(hw)
+    return workload, hw
+
+
+def _check_log_belongs(log: Path, workloads: list[Workload], hw: HardwareConfig,
+                       bias: bool) -> None:
+    """On resume, a log holding only other problems is somebody else's: refuse."""
+    if not log.exists():
+        return
+    wanted = {(w.key(), hw.target_model, bool(bias)) for w in workloads}
+    for _, r in read_records(log):
+        try:
+            k = target_key(r)
+        except (KeyError, TypeError):
+            continue
+        if k not in wanted:
+            raise TunerError(f"cannot resume: {log} holds {r['workload'].get('name') or k[0]} "
+                             f"on {k[1]}{' with bias' if k[2] else ''}, not "
+                             f"{' / '.join(w.name or w.key() for w in workloads)} on "
+                             f"{hw.target_model}{' with bias' if bias else ''}")
+        return
+
+
+def tune(workload: Workload | str, hw: HardwareConfig | str | None = None, *,
+         trials: int = 200, sampler: str = "tpe", seed: int | None = None, jobs: int = 1,
+         log: str | Path | None = None, storage: str | None = None, resume: bool = False,
+         space: str = "full", bias: bool = False, progress: bool = False,
+         _network: list[Workload] | None = None) -> TuneResult:
+    """Tune one workload on one hardware config; see the module docstring.
+
+    ``workload``: a Workload or ``"conv2d"``, ``"gemm"``, ``"conv2d:resnet18.C8"``.
+    ``hw``: a HardwareConfig, a preset name or a ``vta_config.json`` path (default pynq).
+    ``sampler``: one of :data:`SAMPLERS`. ``seed``: fixes a serial run (drawn and recorded
+    when omitted). ``jobs``: simulation processes (joblib/loky). ``log``: the JSON-lines
+    log (default :func:`default_log_path`). ``storage``: an Optuna storage URL shared by
+    several workers (default: a journal file beside the log). ``resume``: continue the
+    newest study of this problem in the storage.
+    """
+    from search_spaces import get_template
+
+    from ._tuner._driver import Search, parallel_pool
+    from ._tuner._storage import open_storage
+
+    if not isinstance(trials, int) or trials < 1:
+        raise TunerError(f"trials must be a positive integer, got {trials!r}")
+    if not isinstance(jobs, int) or jobs < 1:
+        raise TunerError(f"jobs must be a positive integer, got {jobs!r}")
+    check_sampler(sampler)
+    wl, hw = _resolve(workload, hw)
+    if space not in ("full", "autotvm"):
+        raise TunerError(f"unknown space {space!r} (known: full, autotvm)")
+    log_path = Path(log) if log is not None else default_log_path(wl, hw, space, bias)
+    if resume:
+        _check_log_belongs(log_path, _network or [wl], hw, bias)
+    if seed is None and not resume:
+        seed = secrets.randbits(31)
+    t0 = time.perf_counter()
+    template = get_template(wl, hw, bias=bias, space=space)
+    store, desc, flush = open_storage(storage, log_path)
+    search = Search(template=template, workload=wl, hw=hw, bias=bias, trials=trials,
+                    sampler=sampler, seed=seed, jobs=jobs, log=log_path, storage=store,
+                    storage_desc=desc, flush=flush, shared=storage is not None, resume=resume,
+                    allow_others=_network is not None, progress=progress,
+                    label=wl.name or wl.key())
+    with RecordWriter(log_path) as writer, parallel_pool(jobs) as pool:
+        search.run(writer, pool)
+    wall = time.perf_counter() - t0
+    best = search.best_entry()
+    best_config = search.config_of(best[0]) if best else None
+    default_cycles = None
+    if search.default_config is not None:
+        e = search.cache.get(search.codec.key(search.default_config))
+        default_cycles = int(e.value) if e is not None and e.status == "ok" else None
+    tut = _tutorial(wl, hw, bias)
+    return TuneResult(
+        workload=wl, hw=hw, bias=bias, template=template.name, study=search.study_name,
+        storage=desc, log=str(log_path), sampler=search.sampler_name, seed=search.seed,
+        requested=trials, trials=search.done, new_trials=search.stats.simulated,
+        legal_space=search.legal_space, exhausted=search.exhausted,
+        interrupted=search.interrupted, resumed=search.resumed, best_config=best_config,
+        best_schedule=template.to_schedule(best_config) if best_config else None,
+        best=search.evaluation_of(best_config) if best_config else None,
+        default_cycles=default_cycles, tutorial=tut, asks=search.stats.asks,
+        illegal_asks=search.stats.illegal, duplicate_asks=search.stats.duplicate,
+        wall_seconds=wall, sim_seconds=search.stats.sim_seconds)
+
+
+def _tutorial(wl: Workload, hw: HardwareConfig, bias: bool) -> Evaluation | None:
+    """The seed tutorial's schedule on this workload, where it is defined and legal."""
+    try:
+        ev = evaluate(wl, tutorial_schedule(wl, hw), hw, bias=bias)
+    except VtatuneError:
+        return None
+    return ev if ev.status == "ok" else None
+
+
+def tune_network(network: str = "resnet18", hw: HardwareConfig | str | None = None, *,
+                 log: str | Path | None = None, **kwargs: Any) -> list[TuneResult]:
+    """One study per conv layer of ``network`` (ResNet-18's C2..C11), all in one log.
+
+    Stops after the layer in progress when interrupted (the result list is shorter).
+    """
+    if network != "resnet18":
+        raise TunerError(f"unknown network {network!r} (known: resnet18)")
+    hw = hw if isinstance(hw, HardwareConfig) else HardwareConfig.resolve(hw)
+    layers = resnet18_layers()
+    space, bias = kwargs.get("space", "full"), kwargs.get("bias", False)
+    if log is None:
+        log = Path("logs") / "-".join(["resnet18", hw.target_model]
+                                      + ([space] if space != "full" else [])
+                                      + (["bias"] if bias else [])) + ".jsonl"
+    results = []
+    for layer in layers:
+        r = tune(layer, hw, log=log, _network=layers, **kwargs)
+        results.append(r)
+        if r.interrupted:
+            break
+    return results

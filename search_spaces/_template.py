@@ -1,98 +1,502 @@
-"""The template: knobs with fixed, ordered choices; legality; config <-> schedule."""
+"""The template: knobs with fixed, ordered choices; legality; config <-> schedule.
+
+See the package docstring (``search_spaces/__init__.py``) for the knobs, the curation of the
+loop orders and the AutoTVM mapping.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+import itertools
+from collections import namedtuple
+from collections.abc import Iterator
+from dataclasses import dataclass, field, fields, replace
+from functools import cached_property
 from typing import Any
 
 from simulator.hardware import HardwareConfig
-from vtatune.errors import IllegalSchedule
-from vtatune.lowering import check
-from vtatune.schedule import AUTOTVM_GEMM_ORDER, AUTOTVM_OUTER_ORDER, Schedule
-from vtatune.workloads import GemmWorkload, Workload
+from vtatune.errors import IllegalSchedule, ScheduleError
+from vtatune.lowering._plan import Context, context, rules
+from vtatune.schedule import (
+    AUTOTVM_GEMM_ORDER,
+    AUTOTVM_OUTER_ORDER,
+    GEMM_AXES,
+    OUTER_AXES,
+    Schedule,
+    from_autotvm,
+    gemm_tutorial_schedule,
+    to_autotvm,
+    tutorial_schedule,
+)
+from vtatune.workloads import WORKLOADS, GemmWorkload, Workload
 
 SPACES = ("full", "autotvm")
+# The conv tutorial's inner order does not depend on the shape; any conv yields it.
+_CONV_PROBE = WORKLOADS["conv2d"]["tutorial"]
+VERSION = "v1"
+
+#: Knobs of the full space that no legality rule reads (``vtatune.lowering._plan.rules``):
+#: the outer loop order and the store granularity (only TVM-strict schedules, i.e. the
+#: autotvm space, have a store rule). Legality enumeration multiplies them out.
+LEGALITY_FREE = ("outer_order", "store")
+
+#: Rules whose failure with every *other* knob at its smallest choice (tiles 1, one thread)
+#: proves that no completion is legal: SRAM footprints only grow with tiles and threads, and
+#: an even thread split exists iff it exists with tile 1 (the most tiles).
+_MONOTONE_RULES = frozenset({"inp_capacity", "wgt_capacity", "acc_capacity", "thread_split"})
+
+#: Rules decided before the micro-op kernels: they do not read ``gemm_order``.
+_ORDER_FREE_RULES = frozenset({"tile_divides", "thread_split", "inp_capacity", "wgt_capacity",
+                               "acc_capacity", "tvm_vthread_inplace", "dma_pattern"})
+
+#: Spaces whose relevant part is at most this big are pruned exactly (by enumeration).
+_EXACT_PRUNE_LIMIT = 5000
+
+_Z_AXES = ("ci", "kh", "kw")  # no ACC (dst) stride
+_D_AXES = ("co", "h", "w")  # ACC index is injective in these
+
+_SCHEDULE_FIELDS = tuple(f.name for f in fields(Schedule))
+# A plain tuple with the Schedule's attribute names: what the legality rules read. Building
+# it skips Schedule's validation, which the template's choices already guarantee.
+_Point = namedtuple("_Point", _SCHEDULE_FIELDS, defaults=[f.default for f in fields(Schedule)])
 
 
 @dataclass(frozen=True)
 class Knob:
-    """One tunable knob: a name and its fixed, ordered tuple of choices."""
+    """One tunable knob: a name and its fixed, ordered tuple of choices.
+
+    Example:
+        >>> Knob("oc_nthread", (1, 2)).choices
+        (1, 2)
+    """
 
     name: str
     choices: tuple[Any, ...]
+
+    def __post_init__(self) -> None:
+        if not self.choices:
+            raise ScheduleError(f"knob {self.name} has no choices")
+        for c in self.choices:
+            if not isinstance(c, int | str | bool):
+                raise ScheduleError(f"knob {self.name}: choice {c!r} is not an int, str or bool")
 
 
 def _divisors(n: int) -> tuple[int, ...]:
     return tuple(d for d in range(1, n + 1) if n % d == 0)
 
 
+# --- loop-order curation --------------------------------------------------------------------
+
+
+def _outer_counts(ctx: Context, s: Any) -> dict[str, int]:
+    return {"b": ctx.nb // s.tile_b, "h": ctx.oh // s.tile_h // s.h_nthread,
+            "c": ctx.cob // s.tile_co // s.oc_nthread, "w": ctx.ow // s.tile_w}
+
+
+def _gemm_extents(ctx: Context, s: Any) -> dict[str, int]:
+    return {"ci": s.tile_ci, "co": s.tile_co, "h": s.tile_h, "w": s.tile_w, "kh": ctx.k,
+            "kw": ctx.k}
+
+
+def _outer_relevant(ctx: Context) -> tuple[str, ...]:
+    """Outer axes whose tile loop can have more than one iteration."""
+    full = {"b": ctx.nb, "h": ctx.oh, "c": ctx.cob, "w": ctx.ow}
+    return tuple(a for a in OUTER_AXES if full[a] > 1)
+
+
+def _gemm_relevant(ctx: Context) -> tuple[str, ...]:
+    """Inner axes that can have an extent above 1 (the others always drop out)."""
+    full = {"ci": ctx.cib, "co": ctx.cob, "h": ctx.oh, "w": ctx.ow, "kh": ctx.k, "kw": ctx.k}
+    return tuple(a for a in GEMM_AXES if full[a] > 1)
+
+
+def _restrict(order: list[str] | str, keep: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(a for a in order if a in keep)
+
+
+def _outer_choices(ctx: Context) -> tuple[str, ...]:
+    """One full ``bhcw`` permutation per relative order of the relevant outer axes (unit
+    loops vanish, so only that relative order changes the program). AutoTVM's ``bhcw`` and
+    the tutorials' ``bchw`` represent their classes."""
+    rel = _outer_relevant(ctx)
+    seen: dict[tuple[str, ...], str] = {}
+    cands = [AUTOTVM_OUTER_ORDER, "bchw", *("".join(p) for p in itertools.permutations("bhcw"))]
+    for c in cands:
+        seen.setdefault(_restrict(c, rel), c)
+    return tuple(seen.values())
+
+
+def _canonical_tail(rest: list[str]) -> bool:
+    """Unrolled axes with no dst stride (ci, kh, kw) all outside those with one."""
+    kinds = [a in _D_AXES for a in rest]
+    return kinds == sorted(kinds)
+
+
+def _gemm_choices(ctx: Context, gemm: bool) -> tuple[str, ...]:
+    """One inner order per ordered pair of relevant axes folded into the GEMM instruction,
+    the unrolled rest dst-free axes first (see the package docstring), plus AutoTVM's and the
+    tutorials' orders, each kept once per class of identical programs."""
+    rel = _gemm_relevant(ctx)
+    literals = [AUTOTVM_GEMM_ORDER]
+    tut = [gemm_tutorial_schedule(16 * 16, 16 * 16).gemm_order,
+           tutorial_schedule(_CONV_PROBE).gemm_order]
+    literals += tut if gemm else tut[::-1]
+    others = tuple(a for a in GEMM_AXES if a not in rel)
+    pairs = list(itertools.permutations(rel, 2)) or [tuple(rel)]
+    canon = []
+    for pair in pairs:
+        rest = [a for a in _Z_AXES if a in rel and a not in pair]
+        rest += [a for a in _D_AXES if a in rel and a not in pair]
+        canon.append(",".join([*pair, *rest, *others]))
+    out: dict[tuple[str, ...], str] = {}
+    covered: set[tuple[str, ...]] = set()  # folded pairs whose canonical class is present
+    for lit in literals:
+        r = _restrict(lit.split(","), rel)
+        if r in out:
+            continue
+        out[r] = lit
+        if _canonical_tail(list(r[2:])):
+            covered.add(r[:2])
+    for c in canon:
+        r = _restrict(c.split(","), rel)
+        if r[:2] not in covered and r not in out:
+            out[r] = c
+            covered.add(r[:2])
+    return tuple(out.values())
+
+
+# --- the template ---------------------------------------------------------------------------
+
+
 @dataclass(frozen=True)
 class Template:
-    """The schedule space of one workload on one hardware config."""
+    """The schedule space of one workload on one hardware config (see the package docstring).
+
+    ``knobs`` are the tunable knobs (choices already pruned of values no legal config uses,
+    listed in ``pruned``); ``fixed`` the Schedule fields held constant.
+    """
 
     workload: Workload
     hw: HardwareConfig
     bias: bool
     space: str
     knobs: tuple[Knob, ...]
-    fixed: tuple[tuple[str, Any], ...]  # knobs of Schedule held constant in this space
+    fixed: tuple[tuple[str, Any], ...]
+    pruned: tuple[tuple[str, tuple[Any, ...]], ...] = ()
+    tune_store: bool = False
+    _free: int = field(default=0, repr=False)  # trailing knobs that no rule reads
 
     @property
     def name(self) -> str:
-        return f"{self.workload.operator}.{self.space}.v1"
+        """e.g. ``conv2d.full.v1``; ``conv2d.full+store.v1`` when the store is tuned."""
+        return f"{self.workload.operator}.{self.space}{'+store' if self.tune_store else ''}" \
+               f".{VERSION}"
 
+    @property
+    def knob_names(self) -> tuple[str, ...]:
+        return tuple(k.name for k in self.knobs)
+
+    def knob(self, name: str) -> Knob:
+        for k in self.knobs:
+            if k.name == name:
+                return k
+        raise KeyError(name)
+
+    # --- internals ----------------------------------------------------------------------
+    @cached_property
+    def _ctx(self) -> Context:
+        return context(self.workload, self.hw)
+
+    @cached_property
+    def _fixed(self) -> dict[str, Any]:
+        return dict(self.fixed)
+
+    @cached_property
+    def _choice_sets(self) -> dict[str, frozenset]:
+        # bools and ints collide in sets (True == 1): key by (type, value)
+        return {k.name: frozenset((type(c), c) for c in k.choices) for k in self.knobs}
+
+    def _validate_keys(self, config: dict[str, Any]) -> None:
+        if not isinstance(config, dict):
+            raise ScheduleError(f"a {self.name} config must be a dict of knobs")
+        if config.keys() != self._choice_sets.keys():
+            missing = [n for n in self.knob_names if n not in config]
+            extra = [n for n in config if n not in self._choice_sets]
+            raise ScheduleError(
+                f"config does not match template {self.name}: "
+                + (f"missing {', '.join(missing)}" if missing else "")
+                + ("; " if missing and extra else "")
+                + (f"unknown {', '.join(map(str, extra))}" if extra else ""))
+
+    def _point(self, config: dict[str, Any]) -> Any:
+        """What the rules read: a validated plain tuple when every value is a choice."""
+        self._validate_keys(config)
+        sets = self._choice_sets
+        for k, v in config.items():
+            if (type(v), v) not in sets[k]:
+                return Schedule(**self._fixed, **config)  # raises ScheduleError if malformed
+        return _Point(**self._fixed, **config)
+
+    # --- the contract -------------------------------------------------------------------
     def to_schedule(self, config: dict[str, Any]) -> Schedule:
-        return Schedule(**dict(self.fixed), **config)
+        """The Schedule of a config (raises ScheduleError for unknown/missing knobs)."""
+        self._validate_keys(config)
+        return Schedule(**self._fixed, **config)
 
     def from_schedule(self, schedule: Schedule) -> dict[str, Any] | None:
-        config = {k.name: getattr(schedule, k.name) for k in self.knobs}
-        if any(config[k.name] not in k.choices for k in self.knobs):
+        """The config expressing ``schedule``, or None if this space cannot. Loop orders are
+        matched by effect: an order string outside the choices maps to the choice that gives
+        this schedule the same program (same relative order of its non-unit loops)."""
+        ctx = self._ctx
+        config: dict[str, Any] = {}
+        for k in self.knobs:
+            v = getattr(schedule, k.name)
+            if k.name in ("outer_order", "gemm_order") and v not in k.choices:
+                v = self._equivalent_order(k, schedule)
+            if v is None or v not in k.choices or type(v) is not type(k.choices[0]):
+                return None
+            config[k.name] = v
+        for name, value in self.fixed:
+            v = getattr(schedule, name)
+            if v == value:
+                continue
+            if name == "outer_order" and self._same_outer(schedule, v, value, ctx):
+                continue
+            if name == "gemm_order" and self._same_gemm(schedule, v, value, ctx):
+                continue
             return None
-        return config if self.to_schedule(config) == schedule else None
+        return config
+
+    @staticmethod
+    def _same_outer(s: Schedule, a: str, b: str, ctx: Context) -> bool:
+        counts = _outer_counts(ctx, s)
+        keep = tuple(x for x in OUTER_AXES if counts[x] > 1)
+        return _restrict(a, keep) == _restrict(b, keep)
+
+    @staticmethod
+    def _same_gemm(s: Schedule, a: str, b: str, ctx: Context) -> bool:
+        ext = _gemm_extents(ctx, s)
+        keep = tuple(x for x in GEMM_AXES if ext[x] > 1)
+        return _restrict(a.split(","), keep) == _restrict(b.split(","), keep)
+
+    def _equivalent_order(self, knob: Knob, s: Schedule) -> str | None:
+        same = self._same_outer if knob.name == "outer_order" else self._same_gemm
+        v = getattr(s, knob.name)
+        return next((c for c in knob.choices if same(s, v, c, self._ctx)), None)
 
     def check(self, config: dict[str, Any]) -> None:
-        """Raise IllegalSchedule (naming the rule and numbers) if ``config`` cannot run."""
-        check(self.workload, self.to_schedule(config), self.hw, self.bias)
+        """Raise IllegalSchedule (naming the rule and numbers) if ``config`` cannot run;
+        ScheduleError if it is not a config of this template. Arithmetic only (~10-20 µs).
+
+        Example:
+            >>> from simulator.hardware import DEFAULT
+            >>> from vtatune.workloads import WORKLOADS
+            >>> tpl = get_template(WORKLOADS["conv2d"]["resnet18.C8"], DEFAULT)
+            >>> tpl.check(dict(tpl.default_config(), tile_co=16, oc_nthread=2))
+            Traceback (most recent call last):
+            ...
+            vtatune.errors.IllegalSchedule: oc_nthread=2 needs an even number of oc tiles, got 1
+        """
+        rules(self._ctx, self._point(config), self.bias)
 
     def legal(self, config: dict[str, Any]) -> bool:
+        """Whether ``config`` passes every legality rule (ScheduleError if malformed)."""
         try:
-            self.check(config)
+            rules(self._ctx, self._point(config), self.bias)
         except IllegalSchedule:
             return False
         return True
 
     def default_config(self) -> dict[str, Any]:
+        """vtatune's default schedule expressed in this space (legal); when the space cannot
+        express it legally, the first legal config of :meth:`legal_configs`."""
         from vtatune.defaults import default_schedule
 
-        s = default_schedule(self.workload, self.hw, self.bias)
-        s = replace(s, **dict(self.fixed))
-        return {k.name: getattr(s, k.name) for k in self.knobs}
+        s = replace(default_schedule(self.workload, self.hw, self.bias), **self._fixed)
+        config = self.from_schedule(s)
+        if config is not None and self.legal(config):
+            return config
+        first = next(self.legal_configs(), None)
+        if first is None:
+            raise IllegalSchedule("no_legal_config", f"template {self.name} has no legal config "
+                                                     f"for {self.workload.describe()} on "
+                                                     f"{self.hw.bitstream}")
+        return first
 
     def size(self) -> int:
+        """Size of the cartesian space of the knobs' (pruned) choices."""
         n = 1
         for k in self.knobs:
             n *= len(k.choices)
         return n
 
+    def raw_size(self) -> int:
+        """Size before pruning (for ``autotvm``: the size AutoTVM reports for its space)."""
+        removed = dict(self.pruned)
+        n = 1
+        for k in self.knobs:
+            n *= len(k.choices) + len(removed.get(k.name, ()))
+        return n
+
+    # --- enumeration --------------------------------------------------------------------
+    def _legal_prefixes(self) -> Iterator[tuple[Any, ...]]:
+        """Legal value tuples of the knobs that rules read, in product order."""
+        rel = self.knobs[: len(self.knobs) - self._free]
+        names = [k.name for k in rel]
+        ctx, bias, fixed = self._ctx, self.bias, self._fixed
+        if names and names[-1] == "gemm_order":
+            orders = rel[-1].choices
+            for head in itertools.product(*(k.choices for k in rel[:-1])):
+                base = dict(zip(names[:-1], head, strict=True))
+                for i, order in enumerate(orders):
+                    try:
+                        rules(ctx, _Point(**fixed, **base, gemm_order=order), bias)
+                    except IllegalSchedule as exc:
+                        if i == 0 and exc.rule in _ORDER_FREE_RULES:
+                            break  # decided before the kernels: every order fails alike
+                        continue
+                    yield (*head, order)
+        else:
+            for values in itertools.product(*(k.choices for k in rel)):
+                try:
+                    rules(ctx, _Point(**fixed, **dict(zip(names, values, strict=True))), bias)
+                except IllegalSchedule:
+                    continue
+                yield values
+
+    def legal_configs(self) -> Iterator[dict[str, Any]]:
+        """Every legal config, in the order of ``itertools.product`` over the knobs."""
+        names = self.knob_names
+        free = [k.choices for k in self.knobs[len(self.knobs) - self._free:]]
+        for head in self._legal_prefixes():
+            for tail in itertools.product(*free):
+                yield dict(zip(names, (*head, *tail), strict=True))
+
+    def count_legal(self) -> int:
+        """Number of legal configs (knobs no rule reads multiply out)."""
+        mult = 1
+        for k in self.knobs[len(self.knobs) - self._free:]:
+            mult *= len(k.choices)
+        return mult * sum(1 for _ in self._legal_prefixes())
+
+    def config_at(self, index: int) -> dict[str, Any]:
+        """The config at ``index`` of the product order (0 <= index < size())."""
+        if not 0 <= index < self.size():
+            raise IndexError(f"config index {index} outside 0..{self.size() - 1}")
+        out = {}
+        for k in reversed(self.knobs):
+            index, r = divmod(index, len(k.choices))
+            out[k.name] = k.choices[r]
+        return {n: out[n] for n in self.knob_names}
+
+    def index_of(self, config: dict[str, Any]) -> int:
+        """Inverse of :meth:`config_at`."""
+        self._validate_keys(config)
+        i = 0
+        for k in self.knobs:
+            i = i * len(k.choices) + k.choices.index(config[k.name])
+        return i
+
+    # --- AutoTVM ------------------------------------------------------------------------
+    def autotvm_knobs(self, config: dict[str, Any]) -> dict[str, Any] | None:
+        """The AutoTVM point (``{"tile_h": [outer, inner], ..., "oc_nthread": v}``) of a
+        config, or None when AutoTVM's template cannot express it (any full-space config
+        with vtatune's own orders, reuse or DMA splitting)."""
+        return to_autotvm(self.to_schedule(config), self.workload, self.hw)
+
+    def from_autotvm(self, knobs: dict[str, Any]) -> dict[str, Any] | None:
+        """The config of an AutoTVM point (None if this space cannot express it)."""
+        return self.from_schedule(from_autotvm(knobs, self.workload, self.hw))
+
+
+def _prune(tpl: Template) -> Template:
+    """Drop choices that no legal config uses: exactly (by enumeration) for small spaces,
+    else those that fail a monotone rule with every other knob at its smallest choice."""
+    used: dict[str, set] = {k.name: set() for k in tpl.knobs}
+    rel = tpl.knobs[: len(tpl.knobs) - tpl._free]
+    relevant = 1
+    for k in rel:
+        relevant *= len(k.choices)
+    if relevant <= _EXACT_PRUNE_LIMIT:
+        any_legal = False
+        for values in tpl._legal_prefixes():
+            any_legal = True
+            for k, v in zip(rel, values, strict=True):
+                used[k.name].add(v)
+        if not any_legal:
+            return tpl  # nothing is legal: keep the space as it is (count_legal() == 0)
+        for k in tpl.knobs[len(rel):]:
+            used[k.name] = set(k.choices)
+    else:
+        smallest = {k.name: k.choices[0] for k in tpl.knobs}
+        for k in tpl.knobs:
+            if not (k.name.startswith("tile_") or k.name.endswith("_nthread")):
+                used[k.name] = set(k.choices)
+                continue
+            for v in k.choices:
+                try:
+                    rules(tpl._ctx, _Point(**tpl._fixed, **dict(smallest, **{k.name: v})),
+                          tpl.bias)
+                except IllegalSchedule as exc:
+                    if exc.rule in _MONOTONE_RULES:
+                        continue
+                used[k.name].add(v)
+    knobs, pruned = [], []
+    for k in tpl.knobs:
+        keep = tuple(c for c in k.choices if c in used[k.name])
+        if len(keep) < len(k.choices):
+            pruned.append((k.name, tuple(c for c in k.choices if c not in used[k.name])))
+        knobs.append(Knob(k.name, keep or k.choices))
+    return replace(tpl, knobs=tuple(knobs), pruned=tuple(pruned))
+
 
 def get_template(workload: Workload, hw: HardwareConfig, bias: bool = False,
-                 space: str = "full") -> Template:
-    """The template of ``workload`` on ``hw``: ``full`` (vtatune's space) or ``autotvm``."""
-    conv = workload.as_conv()
+                 space: str = "full", tune_store: bool = False, prune: bool = True) -> Template:
+    """The template of ``workload`` on ``hw``: ``full`` (vtatune's space) or ``autotvm``
+    (AutoTVM's conv2d_packed / dense_packed). ``tune_store`` adds the ``store`` knob (full
+    space only); ``prune=False`` keeps choices no legal config uses (for the autotvm space:
+    AutoTVM's own space, e.g. 1600 points for ResNet-18 C8).
+
+    Example:
+        >>> from simulator.hardware import DEFAULT
+        >>> from vtatune.workloads import WORKLOADS
+        >>> c8 = WORKLOADS["conv2d"]["resnet18.C8"]
+        >>> get_template(c8, DEFAULT, space="autotvm", prune=False).size()
+        1600
+        >>> get_template(c8, DEFAULT, space="tvm")
+        Traceback (most recent call last):
+        ...
+        vtatune.errors.ScheduleError: unknown search space 'tvm' (known: full, autotvm)
+    """
+    if space not in SPACES:
+        raise ScheduleError(f"unknown search space {space!r} (known: {', '.join(SPACES)})")
+    if tune_store and space != "full":
+        raise ScheduleError("tune_store applies to the full space only (AutoTVM fixes the "
+                            "store)")
+    ctx = context(workload, hw)
     gemm = isinstance(workload, GemmWorkload)
-    tiles = [Knob("tile_b", _divisors(conv.batch // hw.batch))]
+    knobs = [Knob("tile_b", _divisors(ctx.nb))]
     if not gemm:
-        tiles += [Knob("tile_h", _divisors(conv.out_height)),
-                  Knob("tile_w", _divisors(conv.out_width))]
-    tiles += [Knob("tile_ci", _divisors(conv.in_channels // hw.block_in)),
-              Knob("tile_co", _divisors(conv.out_channels // hw.block_out)),
+        knobs += [Knob("tile_h", _divisors(ctx.oh)), Knob("tile_w", _divisors(ctx.ow))]
+    knobs += [Knob("tile_ci", _divisors(ctx.cib)), Knob("tile_co", _divisors(ctx.cob)),
               Knob("oc_nthread", (1, 2))]
     if not gemm:
-        tiles.append(Knob("h_nthread", (1, 2)))
+        knobs.append(Knob("h_nthread", (1, 2)))
+    free = 0
     if space == "autotvm":
         fixed = (("outer_order", AUTOTVM_OUTER_ORDER), ("gemm_order", AUTOTVM_GEMM_ORDER),
-                 ("store", "tile"), ("reuse", False), ("tvm_strict", True))
-        return Template(workload, hw, bias, space, tuple(tiles), fixed)
-    knobs = [*tiles, Knob("outer_order", ("bhcw", "bchw", "hwbc", "chwb"))]
-    fixed = (("store", "tile"), ("reuse", True))
-    return Template(workload, hw, bias, space, tuple(knobs), fixed)
+                 ("store", "tile"), ("reuse", False), ("clip_order", "min_max"),
+                 ("tvm_strict", True))
+    else:
+        knobs += [Knob("gemm_order", _gemm_choices(ctx, gemm)),
+                  Knob("outer_order", _outer_choices(ctx))]
+        free = 1
+        # reuse: skipping the LOAD of a tile already resident in its SRAM slot only removes
+        # DMA work and never adds any, so it is always on.
+        fixed = (("reuse", True), ("clip_order", "min_max"), ("tvm_strict", False))
+        if tune_store:
+            knobs.append(Knob("store", ("tile", "element")))
+            free = 2
+        else:
+            fixed = (("store", "tile"), *fixed)
+    tpl = Template(workload, hw, bias, space, tuple(knobs), fixed, (), tune_store, free)
+    return _prune(tpl) if prune else tpl

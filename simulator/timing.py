@@ -45,7 +45,6 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import asdict, dataclass, fields, replace
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -186,29 +185,48 @@ class TimingResult:
 
 
 # --- per-instruction costs -----------------------------------------------------------------
-@lru_cache(maxsize=65536)
-def _rows_transfer(addr: int, row_bytes: int, stride_bytes: int, rows: int,
-                   p: TimingProfile) -> tuple[int, int, int]:
-    """(cycles, beats, bursts) to read ``rows`` rows of ``row_bytes`` from byte ``addr``."""
+# Transfer costs depend only on the profile and a few integers: memoised per profile.
+_TRANSFER_MEMO: dict[TimingProfile, dict[tuple[int, int, int, int], tuple[int, int, int]]] = {}
+
+
+def _memo(p: TimingProfile) -> dict[tuple[int, int, int, int], tuple[int, int, int]]:
+    memo = _TRANSFER_MEMO.get(p)
+    if memo is None:
+        if len(_TRANSFER_MEMO) > 64:
+            _TRANSFER_MEMO.clear()
+        memo = _TRANSFER_MEMO[p] = {}
+    return memo
+
+
+def _rows_transfer(offset: int, row_bytes: int, stride_bytes: int, rows: int,
+                   p: TimingProfile, memo: dict | None = None) -> tuple[int, int, int]:
+    """(cycles, beats, bursts) to read ``rows`` rows of ``row_bytes``, ``stride_bytes`` apart,
+    the first starting ``offset`` bytes into a burst-boundary window."""
+    key = (offset, row_bytes, stride_bytes, rows)
+    memo = _memo(p) if memo is None else memo
+    hit = memo.get(key)
+    if hit is not None:
+        return hit
     if row_bytes == 0 or rows == 0:
-        return 0, 0, 0
-    if rows == 1 or stride_bytes == row_bytes:
-        return _region_transfer(addr % p.burst_boundary, row_bytes * rows, p)
-    # Row start offsets repeat with a period that divides the boundary: cost one period.
-    period = p.burst_boundary // math.gcd(stride_bytes % p.burst_boundary or p.burst_boundary,
-                                          p.burst_boundary)
-    period = min(period, rows)
-    full, rest = divmod(rows, period)
-    total = [0, 0, 0]
-    for r in range(period):
-        c = _region_transfer((addr + r * stride_bytes) % p.burst_boundary, row_bytes, p)
-        times = full + (1 if r < rest else 0)
-        for k in range(3):
-            total[k] += c[k] * times
-    return total[0], total[1], total[2]
+        result = (0, 0, 0)
+    elif rows == 1 or stride_bytes == row_bytes:
+        result = _region_transfer(offset, row_bytes * rows, p)
+    else:
+        # Row start offsets repeat with a period that divides the boundary: cost one period.
+        boundary = p.burst_boundary
+        period = min(rows, boundary // math.gcd(stride_bytes % boundary or boundary, boundary))
+        full, rest = divmod(rows, period)
+        total = [0, 0, 0]
+        for r in range(period):
+            c = _region_transfer((offset + r * stride_bytes) % boundary, row_bytes, p)
+            times = full + (1 if r < rest else 0)
+            for k in range(3):
+                total[k] += c[k] * times
+        result = (total[0], total[1], total[2])
+    memo[key] = result
+    return result
 
 
-@lru_cache(maxsize=65536)
 def _region_transfer(offset: int, nbytes: int, p: TimingProfile) -> tuple[int, int, int]:
     """(cycles, beats, bursts) to read ``nbytes`` contiguous bytes starting ``offset`` bytes
     into a burst-boundary window."""
@@ -227,62 +245,92 @@ def _region_transfer(offset: int, nbytes: int, p: TimingProfile) -> tuple[int, i
     return cycles, beats, bursts
 
 
-def _write_cost(n_elem: int, elem_bytes: int, row_bytes: int, stride_bytes: int, rows: int,
-                addr: int, p: TimingProfile) -> int:
-    _, _, bursts = _rows_transfer(addr, row_bytes, stride_bytes, rows, p)
-    per_elem = -(-p.store_elem_cycles * elem_bytes // 16)
-    return n_elem * per_elem + bursts * p.write_handshake
-
-
 # Kinds of per-instruction work in the compiled table.
 _PLAIN, _READ, _WRITE = 0, 1, 2
 
 
+def _flag_table() -> dict[tuple[int, int], tuple[tuple[int, ...], tuple[int, ...]] | None]:
+    """(module 0..2, flag bits) -> (FIFO ids popped, FIFO ids pushed); None if invalid."""
+    table = {}
+    for m in range(3):
+        for bits in range(16):
+            pop_prev, pop_next, push_prev, push_next = (bool(bits >> k & 1) for k in range(4))
+            probe = FinishInsn(pop_prev, pop_next, push_prev, push_next)
+            # FinishInsn is a compute instruction; re-home the flags on module m's NOP.
+            insn = probe if m == 1 else MemInsn(
+                Opcode.STORE if m == 2 else Opcode.LOAD, MemId.OUT if m == 2 else MemId.INP,
+                pop_prev=pop_prev, pop_next=pop_next, push_prev=push_prev,
+                push_next=push_next)
+            try:
+                table[m, bits] = (tuple(_FIFO_IDS[f] for f in pops_of(insn)),
+                                  tuple(_FIFO_IDS[f] for f in pushes_of(insn)))
+            except ProgramError:
+                table[m, bits] = None
+    return table
+
+
+_FLAGS = _flag_table()
+
+
 def _compile(program: Program, hw: HardwareConfig, p: TimingProfile):
-    """Per instruction: (module, pops, pushes, kind, pre, transfer, post, priority, nbytes)."""
+    """Per instruction: (module, pops, pushes, kind, pre, transfer, post, priority)."""
     table = []
+    append = table.append
     read_bytes = write_bytes = gemm_cycles = 0
+    elem = {mem: (hw.uop_elem_bytes if mem == MemId.UOP else mem_elem_bytes(mem, hw))
+            for mem in MemId}
+    ob = hw.out_elem_bytes
+    store_elem = -(-p.store_elem_cycles * ob // 16)
+    overhead, boundary = p.insn_overhead, p.burst_boundary
+    memo = _memo(p)
+    gemm_fixed, alu_fixed = overhead + p.gemm_pipeline, overhead + p.alu_pipeline
     for insn in program.instructions:
-        m = int(insn.module) - 1
-        pops = tuple(_FIFO_IDS[f] for f in pops_of(insn))
-        pushes = tuple(_FIFO_IDS[f] for f in pushes_of(insn))
-        kind, pre, transfer, post, prio = _PLAIN, 0, 0, 0, 0
-        if isinstance(insn, MemInsn):
-            if insn.is_nop:
-                pre = p.nop_cycles
+        t = type(insn)
+        bits = insn.pop_prev | insn.pop_next << 1 | insn.push_prev << 2 | insn.push_next << 3
+        if t is MemInsn:
+            mem = insn.mem
+            if insn.opcode == Opcode.STORE:
+                m = 2
             else:
-                eb = mem_elem_bytes(insn.mem, hw)
-                if insn.mem == MemId.UOP:
-                    eb = hw.uop_elem_bytes
-                row, stride = insn.x_size * eb, insn.x_stride * eb
-                addr = insn.dram_base * eb
-                n = insn.x_size * insn.y_size
-                if insn.opcode == Opcode.LOAD:
-                    cyc, beats, _ = _rows_transfer(addr, row, stride, insn.y_size, p)
-                    kind, pre, transfer = _READ, p.insn_overhead, cyc
-                    total = (insn.y_pad_0 + insn.y_size + insn.y_pad_1) * \
-                        (insn.x_pad_0 + insn.x_size + insn.x_pad_1)
-                    post = (total - n) * p.pad_cycles_per_elem
-                    prio = _PRIORITY[insn.mem]
-                    read_bytes += n * eb
-                else:
-                    ob = hw.out_elem_bytes
-                    kind, pre = _WRITE, p.insn_overhead
-                    transfer = _write_cost(n, ob, insn.x_size * ob, insn.x_stride * ob,
-                                           insn.y_size, insn.dram_base * ob, p)
-                    write_bytes += n * ob
-        elif isinstance(insn, GemmInsn):
-            pre = p.insn_overhead + insn.uop_iterations + p.gemm_pipeline
+                m = 0 if mem == MemId.INP or mem == MemId.WGT else 1
+            fifos = _FLAGS[m, bits]
+            if fifos is None:
+                pops_of(insn), pushes_of(insn)  # raises the precise ProgramError
+            if insn.x_size == 0:
+                append((m, *fifos, _PLAIN, p.nop_cycles, 0, 0, 0))
+                continue
+            x, y = insn.x_size, insn.y_size
+            if m == 2:
+                bursts = _rows_transfer(insn.dram_base * ob % boundary, x * ob,
+                                        insn.x_stride * ob, y, p, memo)[2]
+                append((2, *fifos, _WRITE, overhead,
+                        x * y * store_elem + bursts * p.write_handshake, 0, 0))
+                write_bytes += x * y * ob
+                continue
+            eb = elem[mem]
+            cyc = _rows_transfer(insn.dram_base * eb % boundary, x * eb, insn.x_stride * eb,
+                                 y, p, memo)[0]
+            pads = ((insn.y_pad_0 + y + insn.y_pad_1) * (insn.x_pad_0 + x + insn.x_pad_1)
+                    - x * y) * p.pad_cycles_per_elem
+            append((m, *fifos, _READ, overhead, cyc, pads, _PRIORITY[mem]))
+            read_bytes += x * y * eb
+            continue
+        fifos = _FLAGS[1, bits]
+        if fifos is None:  # pragma: no cover - every flag is valid on compute
+            raise ProgramError(f"{insn.kind}: invalid dependency flags")
+        if t is GemmInsn:
+            iters = insn.iter_out * insn.iter_in * (insn.uop_end - insn.uop_bgn)
+            append((1, *fifos, _PLAIN, gemm_fixed + iters, 0, 0, 0))
             if not insn.reset:
-                gemm_cycles += insn.uop_iterations
-        elif isinstance(insn, AluInsn):
+                gemm_cycles += iters
+        elif t is AluInsn:
+            iters = insn.iter_out * insn.iter_in * (insn.uop_end - insn.uop_bgn)
             per = p.alu_imm_cycles if insn.use_imm else p.alu_reg_cycles
-            pre = p.insn_overhead + insn.uop_iterations * per + p.alu_pipeline
-        elif isinstance(insn, FinishInsn):
-            pre = p.insn_overhead
+            append((1, *fifos, _PLAIN, alu_fixed + iters * per, 0, 0, 0))
+        elif t is FinishInsn:
+            append((1, *fifos, _PLAIN, overhead, 0, 0, 0))
         else:  # pragma: no cover - Instruction is exhaustive
             raise ProgramError(f"unknown instruction {insn!r}")
-        table.append((m, pops, pushes, kind, pre, transfer, post, prio))
     return table, read_bytes, write_bytes, gemm_cycles
 
 
@@ -339,6 +387,7 @@ def simulate(program: Program, hw: HardwareConfig, profile: TimingProfile | None
     serial += sum(p.read_latency + chunk_cost(c) + min(chunk, n - c) * beat_per_insn
                   for c in range(0, n, chunk))
     depth = p.queue_depth
+    lat = p.read_latency
     finish_time = 0
     remaining = n
     # Run every instruction, not just up to FINISH: one that can never run is a deadlock.
@@ -359,47 +408,47 @@ def simulate(program: Program, hw: HardwareConfig, profile: TimingProfile | None
         if fetch_next == chunk_end and chunk_end < n:
             fetch_req = max(fetch_req, fetch_last + 1)
 
-        # Candidates: each module's next instruction, and fetch's next chunk read.
-        best = None  # (key, priority, who, start)
+        # Candidates: each module's next instruction, and fetch's next chunk read. The one
+        # granted first goes next (ties: read priority), so time only moves forward.
+        best_m = -2
+        best_key = best_prio = best_s = 0
         if fetch_next == chunk_end and chunk_end < n:
-            g = max(fetch_req, chan_free - p.read_latency)
-            best = (g, 0, -1, g)
+            best_key = best_s = max(fetch_req, chan_free - lat)
+            best_m = -1
         for m in (0, 1, 2):
             h = head[m]
             q = queues[m]
             if h >= len(q):
                 continue
             i = q[h]
-            if dispatch[i] < 0:
+            d = dispatch[i]
+            if d < 0:
                 continue
             row = table[i]
-            ready = max(free[m], dispatch[i])
-            s = ready
-            blocked = False
+            s = free[m] if free[m] > d else d
             for f in row[1]:
                 k = pops_done[f]
                 pt = push_times[f]
                 if k >= len(pt):
-                    blocked = True
                     break
                 if pt[k] > s:
                     s = pt[k]
-            if blocked:
-                continue
-            if row[3] == _READ:
-                key = max(s + row[4], chan_free - p.read_latency)
-                prio = row[7]
             else:
-                key, prio = s, 9
-            cand = (key, prio, m, s)
-            if best is None or cand[:2] < best[:2]:
-                best = cand
-        if best is None:
+                if row[3] == _READ:
+                    key = s + row[4]
+                    if chan_free - lat > key:
+                        key = chan_free - lat
+                    prio = row[7]
+                else:
+                    key, prio = s, 9
+                if best_m == -2 or key < best_key or (key == best_key and prio < best_prio):
+                    best_m, best_key, best_prio, best_s = m, key, prio, s
+        if best_m == -2:
             _deadlock(program, table, queues, head, pops_done, push_times, fetch_next,
                       chunk_end, n)
-        key, prio, m, s = best
+        key, m, s = best_key, best_m, best_s
         if m < 0:  # fetch reads the next chunk
-            data = key + p.read_latency
+            data = key + lat
             cost = chunk_cost(chunk_end)
             chan_free = data + cost
             fetch_arrival = data
@@ -415,8 +464,10 @@ def simulate(program: Program, hw: HardwareConfig, profile: TimingProfile | None
         kind = row[3]
         if kind == _READ:
             req = s + row[4]
-            data = max(req + p.read_latency, chan_free)
-            mem_wait[m] += data - (req + p.read_latency)
+            data = req + lat
+            if chan_free > data:
+                mem_wait[m] += chan_free - data
+                data = chan_free
             chan_free = data + row[5]
             e = chan_free + row[6]
         elif kind == _WRITE:

@@ -85,11 +85,13 @@ def emit(plan: Plan) -> Program:
             loads.append((plan.inp_base(t), dram, y, x, st, (0, 0, 0, 0)))
         _issue(MemId.INP, ("inp", t), loads)
 
+    kk = g.k * g.k
+    wgt_pattern = pattern_2d([(sch.tile_co, g.cib * kk), (sch.tile_ci, kk), (kk, 1)])
+
     def load_wgt(env, t):
         _, _, ct, _ = coords(env, t)
         c0 = env.get("k0", 0) * sch.tile_ci
-        kk = g.k * g.k
-        y, x, st = pattern_2d([(sch.tile_co, g.cib * kk), (sch.tile_ci, kk), (kk, 1)])
+        y, x, st = wgt_pattern
         dram = wgt0 + (ct * sch.tile_co * g.cib + c0) * kk
         _issue(MemId.WGT, ("wgt", t), [(plan.wgt_base(t), dram, y, x, st, (0, 0, 0, 0))])
 
@@ -106,13 +108,22 @@ def emit(plan: Plan) -> Program:
         y, x, st = pattern_2d([(sch.tile_b, g.cob), (sch.tile_co, 1)])
         q.load_2d(MemId.ACC, plan.bias_base(t), bias0 + b * g.cob + ct * sch.tile_co, y, x, st)
 
+    # A kernel depends only on (thread, batch row): build each once, not per GEMM call.
+    kernels: dict[tuple[str, int, int], object] = {}
+
     def gemm(env, t):
-        bi = env.get("bi", 0)
-        q.push_gemm(("gemm", t, bi), plan.gemm_kernel(t, bi))
+        key = ("gemm", t, env.get("bi", 0))
+        kernel = kernels.get(key)
+        if kernel is None:
+            kernel = kernels[key] = plan.gemm_kernel(t, key[2])
+        q.push_gemm(key, kernel)
 
     def reset(env, t):
-        bi = env.get("bi", 0)
-        q.push_gemm(("reset", t, bi), plan.reset_kernel(t, bi))
+        key = ("reset", t, env.get("bi", 0))
+        kernel = kernels.get(key)
+        if kernel is None:
+            kernel = kernels[key] = plan.reset_kernel(t, key[2])
+        q.push_gemm(key, kernel)
 
     alu_kernels = [plan.alu_kernels(t) for t in range(plan.nthreads)]
 

@@ -10,7 +10,7 @@ stream with the dependency handshake and FINISH.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from simulator.hardware import HardwareConfig
 from simulator.isa import AluInsn, AluOp, FinishInsn, GemmInsn, MemId, MemInsn, Opcode, Uop
@@ -96,11 +96,13 @@ class CommandQueue:
         if self.insns:
             last = self.insns[-1]
             if _stage_of(last) == src:
+                # The stream is still being built and nothing else holds ``last``: set the
+                # flag in place (dataclasses.replace costs more than the rest of the call).
                 if src < dst and not last.push_next:
-                    self.insns[-1] = replace(last, push_next=True)
+                    object.__setattr__(last, "push_next", True)
                     return
                 if src > dst and not last.push_prev:
-                    self.insns[-1] = replace(last, push_prev=True)
+                    object.__setattr__(last, "push_prev", True)
                     return
         if src < dst:
             self._nop(src, push_next=True)

@@ -1,0 +1,81 @@
+"""Benchmark: evaluations per second of lowering + timing random legal schedules.
+
+For every ResNet-18 conv layer (C2..C11) it draws random legal configs from the full
+template, then times ``lower`` and ``simulate`` separately, one process, one core.
+
+    python scripts/bench_simulator.py [--per-layer 40] [--seed 0] [--hw pynq]
+
+Prints a table per layer (evaluations/s, ms lowering, ms simulation, instructions) and the
+median and worst layer.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from search_spaces import get_template  # noqa: E402
+from simulator.hardware import HardwareConfig  # noqa: E402
+from simulator.timing import simulate  # noqa: E402
+from vtatune.lowering import lower  # noqa: E402
+from vtatune.workloads import resnet18_layers  # noqa: E402
+
+
+def random_legal_configs(template, rng: random.Random, count: int) -> list[dict]:
+    found: list[dict] = []
+    tries = 0
+    while len(found) < count and tries < 200000:
+        tries += 1
+        config = {k.name: rng.choice(k.choices) for k in template.knobs}
+        if template.legal(config):
+            found.append(config)
+    return found
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--per-layer", type=int, default=40)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--hw", default="pynq")
+    args = ap.parse_args()
+    hw = HardwareConfig.resolve(args.hw)
+    rng = random.Random(args.seed)
+    print(f"{'layer':<14}{'evals/s':>9}{'lower ms':>10}{'sim ms':>8}{'insns':>8}")
+    rates = []
+    tot_lower = tot_sim = 0.0
+    for wl in resnet18_layers():
+        tpl = get_template(wl, hw)
+        configs = random_legal_configs(tpl, rng, args.per_layer)
+        t_lower = t_sim = 0.0
+        insns = 0
+        for config in configs:
+            t0 = time.perf_counter()
+            lowered = lower(wl, tpl.to_schedule(config), hw)
+            t1 = time.perf_counter()
+            simulate(lowered.program, hw)
+            t2 = time.perf_counter()
+            t_lower += t1 - t0
+            t_sim += t2 - t1
+            insns += len(lowered.program.instructions)
+        n = len(configs)
+        rate = n / (t_lower + t_sim)
+        rates.append((rate, wl.name))
+        tot_lower += t_lower
+        tot_sim += t_sim
+        print(f"{wl.name:<14}{rate:>9.0f}{1e3 * t_lower / n:>10.2f}{1e3 * t_sim / n:>8.2f}"
+              f"{insns // n:>8}")
+    med = statistics.median(r for r, _ in rates)
+    worst = min(rates)
+    share = tot_lower / (tot_lower + tot_sim)
+    print(f"median {med:.0f} evaluations/s per core; worst {worst[1]} {worst[0]:.0f}/s; "
+          f"lowering {share:.0%} of the time, simulation {1 - share:.0%}")
+
+
+if __name__ == "__main__":
+    main()

@@ -228,9 +228,9 @@ def tune_network(network: str = "resnet18", hw: HardwareConfig | str | None = No
     layers = resnet18_layers()
     space, bias = kwargs.get("space", "full"), kwargs.get("bias", False)
     if log is None:
-        log = Path("logs") / "-".join(["resnet18", hw.target_model]
-                                      + ([space] if space != "full" else [])
-                                      + (["bias"] if bias else [])) + ".jsonl"
+        parts = ["resnet18", hw.target_model, *([space] if space != "full" else []),
+                 *(["bias"] if bias else [])]
+        log = Path("logs") / ("-".join(parts) + ".jsonl")
     results = []
     for layer in layers:
         r = tune(layer, hw, log=log, _network=layers, **kwargs)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import warnings
 
 import optuna
 
@@ -56,4 +57,6 @@ def make_sampler(name: str, seed: int, *, parallel: bool = False) -> optuna.samp
                            warn_independent_sampling=False)
     if name == "nsga2":
         return s.NSGAIISampler(seed=seed)
-    return s.BruteForceSampler(seed=seed)
+    with warnings.catch_warnings():  # experimental in Optuna: we only use its name
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        return s.BruteForceSampler(seed=seed)

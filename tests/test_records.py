@@ -1,0 +1,74 @@
+"""Tuning logs: complete lines, tolerant reading, best, replay."""
+
+import json
+
+import pytest
+
+from vtatune.cli import main
+from vtatune.records import RecordWarning, RecordWriter, best_records, read_records, replay
+from vtatune.tuner import tune
+from vtatune.workloads import GemmWorkload
+
+SMALL = GemmWorkload(1, 64, 64)
+FIELDS = {"schema", "workload", "hw", "bias", "template", "config", "schedule", "status",
+          "cycles", "counters", "seconds", "gops", "utilization", "trial", "timestamp",
+          "study", "sampler", "seed", "version"}
+
+
+@pytest.fixture(scope="module")
+def log(tmp_path_factory):
+    path = tmp_path_factory.mktemp("records") / "small.jsonl"
+    tune(SMALL, trials=6, seed=3, log=path)
+    return path
+
+
+def test_lines_complete_and_parseable(log):
+    lines = log.read_text().splitlines(keepends=True)
+    assert lines and all(line.endswith("\n") for line in lines)
+    records = [json.loads(line) for line in lines]
+    ok = [r for r in records if r["status"] == "ok"]
+    assert len(ok) == 6
+    for r in records:
+        assert FIELDS <= set(r)
+        assert r["workload"]["key"] == SMALL.key() and r["hw"]["config"]["LOG_BLOCK"] == 4
+    assert all(set(r["counters"]) >= {"gemm_counter", "inp_load_nbytes"} for r in ok)
+
+
+def test_truncated_line_skipped_with_warning(log, tmp_path):
+    broken = tmp_path / "broken.jsonl"
+    text = log.read_text()
+    broken.write_text(text + text.splitlines()[0][:40])
+    n = len(text.splitlines())
+    with pytest.warns(RecordWarning, match=f":{n + 1}: skipped"):
+        rows = list(read_records(broken))
+    assert len(rows) == n
+    # Appending after a broken line starts a fresh line.
+    with RecordWriter(broken) as w:
+        w.write({"schema": 1, "status": "ok"})
+    with pytest.warns(RecordWarning):
+        assert list(read_records(broken))[-1][1] == {"schema": 1, "status": "ok"}
+
+
+def test_best_and_replay(log, capsys):
+    best = best_records(read_records(log))
+    assert len(best) == 1
+    assert best[0].cycles == min(r["cycles"] for _, r in read_records(log) if r["status"] == "ok")
+    assert replay(log).ok and replay(log, best=True).replayed == 1
+    assert main(["replay", str(log)]) == 0
+    assert "cycles and counters identical" in capsys.readouterr().out
+    assert main(["best", str(log)]) == 0
+    out = capsys.readouterr().out
+    assert f"cycles {best[0].cycles:,}" in out and "--schedule" in out
+
+
+def test_replay_detects_tampered_line(log, tmp_path, capsys):
+    bad = tmp_path / "bad.jsonl"
+    lines = log.read_text().splitlines()
+    n = next(i for i, line in enumerate(lines) if json.loads(line)["status"] == "ok")
+    r = json.loads(lines[n])
+    r["cycles"] += 1
+    lines[n] = json.dumps(r)
+    bad.write_text("\n".join(lines) + "\n")
+    assert main(["replay", str(bad)]) == 1
+    err = capsys.readouterr().err
+    assert f"{bad}:{n + 1}: cycles" in err and f"lines {n + 1})" in err

@@ -13,11 +13,11 @@ Example:
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from ._jsonfile import load_json
 from .errors import ConfigError
 
 #: Board facts: clock (MHz) and AXI data bus width (bits) per target.
@@ -127,14 +127,7 @@ class HardwareConfig:
     @classmethod
     def from_json(cls, path: str | Path) -> HardwareConfig:
         """Load a ``vta_config.json`` file."""
-        try:
-            text = Path(path).read_text()
-        except OSError as exc:
-            raise ConfigError(f"cannot read hardware config {path}: {exc.strerror}") from None
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ConfigError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
+        data = load_json(path, "hardware config")
         return cls.from_dict(data)
 
     @classmethod

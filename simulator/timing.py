@@ -42,12 +42,12 @@ Example:
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
+from ._jsonfile import load_json
 from .errors import ConfigError, DeadlockError, ProgramError
 from .functional import FIFOS, pops_of, pushes_of
 from .hardware import HardwareConfig
@@ -117,15 +117,7 @@ class TimingProfile:
 
     @classmethod
     def from_json(cls, path: str | Path, base: TimingProfile | None = None) -> TimingProfile:
-        try:
-            text = Path(path).read_text()
-        except OSError as exc:
-            raise ConfigError(f"cannot read timing profile {path}: {exc.strerror}") from None
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ConfigError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno})") \
-                from None
+        data = load_json(path, "timing profile")
         return cls.from_dict(data, base)
 
     def to_dict(self) -> dict[str, int]:

@@ -81,7 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"vtatune {__version__}")
     sub = parser.add_subparsers(dest="command", parser_class=_Parser)
     sim = sub.add_parser("simulate", help="lower a schedule and run it on the VTA model")
-    sim.add_argument("operator", choices=("gemm", "conv2d", "vadd"))
+    sim.add_argument("operator", nargs="?", choices=("gemm", "conv2d", "vadd"))
     sim.add_argument("--workload", help="named workload (tutorial, resnet18.C2 ... C11)")
     _add_shape_flags(sim)
     sim.add_argument("--elements", type=int, default=1024, help="vadd length (default 1024)")
@@ -102,6 +102,9 @@ def build_parser() -> argparse.ArgumentParser:
     from ._tuner._cli import add_parsers
 
     add_parsers(sub, _add_shape_flags)
+    from . import _cli_tools
+
+    _cli_tools.add_parsers(sub, _add_shape_flags, sim)
     return parser
 
 
@@ -203,7 +206,15 @@ def main(argv: list[str] | None = None) -> int:
             parser.print_help()
             return 2
         if args.command == "simulate":
+            if args.program is not None or args.operator is None:
+                from ._cli_tools import cmd_simulate_program
+
+                return cmd_simulate_program(args)
             return cmd_simulate(args)
+        if args.command in ("build", "analyze", "export", "import"):
+            from ._cli_tools import run
+
+            return run(args, resolve_workload)
         if args.command in ("conv2d", "gemm", "replay", "best"):
             from ._tuner import _cli
 

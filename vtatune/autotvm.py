@@ -1,0 +1,354 @@
+"""AutoTVM interop: vtatune logs -> AutoTVM v0.2 records, and AutoTVM VTA records (e.g.
+TopHub's) -> vtatune configs that simulate.
+
+An exported record is what TVM's ``autotvm.apply_history_best`` reads: the target string
+of the hardware (``ext_dev -device=vta -keys=cpu -model=<target>_<bitstream>``), the task
+(``conv2d_packed.vta`` with args ``[data, kernel, strides, padding, dilation, layout,
+out_dtype]``, or ``dense_packed.vta`` with ``[data, weight, None, out_dtype]``; tensors in
+VTA's packed layout), the config entity with its index in the template's space (knobs in
+definition order, the first varying fastest), and the simulated time in seconds at the
+board clock as the cost. Only schedules the AutoTVM template can express are exported
+(:func:`vtatune.schedule.to_autotvm`): for each workload, the fastest of those.
+
+Example:
+    >>> export_autotvm("logs/resnet18.jsonl", "resnet18.autotvm.log")  # doctest: +SKIP
+    [ExportedRecord(workload='resnet18.C2', ...), ...]
+    >>> [i.evaluation.cycles for i in import_autotvm("tophub_vta.log")]  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import warnings
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from simulator.hardware import HardwareConfig
+
+from . import __version__
+from .errors import VtatuneError
+from .evaluate import Evaluation, evaluate
+from .records import RecordWarning, read_records, schedule_from, workload_from
+from .schedule import (
+    CONV_AUTOTVM_KNOBS,
+    DENSE_AUTOTVM_KNOBS,
+    Schedule,
+    from_autotvm,
+    to_autotvm,
+)
+from .workloads import WORKLOADS, Conv2dWorkload, GemmWorkload, Workload
+
+#: TVM version whose VTA templates the lowering reproduces (the fsim reference data's).
+TVM_VERSION = "0.14.0"
+MAX_WARNINGS = 10  # skipped-line warnings per file before a count
+TASKS = {"conv2d": "conv2d_packed.vta", "gemm": "dense_packed.vta"}
+_MODEL = re.compile(r"^([a-z0-9]+)_(\d+)x(\d+)_i(\d+)w(\d+)a(\d+)_(\d+)_(\d+)_(\d+)_(\d+)$")
+
+
+class AutotvmError(VtatuneError):
+    """An AutoTVM file or record that cannot be used."""
+
+
+def hw_from_model(model: str) -> HardwareConfig:
+    """The hardware of a TVM target model such as ``pynq_1x16_i8w8a32_15_15_18_17``."""
+    m = _MODEL.match(model)
+    if not m:
+        raise AutotvmError(f"unknown VTA model {model!r} (want <target>_<B>x<BLOCK>_i8w8a32_"
+                           "<uop>_<inp>_<wgt>_<acc>)")
+    target, *nums = m.groups()
+    batch, block, inp, wgt, acc, uop, ibuf, wbuf, abuf = (int(x) for x in nums)
+    for name, v in (("batch", batch), ("block", block), ("inp width", inp),
+                    ("wgt width", wgt), ("acc width", acc)):
+        if v < 1 or v & (v - 1):
+            raise AutotvmError(f"VTA model {model!r}: {name} {v} is not a power of two")
+    return HardwareConfig(target=target, log_inp_width=inp.bit_length() - 1,
+                          log_wgt_width=wgt.bit_length() - 1,
+                          log_acc_width=acc.bit_length() - 1,
+                          log_batch=batch.bit_length() - 1, log_block=block.bit_length() - 1,
+                          log_uop_buff_size=uop, log_inp_buff_size=ibuf,
+                          log_wgt_buff_size=wbuf, log_acc_buff_size=abuf)
+
+
+# --- the AutoTVM view of a workload ---------------------------------------------------------
+def task_args(workload: Workload, hw: HardwareConfig) -> list[Any]:
+    """The task's args as AutoTVM serialises them (tensors in VTA's packed layouts)."""
+    b, bi, bo = hw.batch, hw.block_in, hw.block_out
+    if isinstance(workload, GemmWorkload):
+        return [["TENSOR", [workload.batch // b, workload.in_channels // bi, b, bi], "int8"],
+                ["TENSOR", [workload.out_channels // bo, workload.in_channels // bi, bo, bi],
+                 "int8"], None, "int32"]
+    w = workload
+    return [["TENSOR", [w.batch // b, w.in_channels // bi, w.height, w.width, b, bi], "int8"],
+            ["TENSOR", [w.out_channels // bo, w.in_channels // bi, w.kernel, w.kernel, bo, bi],
+             "int8"],
+            [w.stride, w.stride], [w.pad] * 4, [1, 1], f"NCHW{b}n{bi}c", "int32"]
+
+
+def _extents(workload: Workload, hw: HardwareConfig) -> dict[str, int]:
+    c = workload.as_conv()
+    return {"tile_b": c.batch // hw.batch, "tile_h": c.out_height, "tile_w": c.out_width,
+            "tile_ci": c.in_channels // hw.block_in, "tile_co": c.out_channels // hw.block_out}
+
+
+def _factors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def config_entity(knobs: dict[str, Any], workload: Workload, hw: HardwareConfig
+                  ) -> tuple[int, list[list[Any]]]:
+    """AutoTVM's (index, entity) of a point: splits are ``sp`` entities over the factors of
+    the axis in ascending order, thread counts ``ot`` entities over [1, 2]; the index is
+    mixed-radix with the first knob varying fastest (``ConfigSpace.get``)."""
+    names = DENSE_AUTOTVM_KNOBS if isinstance(workload, GemmWorkload) else CONV_AUTOTVM_KNOBS
+    ext = _extents(workload, hw)
+    index, radix, entity = 0, 1, []
+    for name in names:
+        v = knobs[name]
+        if name.startswith("tile_"):
+            choices = _factors(ext[name])
+            digit = choices.index(v[1])
+            entity.append([name, "sp", list(v)])
+        else:
+            choices = [1, 2]
+            digit = choices.index(v)
+            entity.append([name, "ot", v])
+        index += digit * radix
+        radix *= len(choices)
+    return index, entity
+
+
+def _epoch(timestamp: Any) -> float:
+    try:
+        return datetime.fromisoformat(str(timestamp)).timestamp()
+    except ValueError:
+        return 0.0
+
+
+# --- export ---------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ExportedRecord:
+    workload: str
+    model: str
+    line: int
+    cycles: int
+    seconds: float
+    record: dict[str, Any]
+
+
+def to_autotvm_record(record: dict[str, Any]) -> dict[str, Any] | None:
+    """The AutoTVM v0.2 record of one ``ok`` vtatune record, or None if AutoTVM's template
+    cannot express its schedule."""
+    wl = workload_from(record)
+    hw = HardwareConfig.from_dict(record["hw"]["config"])
+    knobs = to_autotvm(schedule_from(record), wl, hw)
+    if knobs is None:
+        return None
+    index, entity = config_entity(knobs, wl, hw)
+    seconds = float(record["seconds"])
+    return {"input": [hw.autotvm_target, TASKS[wl.operator], task_args(wl, hw), {}],
+            "config": {"index": index, "code_hash": None, "entity": entity},
+            "result": [[seconds], 0, seconds, _epoch(record.get("timestamp"))],
+            "version": 0.2, "tvm_version": TVM_VERSION}
+
+
+def export_autotvm(logs: str | Path | Iterable[str | Path], out: str | Path
+                   ) -> list[ExportedRecord]:
+    """Write, for each workload x hardware (x bias) of ``logs``, the fastest record AutoTVM
+    can express to ``out`` (one v0.2 record a line). Returns what was written."""
+    paths = [logs] if isinstance(logs, str | Path) else list(logs)
+    rows = [(n, r) for p in paths for n, r in read_records(p)]
+    ok = sorted(((r["cycles"], i, n, r) for i, (n, r) in enumerate(rows)
+                 if r.get("status") == "ok" and isinstance(r.get("cycles"), int)),
+                key=lambda t: (t[0], t[1]))
+    picked: dict[tuple, ExportedRecord] = {}
+    for cycles, _, line, r in ok:
+        try:
+            key = (r["workload"]["key"], r["hw"]["model"], bool(r.get("bias", False)))
+        except (KeyError, TypeError):
+            continue
+        if key in picked:
+            continue
+        try:
+            rec = to_autotvm_record(r)
+        except (VtatuneError, KeyError, TypeError, ValueError):
+            continue
+        if rec is not None:
+            picked[key] = ExportedRecord(r["workload"].get("name") or key[0], key[1], line,
+                                         cycles, float(r["seconds"]), rec)
+    result = list(picked.values())
+    text = "".join(json.dumps(e.record, separators=(", ", ": ")) + "\n" for e in result)
+    try:
+        Path(out).write_text(text)
+    except OSError as exc:
+        raise AutotvmError(f"cannot write {out}: {exc.strerror}") from None
+    return result
+
+
+# --- import ---------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Imported:
+    """One AutoTVM record as a vtatune config: its workload, hardware, AutoTVM knobs, the
+    schedule TVM's template builds for them, the measured cost and our simulation."""
+
+    line: int
+    task: str
+    workload: Workload
+    hw: HardwareConfig
+    knobs: dict[str, Any]
+    index: int | None
+    schedule: Schedule
+    autotvm_seconds: float | None
+    evaluation: Evaluation
+
+    def config(self) -> dict[str, Any]:
+        """The knobs as a vtatune ``autotvm``-space config (inner tile factors)."""
+        return {k: getattr(self.schedule, k) for k in self.knobs}
+
+
+def _named(workload: Workload) -> Workload:
+    """The named workload of this shape (e.g. resnet18.C8), if there is one."""
+    for table in WORKLOADS.values():
+        for w in table.values():
+            if w.key() == workload.key() and w.name != "tutorial":
+                return w
+    return workload
+
+
+def workload_from_task(task: str, args: Any, hw: HardwareConfig) -> Workload:
+    """The workload of a ``conv2d_packed.vta`` / ``dense_packed.vta`` task."""
+    try:
+        if task == "conv2d_packed.vta":
+            (_, d, _), (_, k, _), strides, pads = args[0], args[1], args[2], args[3]
+            nb, cib, h, w, b, bi = d
+            cob, _, kh, kw, bo, _ = k
+            if kh != kw or len(set(pads)) != 1 or strides[0] != strides[1]:
+                raise AutotvmError(f"{task}: only square kernels, equal pads and strides "
+                                   "are supported")
+            if len(args) > 4 and list(args[4]) != [1, 1]:
+                raise AutotvmError(f"{task}: dilation {args[4]} is not supported")
+            wl: Workload = Conv2dWorkload(nb * b, h, w, cib * bi, cob * bo, kh, pads[0],
+                                          strides[0])
+        elif task == "dense_packed.vta":
+            (_, d, _), (_, k, _) = args[0], args[1]
+            nb, cib, b, bi = d
+            cob, _, bo, _ = k
+            wl = GemmWorkload(nb * b, cib * bi, cob * bo)
+        else:
+            raise AutotvmError(f"task {task!r} is not supported (conv2d_packed.vta, "
+                               "dense_packed.vta)")
+    except (TypeError, ValueError, IndexError) as exc:
+        raise AutotvmError(f"{task}: cannot read the task args ({exc})") from None
+    if (b, bi) != (hw.batch, hw.block_in):
+        raise AutotvmError(f"{task}: tensors packed {b}x{bi}, the hardware is "
+                           f"{hw.batch}x{hw.block_in}")
+    return _named(wl)
+
+
+def parse_record(d: Any, line: int) -> tuple[str, Workload, HardwareConfig, dict[str, Any],
+                                              int | None, float | None, int]:
+    """(task, workload, hw, knobs, index, mean cost, error_no) of one AutoTVM record."""
+    try:
+        target, task, args = d["input"][0], d["input"][1], d["input"][2]
+        entity = d["config"]["entity"]
+        result = d.get("result") or [[], 0]
+    except (KeyError, TypeError, IndexError):
+        raise AutotvmError(f"line {line}: not an AutoTVM record") from None
+    if "-device=vta" not in str(target):
+        raise AutotvmError(f"line {line}: target {target!r} is not VTA")
+    model = re.search(r"-model=(\S+)", str(target))
+    if not model:
+        raise AutotvmError(f"line {line}: target {target!r} has no -model")
+    hw = hw_from_model(model.group(1))
+    wl = workload_from_task(task, args, hw)
+    try:
+        knobs = {name: value for name, _, value in entity}
+    except (TypeError, ValueError):
+        raise AutotvmError(f"line {line}: bad config entity") from None
+    costs = [c for c in (result[0] or []) if isinstance(c, int | float)]
+    cost = sum(costs) / len(costs) if costs else None
+    error_no = result[1] if len(result) > 1 and isinstance(result[1], int) else 0
+    return task, wl, hw, knobs, d["config"].get("index"), cost, error_no
+
+
+def import_autotvm(path: str | Path, *, best: bool = False) -> list[Imported]:
+    """Read AutoTVM v0.2 VTA records (error_no 0) and simulate each config.
+
+    Corrupt lines and records of other targets or tasks are skipped with a warning naming
+    the line; a file without any usable record raises AutotvmError. ``best``: keep only
+    the lowest-cost record per task (what AutoTVM's apply_history_best would pick).
+    """
+    try:
+        lines = Path(path).read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError as exc:
+        raise AutotvmError(f"cannot read {path}: {exc.strerror}") from None
+    parsed = []
+    skipped = 0
+
+    def skip(message: str) -> None:
+        nonlocal skipped
+        skipped += 1
+        if skipped <= MAX_WARNINGS:
+            warnings.warn(message, RecordWarning, stacklevel=3)
+
+    for n, text in enumerate(lines, 1):
+        if not text.strip() or text.lstrip().startswith("#"):
+            continue
+        if not parsed and skipped >= MAX_WARNINGS:
+            raise AutotvmError(f"{path}: not an AutoTVM log (no usable record in its first "
+                               f"{n - 1} lines)")
+        try:
+            d = json.loads(text)
+            task, wl, hw, knobs, index, cost, error_no = parse_record(d, n)
+            if error_no != 0:
+                continue  # a failed measurement: AutoTVM ignores it too
+            schedule = from_autotvm(knobs, wl, hw)
+        except json.JSONDecodeError as exc:
+            skip(f"{path}:{n}: skipped a corrupt or truncated line ({exc.msg})")
+            continue
+        except VtatuneError as exc:
+            skip(f"{path}:{n}: skipped: {str(exc).removeprefix(f'line {n}: ')}")
+            continue
+        parsed.append((n, task, wl, hw, knobs, index, cost, schedule))
+    if skipped > MAX_WARNINGS:
+        warnings.warn(f"{path}: {skipped - MAX_WARNINGS} more lines skipped", RecordWarning,
+                      stacklevel=2)
+    if not parsed:
+        raise AutotvmError(f"{path}: no usable AutoTVM VTA record (conv2d_packed.vta or "
+                           "dense_packed.vta with error_no 0)")
+    if best:
+        keep: dict[tuple, tuple] = {}
+        for p in parsed:
+            k = (p[1], p[2].key(), p[3].target_model)
+            if k not in keep or (p[6] or float("inf")) < (keep[k][6] or float("inf")):
+                keep[k] = p
+        parsed = sorted(keep.values())
+    return [Imported(n, task, wl, hw, knobs, index, schedule, cost,
+                     evaluate(wl, schedule, hw))
+            for n, task, wl, hw, knobs, index, cost, schedule in parsed]
+
+
+def write_records(imported: list[Imported], path: str | Path, source: str) -> None:
+    """Append the imported configs to a vtatune log (``template`` = the AutoTVM task,
+    ``space`` = ``autotvm``, ``sampler`` = ``autotvm``, ``study`` = ``autotvm:<file>``), so
+    that ``build``, ``analyze``, ``best`` and ``replay`` work on them."""
+    from .records import RecordWriter, hw_fields, now, workload_fields
+
+    with RecordWriter(path) as log:
+        for trial, imp in enumerate(imported):
+            ev = imp.evaluation.as_dict()
+            log.write({
+                "schema": 1, "workload": workload_fields(imp.workload),
+                "hw": hw_fields(imp.hw), "bias": False, "template": imp.task,
+                "space": "autotvm", "study": f"autotvm:{Path(source).name}",
+                "sampler": "autotvm", "seed": None, "version": __version__,
+                "config": imp.config(), "schedule": imp.schedule.to_dict(),
+                **{k: ev[k] for k in ("status", "rule", "error", "cycles", "seconds", "gops",
+                                      "utilization", "counters", "instructions")},
+                "trial": trial, "timestamp": now(),
+                "autotvm": {"line": imp.line, "index": imp.index, "knobs": imp.knobs,
+                            "seconds": imp.autotvm_seconds},
+            })

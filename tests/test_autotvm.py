@@ -13,7 +13,7 @@ from vtatune.autotvm import (
     task_args,
     write_records,
 )
-from vtatune.build import build
+from vtatune.builds import build
 from vtatune.cli import main
 from vtatune.records import RecordWarning
 from vtatune.schedule import Schedule, from_autotvm

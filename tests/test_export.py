@@ -9,7 +9,7 @@ import pytest
 import vtatune
 from simulator.hardware import DEFAULT
 from tests._logs import record, write_log
-from vtatune.build import build
+from vtatune.builds import build
 from vtatune.cli import main
 from vtatune.export import (
     ExportError,

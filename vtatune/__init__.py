@@ -20,18 +20,14 @@ _LAZY = {
     "tune_network": "vtatune.tuner",
     "TuneResult": "vtatune.tuner",
     "SAMPLERS": "vtatune.tuner",
-    "evaluate": "vtatune.evaluate",
-    "Evaluation": "vtatune.evaluate",
     "replay": "vtatune.records",
     "read_records": "vtatune.records",
     "best_records": "vtatune.records",
-    "build": "vtatune.build",
-    "apply_history_best": "vtatune.build",
-    "simulate": "vtatune.build",
+    "build": "vtatune.builds",
+    "apply_history_best": "vtatune.builds",
+    "simulate": "vtatune.builds",
     "read_log": "vtatune.analysis",
 }
-# vtatune.build is a callable module (vtatune.build(...) and vtatune.build.X): return it.
-_MODULES = {"build"}
 
 __all__ = ["__version__", *_LAZY]
 
@@ -42,8 +38,6 @@ def __getattr__(name: str) -> Any:
         raise AttributeError(f"module 'vtatune' has no attribute {name!r}")
     import importlib
 
-    mod = importlib.import_module(module)
-    value = mod if name in _MODULES else getattr(mod, name)
-    if name != "evaluate":  # vtatune.evaluate is also the submodule's name: don't shadow it
-        globals()[name] = value
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
     return value

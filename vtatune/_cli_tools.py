@@ -73,7 +73,7 @@ def run(args: argparse.Namespace, resolve_workload: Any) -> int:
 def cmd_build(args: argparse.Namespace, resolve_workload: Any) -> int:
     from simulator.hardware import HardwareConfig
 
-    from .build import build, simulate
+    from .builds import build, simulate
 
     hw = HardwareConfig.resolve(args.hw)
     wl = resolve_workload(args.operator, args)
@@ -189,7 +189,7 @@ def cmd_import(args: argparse.Namespace) -> int:
 def cmd_simulate_program(args: argparse.Namespace) -> int:
     from simulator.timing import TimingProfile
 
-    from .build import simulate
+    from .builds import simulate
     from .export import load_bin, load_json
 
     if args.program is None:

@@ -225,7 +225,7 @@ def insn_from_dict(d: dict[str, Any]) -> Instruction:
 def to_json_dict(source: Any) -> dict[str, Any]:
     """The human-readable program: metadata, instructions, kernels, uops and the counters
     and cycles the simulator gives it."""
-    from .build import simulate
+    from .builds import simulate
 
     program = source.program
     sim = simulate(source)

@@ -21,15 +21,13 @@ Example:
     >>> vtatune.simulate(b).cycles  # doctest: +SKIP
     5321
 
-``vtatune.build`` is this module and is callable: ``vtatune.build(...)`` calls
-:func:`build`, and ``vtatune.build.apply_history_best`` still works.
+The package exposes :func:`build`, :func:`apply_history_best` and :func:`simulate` as
+``vtatune.build``, ``vtatune.apply_history_best`` and ``vtatune.simulate``.
 """
 
 from __future__ import annotations
 
 import contextvars
-import sys
-import types
 import warnings
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -329,13 +327,3 @@ def _program_of(target: Any) -> tuple[Any, int | None]:
         return target, None
     wl = getattr(target, "workload", None)
     return getattr(target, "program", None), getattr(wl, "macs", None)
-
-
-class _CallableModule(types.ModuleType):
-    """``vtatune.build`` is both this module and the :func:`build` function."""
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Build:
-        return build(*args, **kwargs)
-
-
-sys.modules[__name__].__class__ = _CallableModule

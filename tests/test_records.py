@@ -72,3 +72,16 @@ def test_replay_detects_tampered_line(log, tmp_path, capsys):
     assert main(["replay", str(bad)]) == 1
     err = capsys.readouterr().err
     assert f"{bad}:{n + 1}: cycles" in err and f"lines {n + 1})" in err
+
+
+def test_a_file_of_garbage_gets_a_bounded_number_of_warnings(tmp_path):
+    from vtatune.records import MAX_WARNINGS
+
+    junk = tmp_path / "junk.jsonl"
+    junk.write_text("".join(f"not json {i}\n" for i in range(MAX_WARNINGS + 15)))
+    with pytest.warns(RecordWarning) as caught:
+        assert list(read_records(junk)) == []
+    messages = [str(w.message) for w in caught]
+    assert len(messages) == MAX_WARNINGS + 1
+    assert messages[0].startswith(f"{junk}:1: skipped a corrupt or truncated record")
+    assert messages[-1] == f"{junk}: 15 more lines skipped (it holds no vtatune record)"

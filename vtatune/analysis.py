@@ -61,27 +61,6 @@ def _row(path: str, line: int, r: dict[str, Any]) -> dict[str, Any]:
     return row
 
 
-MAX_WARNINGS = 10  # per log; a file of garbage gets a count, not thousands of lines
-
-
-def _records(path: str | Path) -> Iterable[tuple[int, dict[str, Any]]]:
-    """vtatune.records.read_records, with at most MAX_WARNINGS skipped-line warnings."""
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", RecordWarning)
-        rows = list(read_records(path))
-    skipped = [w for w in caught if issubclass(w.category, RecordWarning)]
-    for w in skipped[:MAX_WARNINGS]:
-        warnings.warn(str(w.message), RecordWarning, stacklevel=3)
-    if len(skipped) > MAX_WARNINGS:
-        warnings.warn(f"{path}: {len(skipped) - MAX_WARNINGS} more lines skipped"
-                      + ("" if rows else " (it holds no vtatune record)"), RecordWarning,
-                      stacklevel=3)
-    for w in caught:
-        if not issubclass(w.category, RecordWarning):
-            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
-    return rows
-
-
 def read_log(paths: str | Path | Iterable[str | Path]) -> pd.DataFrame:
     """One row per trial of one or several logs (see the module docstring for columns).
 
@@ -91,7 +70,7 @@ def read_log(paths: str | Path | Iterable[str | Path]) -> pd.DataFrame:
     rows: list[dict[str, Any]] = []
     knobs: dict[str, None] = {}
     for path in paths:
-        for line, r in _records(path):
+        for line, r in read_records(path):
             try:
                 row = _row(str(path), line, r)
                 config = r.get("config") or {}

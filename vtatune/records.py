@@ -122,16 +122,21 @@ class RecordWriter:
         self.close()
 
 
+MAX_WARNINGS = 10  # per log: a file of garbage gets a count, not thousands of lines
+
+
 def read_records(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
     """``(line number, record)`` for every complete record of a log, 1-based.
 
     A line that is not a JSON object (a truncated last line, a corrupt one) is skipped with
-    one :class:`RecordWarning` naming it. A missing or unreadable file raises LogError.
+    one :class:`RecordWarning` naming it (the first :data:`MAX_WARNINGS` of a log; then one
+    warning counting the rest). A missing or unreadable file raises LogError.
     """
     try:
         f = open(path, encoding="utf-8", errors="replace")
     except OSError as exc:
         raise LogError(f"cannot read log {path}: {exc.strerror}") from None
+    skipped = found = 0
     with f:
         for lineno, line in enumerate(f, 1):
             if not line.strip():
@@ -139,14 +144,20 @@ def read_records(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
             try:
                 record = json.loads(line)
             except json.JSONDecodeError as exc:
-                warnings.warn(f"{path}:{lineno}: skipped a corrupt or truncated record "
-                              f"({exc.msg})", RecordWarning, stacklevel=2)
-                continue
-            if not isinstance(record, dict) or "schema" not in record:
-                warnings.warn(f"{path}:{lineno}: skipped a line that is not a vtatune record",
-                              RecordWarning, stacklevel=2)
-                continue
-            yield lineno, record
+                why = f"a corrupt or truncated record ({exc.msg})"
+            else:
+                if isinstance(record, dict) and "schema" in record:
+                    found += 1
+                    yield lineno, record
+                    continue
+                why = "a line that is not a vtatune record"
+            skipped += 1
+            if skipped <= MAX_WARNINGS:
+                warnings.warn(f"{path}:{lineno}: skipped {why}", RecordWarning, stacklevel=2)
+    if skipped > MAX_WARNINGS:
+        warnings.warn(f"{path}: {skipped - MAX_WARNINGS} more lines skipped"
+                      + ("" if found else " (it holds no vtatune record)"), RecordWarning,
+                      stacklevel=2)
 
 
 @dataclass(frozen=True)

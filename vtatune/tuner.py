@@ -31,7 +31,7 @@ from .workloads import Workload, get_workload, resnet18_layers
 
 __all__ = ["SAMPLERS", "TuneResult", "TunerError", "default_log_path", "tune", "tune_network"]
 
-from ._tuner._samplers import SAMPLERS, check_sampler  # noqa: E402
+from ._tuner._samplers import DEFAULT_SAMPLER, SAMPLERS, check_sampler  # noqa: E402
 
 
 class TunerError(VtatuneError):
@@ -144,7 +144,7 @@ def _check_log_belongs(log: Path, workloads: list[Workload], hw: HardwareConfig,
 
 
 def tune(workload: Workload | str, hw: HardwareConfig | str | None = None, *,
-         trials: int = 200, sampler: str = "tpe", seed: int | None = None, jobs: int = 1,
+         trials: int = 200, sampler: str = DEFAULT_SAMPLER, seed: int | None = None, jobs: int = 1,
          log: str | Path | None = None, storage: str | None = None, resume: bool = False,
          space: str = "full", bias: bool = False, progress: bool = False,
          _network: list[Workload] | None = None) -> TuneResult:

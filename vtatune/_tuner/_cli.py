@@ -9,7 +9,7 @@ import warnings
 from typing import Any
 
 from ..errors import VtatuneError
-from ._samplers import SAMPLERS
+from ._samplers import DEFAULT_SAMPLER, SAMPLERS
 
 
 class _Usage(VtatuneError):
@@ -29,8 +29,9 @@ def add_parsers(sub: Any, add_shape_flags: Any) -> None:
             p.add_argument("--network", choices=("resnet18",),
                            help="tune every conv layer of the network, one study each")
         p.add_argument("--hw", help="hardware preset or vta_config.json (default pynq)")
-        p.add_argument("--sampler", default="tpe", metavar="NAME",
-                       help=f"{', '.join(SAMPLERS)} (default tpe)")
+        p.add_argument("--sampler", default=DEFAULT_SAMPLER, metavar="NAME",
+                       help=f"{', '.join(SAMPLERS)} (default {DEFAULT_SAMPLER}: TPE over "
+                            "legal, untried configs, warm-started by a cost model)")
         p.add_argument("--seed", type=int, help="sampler seed (a serial run is reproducible)")
         p.add_argument("--jobs", type=int, default=1, metavar="N",
                        help="simulation processes (default 1)")

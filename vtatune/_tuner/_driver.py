@@ -42,7 +42,7 @@ from ..records import (
     workload_fields,
 )
 from ._progress import Progress
-from ._samplers import encoding_for, make_sampler
+from ._samplers import GuidedSampler, encoding_for, make_sampler
 from ._space import Codec, Config, Key, legal_configs
 from ._storage import pick_study_name, problem_of
 
@@ -112,9 +112,10 @@ class Search:
         encoding = attrs.get("encoding") or encoding_for(self.sampler_name)
         self.codec = Codec(template, encoding)
         self.distributions = self.codec.distributions()
+        self.sampler = make_sampler(self.sampler_name, self.seed, parallel=jobs > 1)
         self.study = optuna.create_study(
             study_name=name, storage=storage, direction="minimize", load_if_exists=True,
-            sampler=make_sampler(self.sampler_name, self.seed, parallel=jobs > 1))
+            sampler=self.sampler)
         if not exists:
             self.study.set_user_attr("vtatune", {**self.problem, "encoding": encoding,
                                                  "sampler": self.sampler_name,
@@ -125,6 +126,7 @@ class Search:
         self.stats = Stats()
         self.default_config: Config | None = None
         self._queue: list[Config] = []
+        self._inflight: set[Key] = set()  # asked in the current batch, not yet told
         self._brute: Iterator[Config] | None = None
         self.legal_space: int | None = None
         self.exhausted = False
@@ -140,6 +142,8 @@ class Search:
                 self.codec.key(self.default_config) not in self.cache:
             # Seed the study with the default schedule (the speed-up baseline).
             self._queue.append(self.default_config)
+        if isinstance(self.sampler, GuidedSampler):
+            self._guide(self.sampler)
         if self.sampler_name == "bruteforce":
             self._brute = legal_configs(template)
         self._record_base = {
@@ -148,6 +152,39 @@ class Search:
             "study": name, "sampler": self.sampler_name, "seed": self.seed,
             "version": __version__,
         }
+
+    def _guide(self, sampler: GuidedSampler) -> None:
+        """Bind the guided sampler to this study (legal + new filter, cost-model prior) and
+        queue its warm starts: the best tile shapes by the analytic cost model."""
+        from ._prior import estimate, warm_starts
+
+        template, codec = self.template, self.codec
+        knobs = template.knobs
+
+        # Single-choice knobs are not in TPE's relative search space: fill them in.
+        single = codec.to_params({k.name: k.choices[0] for k in knobs})
+        single = {k.name: single[k.name] for k in knobs if len(k.choices) == 1}
+
+        def accept(params: dict[str, Any]) -> bool:
+            try:
+                config = codec.from_params({**single, **params})
+                k = codec.key(config)
+                return (k not in self.cache and k not in self._inflight
+                        and template.legal(config))
+            except (KeyError, IndexError, TypeError, VtatuneError):
+                return False
+
+        def draw(rng: random.Random) -> dict[str, Any]:
+            return codec.to_params({k.name: rng.choice(k.choices) for k in knobs})
+
+        def prior(params: dict[str, Any]) -> float:
+            return max(1.0, estimate(template, codec.from_params({**single, **params})))
+
+        sampler.bind(accept, draw, prior)
+        try:
+            self._queue.extend(warm_starts(template))
+        except Exception:  # noqa: BLE001 - a template the cost model cannot read: no warm start
+            pass
 
     # --- study state ----------------------------------------------------------------------
     def _sync(self) -> None:
@@ -302,6 +339,7 @@ class Search:
                                 asked.remove(trial)
                             else:
                                 batch.append((trial, config, k))
+                                self._inflight.add(k)
                                 wasted_in_a_row = 0
                         if wasted_in_a_row >= STUCK:
                             wasted_in_a_row = 0
@@ -310,6 +348,7 @@ class Search:
                         self._evaluate(batch, writer, parallel)
                         for trial, _, _ in batch:
                             asked.remove(trial)
+                    self._inflight.clear()
                     for trial, k in repeats:
                         self._tell_wasted(trial, "duplicate", self.cache[k].value)
                         asked.remove(trial)

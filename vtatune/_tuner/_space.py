@@ -10,6 +10,7 @@ Two encodings (stored with the study, so a resumed study keeps its own):
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ Config = dict[str, Any]
 Key = tuple[Any, ...]
 
 
+@functools.lru_cache(maxsize=256)
 def _ordinal(choices: tuple[Any, ...]) -> bool:
     return (len(choices) > 1 and all(type(c) is int for c in choices)
             and list(choices) == sorted(choices))

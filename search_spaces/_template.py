@@ -201,11 +201,12 @@ class Template:
                 return k
         raise KeyError(name)
 
-    # --- internals ----------------------------------------------------------------------
     @cached_property
-    def _ctx(self) -> Context:
+    def context(self) -> Context:
+        """The workload's rule constants on this hardware (block counts, sizes, depths)."""
         return context(self.workload, self.hw)
 
+    # --- internals ----------------------------------------------------------------------
     @cached_property
     def _fixed(self) -> dict[str, Any]:
         return dict(self.fixed)
@@ -246,7 +247,7 @@ class Template:
         """The config expressing ``schedule``, or None if this space cannot. Loop orders are
         matched by effect: an order string outside the choices maps to the choice that gives
         this schedule the same program (same relative order of its non-unit loops)."""
-        ctx = self._ctx
+        ctx = self.context
         config: dict[str, Any] = {}
         for k in self.knobs:
             v = getattr(schedule, k.name)
@@ -281,7 +282,7 @@ class Template:
     def _equivalent_order(self, knob: Knob, s: Schedule) -> str | None:
         same = self._same_outer if knob.name == "outer_order" else self._same_gemm
         v = getattr(s, knob.name)
-        return next((c for c in knob.choices if same(s, v, c, self._ctx)), None)
+        return next((c for c in knob.choices if same(s, v, c, self.context)), None)
 
     def check(self, config: dict[str, Any]) -> None:
         """Raise IllegalSchedule (naming the rule and numbers) if ``config`` cannot run;
@@ -296,12 +297,12 @@ class Template:
             ...
             vtatune.errors.IllegalSchedule: oc_nthread=2 needs an even number of oc tiles, got 1
         """
-        rules(self._ctx, self._point(config), self.bias)
+        rules(self.context, self._point(config), self.bias)
 
     def legal(self, config: dict[str, Any]) -> bool:
         """Whether ``config`` passes every legality rule (ScheduleError if malformed)."""
         try:
-            rules(self._ctx, self._point(config), self.bias)
+            rules(self.context, self._point(config), self.bias)
         except IllegalSchedule:
             return False
         return True
@@ -342,7 +343,7 @@ class Template:
         """Legal value tuples of the knobs that rules read, in product order."""
         rel = self.knobs[: len(self.knobs) - self._free]
         names = [k.name for k in rel]
-        ctx, bias, fixed = self._ctx, self.bias, self._fixed
+        ctx, bias, fixed = self.context, self.bias, self._fixed
         if names and names[-1] == "gemm_order":
             orders = rel[-1].choices
             for head in itertools.product(*(k.choices for k in rel[:-1])):
@@ -434,7 +435,7 @@ def _prune(tpl: Template) -> Template:
                 continue
             for v in k.choices:
                 try:
-                    rules(tpl._ctx, _Point(**tpl._fixed, **dict(smallest, **{k.name: v})),
+                    rules(tpl.context, _Point(**tpl._fixed, **dict(smallest, **{k.name: v})),
                           tpl.bias)
                 except IllegalSchedule as exc:
                     if exc.rule in _MONOTONE_RULES:

@@ -7,7 +7,7 @@ config, no lowering):
   tile one reset and the ALU epilogue over the accumulator tile, plus a few cycles of
   pipeline fill per GEMM / ALU instruction;
 - load: the input window (halo included) and the weight tile of every reduction step,
-  over the 8-byte bus, plus a latency per LOAD; a tile that stays resident across the
+  over the bus, plus a latency per LOAD; a tile that stays resident across the
   output-channel (or spatial) loop is loaded once when the reduction is not split;
 - one virtual thread serializes load and compute; two or more overlap them.
 
@@ -21,17 +21,20 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
+from simulator.timing import TimingProfile
 from vtatune.errors import IllegalSchedule
 
-_GEMM_INSN = 8  # fill/drain + control cycles of one GEMM instruction
-_ALU_INSN = 9
-_LOAD_LATENCY = 20
 _TILE_KNOBS = ("tile_b", "tile_h", "tile_w", "tile_ci", "tile_co", "oc_nthread", "h_nthread")
 
 
 def estimate(template: Any, config: dict[str, Any]) -> float:
     """Estimated cycles of a (legal) config: see the module docstring."""
-    ctx = template._ctx
+    ctx = template.context
+    p = TimingProfile.for_hw(template.hw)  # the constants are the timing model's own
+    gemm_insn = p.insn_overhead + p.gemm_pipeline  # fill/drain + control of one GEMM
+    alu_insn = p.insn_overhead + p.alu_pipeline
+    load_latency = p.insn_overhead + p.read_latency
+    store_tile = p.insn_overhead + p.store_elem_cycles + p.write_handshake
     tb = config.get("tile_b", 1)
     th, tw = config.get("tile_h", 1), config.get("tile_w", 1)
     tci, tco = config["tile_ci"], config["tile_co"]
@@ -46,8 +49,8 @@ def estimate(template: Any, config: dict[str, Any]) -> float:
     acc = tb * tco * th * tw
     n_alu = 4 if template.bias else 3
     gemm_floor = ctx.nb * ctx.oh * ctx.ow * ctx.cob * ctx.cib * k * k
-    compute = gemm_floor + tiles * acc * (1 + n_alu) + steps * _GEMM_INSN \
-        + tiles * n_alu * _ALU_INSN
+    compute = gemm_floor + tiles * acc * (1 + n_alu) + steps * gemm_insn \
+        + tiles * n_alu * alu_insn
     inp_step = tb * tci * eh * ew * ctx.batch_lanes * ctx.block_in
     wgt_step = tco * tci * k * k * ctx.block_in * ctx.block_in
     inp_bytes, wgt_bytes = steps * inp_step, steps * wgt_step
@@ -55,8 +58,8 @@ def estimate(template: Any, config: dict[str, Any]) -> float:
         inp_bytes, wgt_bytes = min((n_spatial * inp_step, wgt_bytes),
                                    (inp_bytes, n_co * wgt_step), key=sum)
     out_bytes = ctx.nb * ctx.oh * ctx.ow * ctx.cob * ctx.batch_lanes * ctx.block_in
-    load = (inp_bytes + wgt_bytes) / 8 + 2 * steps * _LOAD_LATENCY
-    store = out_bytes / 8 + tiles * 10
+    load = (inp_bytes + wgt_bytes) / p.bus_bytes + 2 * steps * load_latency
+    store = out_bytes / p.bus_bytes + tiles * store_tile
     if nthreads > 1:
         return max(compute, load, store) + 0.02 * min(compute, load)
     return compute + load + store * 0.1

@@ -158,3 +158,112 @@ def test_4x8_config_lowers_and_counts():
     c = count(lower(wl, s, hw).program, hw)
     assert c.gemm_counter == (16 // 4) * (256 // 8) * (128 // 8)
     assert c.out_store_nbytes == 16 * 128
+
+
+# --- field widths: the analytic rule makes every legal program encodable ---------------------
+
+import random  # noqa: E402
+from dataclasses import replace  # noqa: E402
+
+from search_spaces import get_template  # noqa: E402
+from vtatune.lowering import _plan  # noqa: E402
+from vtatune.workloads import resnet18_layers  # noqa: E402
+
+# Big buffers whose instruction layout still fits 128 bits (LOG_INP_BUFF_SIZE 20: 2^16 rows).
+BIG_INP = replace(DEFAULT, log_uop_buff_size=10, log_inp_buff_size=20, log_wgt_buff_size=18,
+                  log_acc_buff_size=17)
+# 1x4 blocks with 2^18 INP rows: SRAM indices past the 16-bit sram_base field.
+WIDE_INP = replace(DEFAULT, log_block=2, log_uop_buff_size=11, log_inp_buff_size=20,
+                   log_wgt_buff_size=14, log_acc_buff_size=12)
+# ACC deeper than INP: ALU micro-op src / src_factor (INP-wide fields) hold ACC indices.
+DEEP_ACC = replace(DEFAULT, log_uop_buff_size=11, log_inp_buff_size=12, log_wgt_buff_size=16,
+                   log_acc_buff_size=18)
+BIG_IMAGE = Conv2dWorkload(1, 300, 300, 32, 32, 1, 0, 1)  # rows of 90000 elements
+
+
+def _random_schedules(wl, hw, rng, count, tries=400, max_tiles=64):
+    tpl = get_template(wl, hw, tune_store=True)
+    found = []
+    for _ in range(tries):
+        c = {k.name: rng.choice(k.choices) for k in tpl.knobs}
+        try:
+            s = replace(tpl.to_schedule(c), reuse=rng.random() < 0.5)
+        except Exception:
+            continue
+        conv = wl.as_conv()
+        tiles = (conv.batch // hw.batch // s.tile_b * conv.out_height // s.tile_h
+                 * conv.out_width // s.tile_w * conv.out_channels // hw.block_out // s.tile_co)
+        if tiles <= max_tiles:
+            found.append(s)
+        if len(found) == count:
+            break
+    return found
+
+
+def _verdict(wl, s, hw, bias):
+    try:
+        _plan.legality(wl, s, hw, bias)
+        return "ok"
+    except IllegalSchedule as exc:
+        return exc.rule
+
+
+@pytest.mark.parametrize("hw", [DEFAULT, PRESETS["4x8"], PRESETS["ultra96"], PRESETS["1x32"],
+                                BIG_INP, WIDE_INP, DEEP_ACC], ids=lambda h: h.bitstream)
+def test_field_width_rule_is_exact(hw, monkeypatch):
+    """For random schedules passing every other rule: the field_width rule accepts exactly
+    the programs that encode (lowered with the encoding check, the rule switched off)."""
+    rng = random.Random(hw.bitstream)
+    wls = [wl for wl in (*resnet18_layers()[::3], WORKLOADS["gemm"]["dense128"], BIG_IMAGE,
+                         Conv2dWorkload(4, 14, 14, 64, 64, 3, 1, 1), GemmWorkload(16, 256, 128))
+           if wl.as_conv().batch % hw.batch == 0]
+    seen = {"ok": 0, "field_width": 0}
+    for wl in wls:
+        for s in _random_schedules(wl, hw, rng, 3):
+            bias = rng.random() < 0.5
+            rule = _verdict(wl, s, hw, bias)
+            if rule not in seen:
+                continue
+            seen[rule] += 1
+            # the detailed facts agree with the hardware-wide shortcut
+            ctx = _plan.context(wl, hw)
+            if ctx.fits_all:
+                _plan.rules(replace(ctx, fits_all=False), s, bias)
+            with monkeypatch.context() as m:
+                m.setattr(_plan, "_field_width_rule", lambda *a, **k: None)
+                try:
+                    lower(wl, s, hw, bias, verify_encoding=True)
+                    encodes = True
+                except IllegalSchedule as exc:
+                    assert exc.rule == "field_width"
+                    encodes = False
+            assert encodes == (rule == "ok"), (wl.describe(), s.short(), hw.bitstream, bias)
+    assert seen["ok"] >= 3
+
+
+@pytest.mark.parametrize("wl,hw,schedule,bias,field", [
+    (BIG_IMAGE, BIG_INP, Schedule(tile_h=1, tile_w=300, tile_ci=2), False, "x_stride"),
+    (BIG_IMAGE, BIG_INP, Schedule(tile_h=1, tile_w=300, tile_co=2), False, "x_stride"),
+    (Conv2dWorkload(1, 16, 64, 256, 4, 3, 1, 2), WIDE_INP,
+     Schedule(tile_h=8, tile_w=32, tile_ci=64), False, "sram_base"),
+    (WORKLOADS["conv2d"]["resnet18.C2"], DEEP_ACC,
+     Schedule(tile_h=4, tile_w=28, tile_co=4), True, "src"),
+])
+def test_field_width_rule_names_the_field(wl, hw, schedule, bias, field, monkeypatch):
+    with pytest.raises(IllegalSchedule) as exc:
+        lower(wl, schedule, hw, bias)
+    assert exc.value.rule == "field_width" and f"field {field}=" in str(exc.value)
+    # ... and without the rule the program indeed does not encode
+    monkeypatch.setattr(_plan, "_field_width_rule", lambda *a, **k: None)
+    with pytest.raises(IllegalSchedule) as enc:
+        lower(wl, schedule, hw, bias, verify_encoding=True)
+    assert enc.value.rule == "field_width" and f"{field}=" in str(enc.value)
+
+
+def test_field_width_rule_rejects_an_unencodable_layout():
+    hw = replace(DEFAULT, log_inp_buff_size=20, log_wgt_buff_size=20, log_acc_buff_size=20,
+                 log_uop_buff_size=17)  # 168-bit GEMM layout
+    wl = WORKLOADS["gemm"]["dense128"]
+    with pytest.raises(IllegalSchedule) as exc:
+        lower(wl, Schedule(tile_co=8, tile_ci=8), hw)
+    assert exc.value.rule == "field_width" and "168 bits" in str(exc.value)

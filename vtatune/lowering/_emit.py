@@ -1,21 +1,33 @@
-"""Emitting a planned schedule: loop tree -> TVM's dependencies -> vthreads -> instructions."""
+"""Emitting a planned schedule: loop tree -> TVM's dependencies -> vthreads -> instructions.
+
+The loop tree (with TVM's dependencies and vthreads) is compiled once into closures: a loop
+variable is a slot of one list, each leaf is bound to its thread with the thread's SRAM
+bases, coordinates and kernels precomputed, and the DMA windows are tabulated per tile row
+and column. Running the closures feeds the command queue.
+"""
 
 from __future__ import annotations
 
-from simulator.isa import MemId, Uop
+from functools import partial
+
+from simulator.isa import MemId
 from simulator.program import Program, layout_tensors
 
 from ..workloads import GemmWorkload
 from ._ir import Dep, For, Stage, Threaded, expand_threads, insert_deps, loop
-from ._plan import Plan, fold_2d, pattern_2d
+from ._plan import Plan, pattern_2d, window
 from ._runtime import COMPUTE, LOAD, STORE, CommandQueue
+
+#: Slots of the loop variables in the environment list (a variable outside its loop is 0).
+_SLOT = {"b": 0, "h": 1, "c": 2, "w": 3, "bi": 4, "k0": 5}
+_B, _H, _C, _W, _BI, _K0 = range(6)
 
 
 class _Leaf:
-    """A leaf operation inside a stage scope; ``emit`` runs it against the command queue."""
+    """A leaf operation inside a stage scope; ``make(t)`` gives its closure for thread t."""
 
-    def __init__(self, fn) -> None:
-        self.fn = fn
+    def __init__(self, make) -> None:
+        self.make = make
 
 
 def _tensors(plan: Plan):
@@ -37,6 +49,16 @@ def _tensors(plan: Plan):
     return layout_tensors(specs, align)
 
 
+def _windows(g, ntiles: int, size: int, extent: int):
+    """Per tile: (first row, id of its (rows, pads) shape); and the shapes by id."""
+    ids: dict[tuple[int, int, int], int] = {}
+    starts = []
+    for tile in range(ntiles):
+        y0, n, p0, p1 = window(g.p, g.s, g.k, tile, size, extent)
+        starts.append((y0, ids.setdefault((n, p0, p1), len(ids))))
+    return starts, list(ids)
+
+
 def emit(plan: Plan) -> Program:
     hw, g, sch = plan.hw, plan.geo, plan.schedule
     tensors, dram_bytes = _tensors(plan)
@@ -46,125 +68,139 @@ def emit(plan: Plan) -> Program:
     out0 = base["output"] // hw.out_elem_bytes
     bias0 = base.get("bias", 0) // hw.acc_elem_bytes
     q = CommandQueue(hw)
-    resident: dict[tuple[str, int], tuple] = {}
+    env = [0] * len(_SLOT)
     oc_n, h_n = sch.oc_nthread, sch.h_nthread
+    tile_b, tile_h, tile_w, tile_co, tile_ci = (sch.tile_b, sch.tile_h, sch.tile_w,
+                                                sch.tile_co, sch.tile_ci)
+    reuse = sch.reuse
+    cib, cob, gh, gw = g.cib, g.cob, g.h, g.w
 
-    def coords(env, t):
-        t_h, t_oc = divmod(t, oc_n)
-        return (env.get("b", 0) * sch.tile_b + env.get("bi", 0),
-                env.get("h", 0) * h_n + t_h,
-                env.get("c", 0) * oc_n + t_oc,
-                env.get("w", 0))
+    def thread_coords(t):
+        """(t_h, t_oc): a thread's row-tile and oc-tile offsets."""
+        return divmod(t, oc_n)
 
-    def window(tile, size, extent):
-        a = tile * size * g.s
-        e = (size - 1) * g.s + g.k
-        before = max(g.p - a, 0)
-        after = max(a + e - (extent + g.p), 0)
-        return a - g.p + before, e - before - after, before, after
+    # --- input loads: windows per tile row / column, DMA shape per window pair -----------
+    ywin, yshapes = _windows(g, g.oh // tile_h, tile_h, g.h)
+    xwin, xshapes = _windows(g, g.ow // tile_w, tile_w, g.w)
+    split = g.p > 0 or plan.inp_split
+    shapes = []  # [y id][x id] -> (y_size, x_size, x_stride, y_pad_0, y_pad_1, x_pad_0, x_pad_1)
+    for ny, py0, py1 in yshapes:
+        row = []
+        for nx, px0, px1 in xshapes:
+            if g.p > 0:
+                row.append((ny, nx, gw, py0, py1, px0, px1))
+            elif split:
+                row.append((*pattern_2d([(ny, gw), (nx, 1)]), 0, 0, 0, 0))
+            else:
+                row.append((*pattern_2d([(tile_ci, gh * gw), (ny, gw), (nx, 1)]), 0, 0, 0, 0))
+        shapes.append(row)
+    chan = [(c * g.eh * g.ew, c * gh * gw) for c in range(tile_ci if split else 1)]
+    INP, WGT = MemId.INP, MemId.WGT
 
-    def load_inp(env, t):
-        b, ht, ct, wt = coords(env, t)
-        c0 = env.get("k0", 0) * sch.tile_ci
-        y0, ny, py0, py1 = window(ht, sch.tile_h, g.h)
-        x0, nx, px0, px1 = window(wt, sch.tile_w, g.w)
-        loads = []
-        if g.p > 0 or plan.inp_split:
-            for c in range(sch.tile_ci):
-                dram = inp0 + ((b * g.cib + c0 + c) * g.h + y0) * g.w + x0
-                if g.p > 0:
-                    loads.append((plan.inp_base(t) + c * g.eh * g.ew, dram, ny, nx, g.w,
-                                  (py0, py1, px0, px1)))
-                else:
-                    y, x, st = pattern_2d([(ny, g.w), (nx, 1)])
-                    loads.append((plan.inp_base(t) + c * g.eh * g.ew, dram, y, x, st,
-                                  (0, 0, 0, 0)))
-        else:
-            y, x, st = pattern_2d([(sch.tile_ci, g.h * g.w), (ny, g.w), (nx, 1)])
-            dram = inp0 + ((b * g.cib + c0) * g.h + y0) * g.w + x0
-            loads.append((plan.inp_base(t), dram, y, x, st, (0, 0, 0, 0)))
-        _issue(MemId.INP, ("inp", t), loads)
+    def load_inp(t):
+        t_h, _ = thread_coords(t)
+        sram0 = plan.inp_base(t)
+        chans = [(sram0 + ds, dd) for ds, dd in chan]
+        push = q.load_inp
+        last = [None]  # the tile resident in this thread's INP slot: (dram, shape)
+
+        def fn():
+            y0, yid = ywin[env[_H] * h_n + t_h]
+            x0, xid = xwin[env[_W]]
+            dram = inp0 + (((env[_B] * tile_b + env[_BI]) * cib + env[_K0] * tile_ci) * gh
+                           + y0) * gw + x0
+            shape = shapes[yid][xid]
+            # The loads are a function of (dram, shape) exactly: skip a resident tile.
+            if reuse:
+                key = (dram, shape)
+                if last[0] == key:
+                    return
+                last[0] = key
+            for sram, dd in chans:
+                push(INP, sram, dram + dd, *shape)
+        return fn
 
     kk = g.k * g.k
-    wgt_pattern = pattern_2d([(sch.tile_co, g.cib * kk), (sch.tile_ci, kk), (kk, 1)])
+    wy, wx, wst = pattern_2d([(tile_co, cib * kk), (tile_ci, kk), (kk, 1)])
 
-    def load_wgt(env, t):
-        _, _, ct, _ = coords(env, t)
-        c0 = env.get("k0", 0) * sch.tile_ci
-        y, x, st = wgt_pattern
-        dram = wgt0 + (ct * sch.tile_co * g.cib + c0) * kk
-        _issue(MemId.WGT, ("wgt", t), [(plan.wgt_base(t), dram, y, x, st, (0, 0, 0, 0))])
+    def load_wgt(t):
+        _, t_oc = thread_coords(t)
+        sram = plan.wgt_base(t)
+        push = q.load_inp
+        last = [None]
 
-    def _issue(mem, slot, loads):
-        key = tuple(loads)
-        if sch.reuse and resident.get(slot) == key:
-            return  # the tile is already in this SRAM slot
-        resident[slot] = key
-        for sram, dram, y, x, st, pads in loads:
-            q.load_2d(mem, sram, dram, y, x, st, pads)
+        def fn():
+            dram = wgt0 + ((env[_C] * oc_n + t_oc) * tile_co * cib + env[_K0] * tile_ci) * kk
+            if reuse:
+                if last[0] == dram:
+                    return
+                last[0] = dram
+            push(WGT, sram, dram, wy, wx, wst, 0, 0, 0, 0)
+        return fn
 
-    def load_bias(env, t):
-        b, _, ct, _ = coords(env, t)
-        y, x, st = pattern_2d([(sch.tile_b, g.cob), (sch.tile_co, 1)])
-        q.load_2d(MemId.ACC, plan.bias_base(t), bias0 + b * g.cob + ct * sch.tile_co, y, x, st)
+    by, bx, bst = pattern_2d([(tile_b, cob), (tile_co, 1)])
+    ACC = MemId.ACC
 
-    # A kernel depends only on (thread, batch row): build each once, not per GEMM call.
-    kernels: dict[tuple[str, int, int], object] = {}
+    def load_bias(t):
+        _, t_oc = thread_coords(t)
+        sram = plan.bias_base(t)
+        push = q.load_2d
 
-    def gemm(env, t):
-        key = ("gemm", t, env.get("bi", 0))
-        kernel = kernels.get(key)
-        if kernel is None:
-            kernel = kernels[key] = plan.gemm_kernel(t, key[2])
-        q.push_gemm(key, kernel)
+        def fn():
+            b = env[_B] * tile_b + env[_BI]
+            ct = env[_C] * oc_n + t_oc
+            push(ACC, sram, bias0 + b * cob + ct * tile_co, by, bx, bst)
+        return fn
 
-    def reset(env, t):
-        key = ("reset", t, env.get("bi", 0))
-        kernel = kernels.get(key)
-        if kernel is None:
-            kernel = kernels[key] = plan.reset_kernel(t, key[2])
-        q.push_gemm(key, kernel)
+    # A kernel depends only on (thread, batch row): each is built once.
+    def kernel_leaf(kind, build):
+        def make(t):
+            keyed = [((kind, t, bi), build(t, bi)) for bi in range(tile_b)]
+            push = q.push_gemm
+            if tile_b == 1:
+                key, kernel = keyed[0]
+                return partial(push, key, kernel)
 
-    alu_kernels = [plan.alu_kernels(t) for t in range(plan.nthreads)]
+            def fn():
+                key, kernel = keyed[env[_BI]]
+                push(key, kernel)
+            return fn
+        return make
+
+    alu_kernels = [dict(plan.alu_kernels(t)) for t in range(plan.nthreads)]
 
     def alu(name):
-        def fn(env, t):
-            kernel = dict(alu_kernels[t])[name]
-            q.push_alu(("alu", name, t), kernel)
-        return fn
+        def make(t):
+            return partial(q.push_alu, ("alu", name, t), alu_kernels[t][name])
+        return make
 
     store_sizes = [d[0] for d in plan.store_loops]
     store_strides = [d[1] for d in plan.store_loops]
     # SRAM strides of the looped store dims: the ACC tile is dense (b, co, h, w).
-    tile_dims = [sch.tile_b, sch.tile_co, sch.tile_h, sch.tile_w]
-    acc_strides = [sch.tile_co * sch.tile_h * sch.tile_w, sch.tile_h * sch.tile_w,
-                   sch.tile_w, 1][: len(store_sizes)]
-    y, x, st = plan.store_pattern
-    _ = tile_dims
+    acc_strides = [tile_co * tile_h * tile_w, tile_h * tile_w, tile_w, 1][: len(store_sizes)]
+    offsets = [(0, 0)]  # (sram, dram) offset per store, innermost dim fastest
+    for size, a_st, d_st in zip(store_sizes, acc_strides, store_strides, strict=True):
+        offsets = [(so + i * a_st, do + i * d_st) for so, do in offsets for i in range(size)]
+    sy, sx, sst = plan.store_pattern
 
-    def store(env, t):
-        b, ht, ct, wt = coords({**env, "bi": 0}, t)
-        origin = out0 + ((b * g.cob + ct * sch.tile_co) * g.oh + ht * sch.tile_h) * g.ow \
-            + wt * sch.tile_w
-        idx = [0] * len(store_sizes)
-        total = 1
-        for size in store_sizes:
-            total *= size
-        for _ in range(total):
-            sram = plan.acc_base(t) + sum(i * s_ for i, s_ in zip(idx, acc_strides, strict=True))
-            dram = origin + sum(i * s_ for i, s_ in zip(idx, store_strides, strict=True))
-            q.store_2d(sram, dram, y, x, st)
-            for d in reversed(range(len(idx))):
-                idx[d] += 1
-                if idx[d] < store_sizes[d]:
-                    break
-                idx[d] = 0
+    def store(t):
+        t_h, t_oc = thread_coords(t)
+        acc = plan.acc_base(t)
+        offs = [(acc + so, do) for so, do in offsets]
+        push = q.store_2d
+
+        def fn():
+            origin = out0 + (((env[_B] * tile_b * cob + (env[_C] * oc_n + t_oc) * tile_co) * g.oh
+                              + (env[_H] * h_n + t_h) * tile_h) * g.ow + env[_W] * tile_w)
+            for sram, do in offs:
+                push(sram, origin + do, sy, sx, sst)
+        return fn
 
     # --- the loop tree of one tile, then the outer tile loops --------------------------
-    inner = [Stage(COMPUTE, [_Leaf(reset)])]
+    inner = [Stage(COMPUTE, [_Leaf(kernel_leaf("reset", plan.reset_kernel))])]
     inner += loop("k0", g.cib // sch.tile_ci,
                   [Stage(LOAD, [_Leaf(load_inp), _Leaf(load_wgt)]),
-                   Stage(COMPUTE, [_Leaf(gemm)])])
+                   Stage(COMPUTE, [_Leaf(kernel_leaf("gemm", plan.gemm_kernel))])])
     tile = loop("bi", sch.tile_b, inner)
     epilogue = [_Leaf(alu("shr"))]
     if plan.bias:
@@ -177,39 +213,46 @@ def emit(plan: Plan) -> Program:
         body = loop(axis, g.counts[axis], body)
 
     tree = expand_threads(insert_deps(body), plan.nthreads)
-    _run(tree, {}, q)
+    for fn in _compile(tree, env, q, None):
+        fn()
     q.synchronize()
-    return Program(tuple(q.insns), tuple(q.uop_area), tensors, dram_bytes)
+    return Program(q.instructions(), tuple(q.uop_area), tensors, dram_bytes)
 
 
-def _run(items, env, q) -> None:
+def _compile(items, env: list[int], q: CommandQueue, thread: int | None) -> list:
+    """The closures running ``items`` (loops, thread-bound stage scopes, deps, leaves)."""
+    out = []
     for item in items:
         if isinstance(item, For):
-            for v in range(item.extent):
-                env[item.var] = v
-                _run(item.body, env, q)
-            del env[item.var]
+            out.append(_loop(env, _SLOT[item.var], item.extent,
+                             _compile(item.body, env, q, thread)))
         elif isinstance(item, Threaded):
-            _run_stage(item.node.ops, env, item.thread, q)
+            out.extend(_compile(item.node.ops, env, q, item.thread))
         elif isinstance(item, Dep):
-            (q.dep_push if item.push else q.dep_pop)(item.src, item.dst)
+            out.append(partial(q.dep_push if item.push else q.dep_pop, item.src, item.dst))
+        elif isinstance(item, _Leaf):
+            out.append(item.make(thread))
         else:  # pragma: no cover
             raise TypeError(item)
+    return out
 
 
-def _run_stage(ops, env, t, q) -> None:
-    for op in ops:
-        if isinstance(op, _Leaf):
-            op.fn(env, t)
-        elif isinstance(op, Dep):
-            (q.dep_push if op.push else q.dep_pop)(op.src, op.dst)
-        elif isinstance(op, For):
-            for v in range(op.extent):
-                env[op.var] = v
-                _run_stage(op.body, env, t, q)
-            del env[op.var]
-        else:  # pragma: no cover
-            raise TypeError(op)
+def _loop(env: list[int], slot: int, extent: int, body: list):
+    if len(body) == 1:
+        fn = body[0]
 
+        def run() -> None:
+            for v in range(extent):
+                env[slot] = v
+                fn()
+            env[slot] = 0
+        return run
+    seq = tuple(body)
 
-_ = (Uop, fold_2d)
+    def run_seq() -> None:
+        for v in range(extent):
+            env[slot] = v
+            for f in seq:
+                f()
+        env[slot] = 0
+    return run_seq

@@ -16,6 +16,13 @@ are decided analytically from the inner loop order and extents:
   and (otherwise) two apart iff the innermost has extent 2 and the next one out has no dst
   stride; the first clash is then uops #0/#1 resp. #0/#2, both writing the kernel's base.
 
+The last rule, ``field_width``, makes every legal schedule encodable: from the plan it
+knows the largest value the program puts in each instruction and micro-op field (SRAM
+bases, DMA sizes and strides, DRAM addresses, uop indices, loop factors) and compares it
+with the field's width in ``simulator.isa``'s layout, one line per fact. On a hardware
+config where buffer depths, DMA strides and DRAM size put no field at risk
+(``Context.fits_all``: every preset with the ResNet-18 layers) it costs nothing.
+
 Example:
     >>> from simulator.hardware import DEFAULT
     >>> from vtatune.schedule import Schedule
@@ -36,13 +43,14 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, NamedTuple
 
+from simulator.errors import EncodingError
 from simulator.hardware import HardwareConfig
-from simulator.isa import AluOp, Uop, loop_limit
+from simulator.isa import AluOp, Opcode, Uop, _uop_widths, field_widths, loop_limit
 
 from ..errors import IllegalSchedule
 from ..schedule import Schedule
 from ..workloads import Conv2dWorkload, Workload
-from ._runtime import Kernel, KernelLoop
+from ._runtime import Kernel, KernelLoop, make_uop
 
 Dims = list[tuple[int, int]]  # (size, stride) from outer to inner, in elements
 
@@ -195,12 +203,28 @@ def _fold_kernel(axes, base: tuple[int, int, int], reset: bool) -> Kernel:
     """The two outermost loops fold into the instruction; the rest unroll into uops."""
     folded = [KernelLoop(e, *c) if not reset else KernelLoop(e, c[0], 0, 0)
               for _, e, c in axes[:2]]
-    uops = [base]
-    for _, e, (cd, cs, cw) in axes[2:]:
-        uops = [(d + i * cd, s + i * cs, w + i * cw) for d, s, w in uops for i in range(e)]
+    d0, s0, w0 = base
     if reset:
-        return Kernel(tuple(Uop(d, 0, 0) for d, _, _ in uops), tuple(folded), reset=True)
-    return Kernel(tuple(Uop(d, s, w) for d, s, w in uops), tuple(folded))
+        dsts = _unrolled(tuple((e, c[0]) for _, e, c in axes[2:]), True)
+        return Kernel(tuple([make_uop(d0 + d, 0, 0) for d in dsts]), tuple(folded), reset=True)
+    offs = _unrolled(tuple((e, c) for _, e, c in axes[2:]), False)
+    return Kernel(tuple([make_uop(d0 + d, s0 + s, w0 + w) for d, s, w in offs]), tuple(folded))
+
+
+@lru_cache(maxsize=256)
+def _unrolled(dims: tuple[tuple[int, Any], ...], scalar: bool) -> tuple:
+    """Offsets of the unrolled uops in order (innermost axis fastest): ``dims`` holds
+    (extent, coefficient) per axis, a coefficient an int (``scalar``) or a (dst, src, wgt)
+    triple."""
+    if scalar:
+        offs = [0]
+        for e, c in dims:
+            offs = [o + i * c for o in offs for i in range(e)]
+        return tuple(offs)
+    trip = [(0, 0, 0)]
+    for e, (cd, cs, cw) in dims:
+        trip = [(d + i * cd, s + i * cs, w + i * cw) for d, s, w in trip for i in range(e)]
+    return tuple(trip)
 
 
 # --- legality: every rule, arithmetic only -------------------------------------------------
@@ -231,6 +255,65 @@ class Context:
     acc_elem_bytes: int
     acc_buff_bytes: int
     loop_limit: int
+    out_width: int
+    widths: Widths | None  # None: the hardware's instruction layout does not fit 128 bits
+    layout_error: str
+    fits_all: bool  # no schedule that passes the other rules can overflow a field
+    dram_elems: int  # DRAM size in its smallest elements: bounds every dram_base
+
+
+class Widths(NamedTuple):
+    """Bit widths of the instruction and micro-op fields (simulator.isa's layout)."""
+
+    sram: int
+    dram: int
+    y: int
+    x: int
+    stride: int
+    uop_bgn: int
+    uop_end: int
+    dst_factor: int
+    src_factor: int
+    wgt_factor: int
+    imm: int  # signed
+    uop_dst: int
+    uop_src: int
+    uop_wgt: int
+
+
+def _widths(hw: HardwareConfig) -> tuple[Widths | None, str]:
+    try:
+        mem, gemm = field_widths(hw, Opcode.LOAD), field_widths(hw, Opcode.GEMM)
+        alu = field_widths(hw, Opcode.ALU)
+    except EncodingError as exc:
+        return None, str(exc)
+    return Widths(mem["sram_base"], mem["dram_base"], mem["y_size"], mem["x_size"],
+                  mem["x_stride"], gemm["uop_bgn"], gemm["uop_end"], gemm["dst_factor_out"],
+                  gemm["src_factor_out"], gemm["wgt_factor_out"], alu["imm"],
+                  *_uop_widths(hw)), ""
+
+
+def _fits_all(conv: Conv2dWorkload, hw: HardwareConfig, w: Widths | None,
+              dram_elems: int) -> bool:
+    """True when no schedule passing the other rules can overflow a field: every SRAM
+    index and DMA size is below a buffer depth (the capacity rules), so depths below 2^16
+    and 2^(index widths), DMA strides (a row, an image, a kernel row of channel blocks, an
+    output channel) below 2^16 and DRAM below 2^32 elements leave nothing to check."""
+    if w is None:
+        return False
+    cib, cob = conv.in_channels // hw.block_in, conv.out_channels // hw.block_out
+    oh, ow, k = conv.out_height, conv.out_width, conv.kernel
+    size_limit = 1 << min(w.sram, w.y, w.x, w.stride)
+    return (max(hw.inp_depth, hw.wgt_depth, hw.acc_depth, hw.uop_depth) < size_limit
+            and max(conv.height * conv.width, cib * k * k, cob * oh * ow) < size_limit
+            and hw.acc_depth <= min(1 << w.uop_dst, 1 << w.dst_factor)
+            and hw.acc_depth <= min(1 << w.uop_src, 1 << w.src_factor)  # ALU src is ACC
+            and hw.inp_depth <= min(1 << w.uop_src, 1 << w.src_factor)
+            and hw.wgt_depth <= min(1 << w.uop_wgt, 1 << w.wgt_factor)
+            and hw.uop_depth < (1 << w.uop_bgn) and hw.uop_depth < (1 << w.uop_end)
+            and dram_elems < (1 << w.dram)
+            and (conv.batch // hw.batch) * 8 * hw.uop_depth + 16 < (1 << w.dram)
+            and (1 << (hw.out_width - 1)) - 1 < (1 << (w.imm - 1)))
 
 
 @lru_cache(maxsize=1024)
@@ -238,12 +321,25 @@ def context(workload: Workload, hw: HardwareConfig) -> Context:
     """The rule constants of ``workload`` on ``hw`` (raises WorkloadError for bad shapes)."""
     workload.check(hw)
     conv = workload.as_conv()
+    widths, layout_error = _widths(hw)
+    # All tensors (bias included) with alignment slack, in the smallest element.
+    dram_bytes = (conv.batch * conv.in_channels * conv.height * conv.width * hw.inp_width // 8
+                  + conv.out_channels * conv.in_channels * conv.kernel ** 2 * hw.wgt_width // 8
+                  + conv.batch * conv.out_channels * hw.acc_width // 8
+                  + conv.batch * conv.out_channels * conv.out_height * conv.out_width
+                  * hw.out_width // 8
+                  + 4 * max(hw.inp_elem_bytes, hw.wgt_elem_bytes, hw.acc_elem_bytes,
+                            hw.out_elem_bytes))
+    dram_elems = -(-dram_bytes // min(hw.inp_elem_bytes, hw.wgt_elem_bytes, hw.acc_elem_bytes,
+                                      hw.out_elem_bytes))
     return Context(
         conv.batch // hw.batch, conv.in_channels // hw.block_in,
         conv.out_channels // hw.block_out, conv.out_height, conv.out_width, conv.height,
         conv.width, conv.kernel, conv.stride, conv.pad, hw.batch, hw.block_in, hw.inp_depth,
         hw.wgt_depth, hw.acc_depth, hw.uop_depth, hw.inp_elem_bytes, hw.wgt_elem_bytes,
-        hw.acc_elem_bytes, hw.acc_buff_bytes, loop_limit())
+        hw.acc_elem_bytes, hw.acc_buff_bytes, loop_limit(), hw.out_width, widths,
+        layout_error,
+        _fits_all(conv, hw, widths, dram_elems), dram_elems)
 
 
 Axes = tuple[tuple[str, int, tuple[int, int, int]], ...]
@@ -299,6 +395,123 @@ def _kernel_rules(what: str, axes: Axes, ctx: Context) -> int:
             "pipeline has no forwarding; TVM rejects it: 'seq_[i].dst_idx != dst_index')",
         )
     return nuops
+
+
+def window(p: int, s: int, k: int, tile: int, size: int, extent: int
+           ) -> tuple[int, int, int, int]:
+    """A tile's input window in one dimension: (first row, rows, pad before, pad after)."""
+    a = tile * size * s
+    e = (size - 1) * s + k
+    before = max(p - a, 0)
+    after = max(a + e - (extent + p), 0)
+    return a - p + before, e - before - after, before, after
+
+
+def store_plan(cob: int, oh: int, ow: int, sch: Any, strict_pattern) -> tuple[Dims, Any]:
+    """(looped dims, 2D pattern) of the output tile's stores."""
+    out_dims = [(sch.tile_b, cob * oh * ow), (sch.tile_co, oh * ow), (sch.tile_h, ow),
+                (sch.tile_w, 1)]
+    if sch.store == "element":
+        return out_dims, (1, 1, 1)
+    if sch.tvm_strict:
+        return out_dims[:1], strict_pattern
+    return split_2d(out_dims)
+
+
+def _field_width_rule(ctx: Context, sch: Any, bias: bool, eh: int, ew: int, n: int,
+                      inp_tile: int, wgt_tile: int, acc_tile: int, bias_tile: int,
+                      inp_split: bool, strict_store, gemm_axes: Axes, reset_axes: Axes,
+                      n_gemm: int, n_reset: int, alu_flat, alu_bias) -> None:
+    """Every instruction and micro-op field fits its bit width (so a legal schedule always
+    encodes): the largest value the program puts in each field, known from the plan, one
+    line per fact; raises IllegalSchedule("field_width") naming the first that does not."""
+    w = ctx.widths
+    if w is None:
+        raise IllegalSchedule("field_width", ctx.layout_error)
+    tile_b, tile_h, tile_w = sch.tile_b, sch.tile_h, sch.tile_w
+    tile_co, tile_ci = sch.tile_co, sch.tile_ci
+    h, wd, k, p, s, cib, cob = ctx.h, ctx.w, ctx.k, ctx.p, ctx.s, ctx.cib, ctx.cob
+    kk = k * k
+    # input DMA shape: padded windows are clipped per tile; unpadded ones are all alike
+    split = p > 0 or inp_split
+    if p > 0:
+        ny = max(window(p, s, k, t, tile_h, h)[1] for t in range(ctx.oh // tile_h))
+        nx = max(window(p, s, k, t, tile_w, wd)[1] for t in range(ctx.ow // tile_w))
+        inp_shape = (ny, nx, wd)
+    elif split:
+        inp_shape = pattern_2d([(eh, wd), (ew, 1)])
+    else:
+        inp_shape = pattern_2d([(tile_ci, h * wd), (eh, wd), (ew, 1)])
+    wgt_shape = pattern_2d([(tile_co, cib * kk), (tile_ci, kk), (kk, 1)])
+    bias_shape = pattern_2d([(tile_b, cob), (tile_co, 1)])
+    store_loops, store_shape = store_plan(cob, ctx.oh, ctx.ow, sch, strict_store)
+    acc_strides = (tile_co * tile_h * tile_w, tile_h * tile_w, tile_w, 1)
+    store_sram = (n - 1) * acc_tile + sum((size - 1) * a for (size, _), a
+                                          in zip(store_loops, acc_strides, strict=False))
+    # the uop area holds every kernel once; the uop buffer holds at most all of them
+    n_kernels_uops = n * tile_b * (n_gemm + n_reset) + n * (4 if bias else 3)
+    uop_top = min(n_kernels_uops, ctx.uop_depth)  # an upper bound of uop_end
+
+    def unrolled_max(axes: Axes, j: int) -> int:
+        return sum((e - 1) * c[j] for _, e, c in axes[2:])
+
+    def folded_max(axes: Axes, j: int) -> int:
+        return max((c[j] for _, _, c in axes[:2]), default=0)
+
+    acc_row = acc_tile // tile_b
+    alu_src_max = (n - 1) * acc_tile
+    if bias:
+        alu_src_max = n * acc_tile + (n - 1) * bias_tile
+    clip_max = (1 << (ctx.out_width - 1)) - 1
+    facts = (
+        # (instruction, field, largest value, width)
+        ("LOAD INP", "sram_base", (n - 1) * inp_tile + (tile_ci - 1 if split else 0) * eh * ew,
+         w.sram),
+        ("LOAD INP", "y_size", inp_shape[0], w.y),
+        ("LOAD INP", "x_size", inp_shape[1], w.x),
+        ("LOAD INP", "x_stride", inp_shape[2], w.stride),
+        ("LOAD WGT", "sram_base", (n - 1) * wgt_tile, w.sram),
+        ("LOAD WGT", "y_size", wgt_shape[0], w.y),
+        ("LOAD WGT", "x_size", wgt_shape[1], w.x),
+        ("LOAD WGT", "x_stride", wgt_shape[2], w.stride),
+        ("LOAD ACC", "sram_base", n * acc_tile + (n - 1) * bias_tile if bias else 0, w.sram),
+        ("LOAD ACC", "y_size", bias_shape[0] if bias else 0, w.y),
+        ("LOAD ACC", "x_size", bias_shape[1] if bias else 0, w.x),
+        ("LOAD ACC", "x_stride", bias_shape[2] if bias else 0, w.stride),
+        ("LOAD UOP", "sram_base", uop_top - 1, w.sram),
+        ("LOAD UOP", "x_size", max(n_gemm, n_reset), w.x),
+        ("LOAD UOP", "x_stride", max(n_gemm, n_reset), w.stride),
+        ("LOAD UOP", "dram_base", n_kernels_uops - 1, w.dram),
+        ("STORE OUT", "sram_base", store_sram, w.sram),
+        ("STORE OUT", "y_size", store_shape[0], w.y),
+        ("STORE OUT", "x_size", store_shape[1], w.x),
+        ("STORE OUT", "x_stride", store_shape[2], w.stride),
+        ("LOAD/STORE", "dram_base", ctx.dram_elems - 1, w.dram),
+        ("GEMM", "uop_bgn", uop_top - 1, w.uop_bgn),
+        ("GEMM", "uop_end", uop_top, w.uop_end),
+        ("GEMM", "dst_factor", max(folded_max(gemm_axes, 0), folded_max(reset_axes, 0)),
+         w.dst_factor),
+        ("GEMM", "src_factor", folded_max(gemm_axes, 1), w.src_factor),
+        ("GEMM", "wgt_factor", folded_max(gemm_axes, 2), w.wgt_factor),
+        ("ALU", "dst_factor", max((d for _, d, _ in (*alu_flat, *alu_bias)), default=0),
+         w.dst_factor),
+        ("ALU", "src_factor", max((c for _, _, c in (*alu_flat, *alu_bias)), default=0),
+         w.src_factor),
+        ("ALU", "imm", clip_max, w.imm - 1),  # signed
+        ("GEMM micro-op", "dst", (n - 1) * acc_tile + (tile_b - 1) * acc_row
+         + max(unrolled_max(gemm_axes, 0), unrolled_max(reset_axes, 0)), w.uop_dst),
+        ("GEMM micro-op", "src", (n - 1) * inp_tile + unrolled_max(gemm_axes, 1), w.uop_src),
+        ("GEMM micro-op", "wgt", (n - 1) * wgt_tile + unrolled_max(gemm_axes, 2), w.uop_wgt),
+        ("ALU micro-op", "dst", (n - 1) * acc_tile, w.uop_dst),
+        ("ALU micro-op", "src", alu_src_max, w.uop_src),
+    )
+    for what, name, value, width in facts:
+        if value >= 1 << width:
+            raise IllegalSchedule(
+                "field_width",
+                f"{what}: field {name}={value} does not fit {width} bits (max "
+                f"{(1 << width) - 1}); the instruction cannot be encoded",
+            )
 
 
 def rules(ctx: Context, sch: Any, bias: bool = False) -> Facts:
@@ -420,6 +633,10 @@ def rules(ctx: Context, sch: Any, bias: bool = False) -> Facts:
                                                  f"{ctx.loop_limit} an instruction encodes")
     if p > 15:
         raise IllegalSchedule("pad_field", f"pad {p} exceeds the 4-bit DMA pad field (max 15)")
+    if not ctx.fits_all:
+        _field_width_rule(ctx, sch, bias, eh, ew, n, inp_tile, wgt_tile, acc_tile, bias_tile,
+                          inp_split, store_pattern, gemm_axes, reset_axes, n_gemm, n_reset,
+                          alu_flat, alu_bias if bias else ())
     return Facts(eh, ew, n, inp_tile, wgt_tile, acc_tile, bias_tile, gemm_axes, reset_axes,
                  n_gemm, n_reset, inp_split, store_pattern, alu_flat, alu_bias)
 
@@ -440,14 +657,8 @@ def plan(workload: Workload, schedule: Schedule, hw: HardwareConfig, bias: bool 
                    f.eh, f.ew,
                    {"b": ctx.nb // sch.tile_b, "h": ctx.oh // sch.tile_h // sch.h_nthread,
                     "c": ctx.cob // sch.tile_co // sch.oc_nthread, "w": ctx.ow // sch.tile_w})
-    out_dims = [(sch.tile_b, ctx.cob * ctx.oh * ctx.ow), (sch.tile_co, ctx.oh * ctx.ow),
-                (sch.tile_h, ctx.ow), (sch.tile_w, 1)]
-    if sch.store == "element":
-        store_loops, store_pattern = out_dims, (1, 1, 1)
-    elif sch.tvm_strict:
-        store_loops, store_pattern = out_dims[:1], f.strict_store_pattern
-    else:
-        store_loops, store_pattern = split_2d(out_dims)
+    store_loops, store_pattern = store_plan(ctx.cob, ctx.oh, ctx.ow, sch,
+                                            f.strict_store_pattern)
     return Plan(workload, workload.as_conv(), sch, hw, bias, geo, f.inp_tile, f.wgt_tile,
                 f.acc_tile, f.bias_tile, f.nthreads, f.gemm_axes, f.reset_axes, f.inp_split,
                 store_loops, store_pattern, tuple(KernelLoop(*lp) for lp in f.alu_flat),

@@ -6,16 +6,52 @@ arrives), pushes set a flag on the stream's last instruction when it belongs to 
 pushing stage, micro-op kernels are cached in uop SRAM per (site, signature) with a
 LOAD UOP on first use and the runtime's simple eviction, and ``synchronize`` ends the
 stream with the dependency handshake and FINISH.
+
+Speed: the queue keeps each instruction as a mutable row ``[maker, *fields]`` (the four
+dependency flags last, so a push sets ``row[-1]`` / ``row[-2]`` in place) and builds the
+frozen instructions once, in :meth:`CommandQueue.instructions`, with makers that fill the
+slots directly (a frozen dataclass' ``__init__`` costs ~3 µs through ``object.__setattr__``).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from simulator.hardware import HardwareConfig
 from simulator.isa import AluInsn, AluOp, FinishInsn, GemmInsn, MemId, MemInsn, Opcode, Uop
 
 LOAD, COMPUTE, STORE = 1, 2, 3
+
+
+def fast_maker(cls):
+    """``make(_, *values)`` -> ``cls(*values)`` for a frozen slots dataclass without
+    ``__post_init__``, filling the slots through their descriptors (same object, ~3x
+    cheaper than the generated ``__init__``). Every field must be given, in order; the
+    first argument is ignored (a row's maker)."""
+    names = [f.name for f in fields(cls)]
+    if not hasattr(cls, "__slots__") or hasattr(cls, "__post_init__"):  # pragma: no cover
+        def make(_, *values):
+            return cls(*values)
+        return make
+    args = [f"a{i}" for i in range(len(names))]
+    setters = {f"s{i}": getattr(cls, n).__set__ for i, n in enumerate(names)}
+    src = (f"def make(_, {', '.join(args)}, new=new, cls=cls, "
+           + ", ".join(f"{s}={s}" for s in setters) + "):\n    o = new(cls)\n"
+           + "".join(f"    s{i}(o, a{i})\n" for i in range(len(names))) + "    return o\n")
+    ns: dict = {}
+    exec(src, {"new": object.__new__, "cls": cls, **setters}, ns)  # noqa: S102
+    return ns["make"]
+
+
+make_mem = fast_maker(MemInsn)
+make_gemm = fast_maker(GemmInsn)
+make_alu = fast_maker(AluInsn)
+make_finish = fast_maker(FinishInsn)
+_make_uop = fast_maker(Uop)
+
+
+def make_uop(dst: int, src: int = 0, wgt: int = 0) -> Uop:
+    return _make_uop(None, dst, src, wgt)
 
 
 @dataclass(frozen=True)
@@ -38,16 +74,41 @@ class Kernel:
     imm: int = 0
 
 
-def _stage_of(insn) -> int:
-    return int(insn.module)
+def _gemm_fields(kernel: Kernel) -> tuple:
+    """(reset, iter_out, iter_in, dst_o, dst_i, src_o, src_i, wgt_o, wgt_i) of a GEMM."""
+    loops = list(kernel.loops) + [KernelLoop(1, 0, 0, 0)] * (2 - len(kernel.loops))
+    return (kernel.reset, loops[0].extent, loops[1].extent, loops[0].dst, loops[1].dst,
+            loops[0].src, loops[1].src, loops[0].wgt, loops[1].wgt)
+
+
+def _alu_fields(kernel: Kernel) -> tuple:
+    """(alu_op, use_imm, imm, reset), (iter_out, iter_in, dst_o, dst_i, src_o, src_i)."""
+    if len(kernel.loops) == 1:
+        # The runtime puts a single ALU loop in the inner slot (GEMM uses the outer).
+        out, inn = KernelLoop(1, 0, 0), kernel.loops[0]
+    else:
+        lp = list(kernel.loops) + [KernelLoop(1, 0, 0)] * (2 - len(kernel.loops))
+        out, inn = lp[0], lp[1]
+    return ((kernel.alu_op, kernel.use_imm, kernel.imm, kernel.reset),
+            (out.extent, inn.extent, out.dst, inn.dst, out.src, inn.src))
+
+
+_LOAD, _STORE = Opcode.LOAD, Opcode.STORE
+_UOP, _OUT = MemId.UOP, MemId.OUT
+_NOP_MEM = {LOAD: (_LOAD, MemId.INP), COMPUTE: (_LOAD, _UOP), STORE: (_STORE, _OUT)}
+_STAGE_OF_MEM = {MemId.INP: LOAD, MemId.WGT: LOAD}
 
 
 class CommandQueue:
-    """Builds an instruction stream from runtime calls."""
+    """Builds an instruction stream from runtime calls.
+
+    ``rows`` holds the stream as ``[maker, *fields]`` lists (``maker(*row)`` builds the
+    instruction); :attr:`insns` / :meth:`instructions` build the instructions."""
 
     def __init__(self, hw: HardwareConfig) -> None:
         self.hw = hw
-        self.insns: list = []
+        self.rows: list[list] = []
+        self._last_stage = 0  # stage of rows[-1] (0: empty stream)
         self.pending_prev = [False] * 4
         self.pending_next = [False] * 4
         self.uop_area: list[Uop] = []
@@ -57,26 +118,40 @@ class CommandQueue:
         self._sram_end = 0
         self._cache_idx = 0
         self._dram_offset: dict[tuple, int] = {}
+        self._fields: dict[tuple, tuple] = {}  # kernel key -> (kernel, *its fields)
+
+    # --- the stream -----------------------------------------------------------------------
+    def instructions(self) -> tuple:
+        """The stream as (frozen) instructions. Equal rows share one instruction object
+        (most of a stream repeats: GEMMs, ALU ops, reloaded tiles), which is safe because
+        instructions are immutable values once built."""
+        built: dict[tuple, object] = {}
+        get = built.get
+        out = []
+        append = out.append
+        for row in self.rows:
+            key = tuple(row)
+            insn = get(key)
+            if insn is None:
+                insn = built[key] = row[0](*row)
+            append(insn)
+        return tuple(out)
+
+    @property
+    def insns(self) -> list:
+        return list(self.instructions())
 
     # --- instruction creation -------------------------------------------------------------
-    def _create(self, stage: int) -> dict:
-        flags = {"pop_prev": self.pending_prev[stage], "pop_next": self.pending_next[stage]}
-        self.pending_prev[stage] = self.pending_next[stage] = False
-        return flags
-
     def _nop(self, stage: int, push_prev=False, push_next=False, pop_prev=False, pop_next=False):
-        if stage == STORE:
-            opcode, mem = Opcode.STORE, MemId.OUT
-        else:
-            opcode, mem = Opcode.LOAD, (MemId.INP if stage == LOAD else MemId.UOP)
-        self.insns.append(
-            MemInsn(opcode, mem, pop_prev=pop_prev, pop_next=pop_next,
-                    push_prev=push_prev, push_next=push_next)
-        )
+        opcode, mem = _NOP_MEM[stage]
+        self.rows.append([make_mem, opcode, mem, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+                          pop_prev, pop_next, push_prev, push_next])
+        self._last_stage = stage
 
     def commit_pending_pop(self, stage: int) -> None:
-        if self.pending_prev[stage] or self.pending_next[stage]:
-            self._nop(stage, pop_prev=self.pending_prev[stage], pop_next=self.pending_next[stage])
+        pp, pn = self.pending_prev[stage], self.pending_next[stage]
+        if pp or pn:
+            self._nop(stage, pop_prev=pp, pop_next=pn)
             self.pending_prev[stage] = self.pending_next[stage] = False
 
     def dep_pop(self, src: int, dst: int) -> None:
@@ -93,17 +168,15 @@ class CommandQueue:
     def dep_push(self, src: int, dst: int) -> None:
         """The push executes on stage ``src``."""
         self.commit_pending_pop(src)
-        if self.insns:
-            last = self.insns[-1]
-            if _stage_of(last) == src:
-                # The stream is still being built and nothing else holds ``last``: set the
-                # flag in place (dataclasses.replace costs more than the rest of the call).
-                if src < dst and not last.push_next:
-                    object.__setattr__(last, "push_next", True)
-                    return
-                if src > dst and not last.push_prev:
-                    object.__setattr__(last, "push_prev", True)
-                    return
+        if self._last_stage == src:
+            last = self.rows[-1]
+            # The row is still mutable: set the flag in place.
+            if src < dst and not last[-1]:
+                last[-1] = True
+                return
+            if src > dst and not last[-2]:
+                last[-2] = True
+                return
         if src < dst:
             self._nop(src, push_next=True)
         else:
@@ -112,15 +185,32 @@ class CommandQueue:
     # --- DMA ------------------------------------------------------------------------------
     def load_2d(self, mem: MemId, sram: int, dram: int, y: int, x: int, stride: int,
                 pads: tuple[int, int, int, int] = (0, 0, 0, 0)) -> None:
-        stage = LOAD if mem in (MemId.INP, MemId.WGT) else COMPUTE
-        flags = self._create(stage)
+        stage = _STAGE_OF_MEM.get(mem, COMPUTE)
+        pp, pn = self.pending_prev[stage], self.pending_next[stage]
+        if pp or pn:
+            self.pending_prev[stage] = self.pending_next[stage] = False
         y0, y1, x0, x1 = pads
-        self.insns.append(MemInsn(Opcode.LOAD, mem, sram, dram, y, x, stride, y0, y1, x0, x1,
-                                  **flags))
+        self.rows.append([make_mem, _LOAD, mem, sram, dram, y, x, stride, y0, y1, x0, x1,
+                          pp, pn, False, False])
+        self._last_stage = stage
+
+    def load_inp(self, mem: MemId, sram: int, dram: int, y: int, x: int, stride: int,
+                 y0: int, y1: int, x0: int, x1: int) -> None:
+        """:meth:`load_2d` of a LOAD-stage memory (INP/WGT), pads as arguments."""
+        pp, pn = self.pending_prev[LOAD], self.pending_next[LOAD]
+        if pp or pn:
+            self.pending_prev[LOAD] = self.pending_next[LOAD] = False
+        self.rows.append([make_mem, _LOAD, mem, sram, dram, y, x, stride, y0, y1, x0, x1,
+                          pp, pn, False, False])
+        self._last_stage = LOAD
 
     def store_2d(self, sram: int, dram: int, y: int, x: int, stride: int) -> None:
-        flags = self._create(STORE)
-        self.insns.append(MemInsn(Opcode.STORE, MemId.OUT, sram, dram, y, x, stride, **flags))
+        pp, pn = self.pending_prev[STORE], self.pending_next[STORE]
+        if pp or pn:
+            self.pending_prev[STORE] = self.pending_next[STORE] = False
+        self.rows.append([make_mem, _STORE, _OUT, sram, dram, y, x, stride, 0, 0, 0, 0,
+                          pp, pn, False, False])
+        self._last_stage = STORE
 
     # --- micro-op kernels ---------------------------------------------------------------
     def _push_kernel(self, key: tuple, kernel: Kernel) -> tuple[int, int]:
@@ -153,33 +243,41 @@ class CommandQueue:
         self._resident[key] = (begin, self._sram_end, offset)
         self._cache[evict_begin:self._cache_idx] = [key]
         self._cache_idx = evict_begin + 1
-        flags = self._create(COMPUTE)
-        self.insns.append(MemInsn(Opcode.LOAD, MemId.UOP, begin, offset, 1, n, n, **flags))
+        self.load_2d(_UOP, begin, offset, 1, n, n)
         return begin, self._sram_end
 
     def push_gemm(self, key: tuple, kernel: Kernel) -> None:
-        begin, end = self._push_kernel(key, kernel)
-        loops = list(kernel.loops) + [KernelLoop(1, 0, 0, 0)] * (2 - len(kernel.loops))
-        flags = self._create(COMPUTE)
-        self.insns.append(GemmInsn(
-            kernel.reset, begin, end, loops[0].extent, loops[1].extent,
-            loops[0].dst, loops[1].dst, loops[0].src, loops[1].src, loops[0].wgt, loops[1].wgt,
-            **flags,
-        ))
+        res = self._resident.get(key)
+        if res is None:
+            begin, end = self._push_kernel(key, kernel)
+        else:
+            begin, end = res[0], res[1]
+        f = self._fields.get(key)
+        if f is None or f[0] is not kernel:
+            f = self._fields[key] = (kernel, *_gemm_fields(kernel))
+        pp, pn = self.pending_prev[COMPUTE], self.pending_next[COMPUTE]
+        if pp or pn:
+            self.pending_prev[COMPUTE] = self.pending_next[COMPUTE] = False
+        self.rows.append([make_gemm, f[1], begin, end, f[2], f[3], f[4], f[5], f[6], f[7],
+                          f[8], f[9], pp, pn, False, False])
+        self._last_stage = COMPUTE
 
     def push_alu(self, key: tuple, kernel: Kernel) -> None:
-        begin, end = self._push_kernel(key, kernel)
-        if len(kernel.loops) == 1:
-            # The runtime puts a single ALU loop in the inner slot (GEMM uses the outer).
-            out, inn = KernelLoop(1, 0, 0), kernel.loops[0]
+        res = self._resident.get(key)
+        if res is None:
+            begin, end = self._push_kernel(key, kernel)
         else:
-            lp = list(kernel.loops) + [KernelLoop(1, 0, 0)] * (2 - len(kernel.loops))
-            out, inn = lp[0], lp[1]
-        flags = self._create(COMPUTE)
-        self.insns.append(AluInsn(
-            kernel.alu_op, kernel.use_imm, kernel.imm, kernel.reset, begin, end,
-            out.extent, inn.extent, out.dst, inn.dst, out.src, inn.src, **flags,
-        ))
+            begin, end = res[0], res[1]
+        f = self._fields.get(key)
+        if f is None or f[0] is not kernel:
+            f = self._fields[key] = (kernel, *_alu_fields(kernel))
+        _, (op, use_imm, imm, reset), lp = f
+        pp, pn = self.pending_prev[COMPUTE], self.pending_next[COMPUTE]
+        if pp or pn:
+            self.pending_prev[COMPUTE] = self.pending_next[COMPUTE] = False
+        self.rows.append([make_alu, op, use_imm, imm, reset, begin, end, *lp,
+                          pp, pn, False, False])
+        self._last_stage = COMPUTE
 
     # --- end of stream --------------------------------------------------------------------
     def synchronize(self) -> None:
@@ -188,7 +286,8 @@ class CommandQueue:
         self.dep_pop(STORE, COMPUTE)
         self.dep_pop(LOAD, COMPUTE)
         self.commit_pending_pop(COMPUTE)
-        self.insns.append(FinishInsn())
+        self.rows.append([make_finish, False, False, False, False])
+        self._last_stage = COMPUTE
         # All kernels become non-resident after a synchronize.
         self._resident.clear()
         self._cache.clear()

@@ -70,4 +70,4 @@ def lower_vadd(workload: VaddWorkload, hw: HardwareConfig) -> Program:
             else:
                 op()
     q.synchronize()
-    return Program(tuple(q.insns), tuple(q.uop_area), tensors, dram_bytes)
+    return Program(q.instructions(), tuple(q.uop_area), tensors, dram_bytes)

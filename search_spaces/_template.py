@@ -35,9 +35,10 @@ _CONV_PROBE = WORKLOADS["conv2d"]["tutorial"]
 VERSION = "v1"
 
 #: Knobs of the full space that no legality rule reads (``vtatune.lowering._plan.rules``):
-#: the outer loop order and the store granularity (only TVM-strict schedules, i.e. the
-#: autotvm space, have a store rule). Legality enumeration multiplies them out.
-LEGALITY_FREE = ("outer_order", "store")
+#: the outer loop order. (The store granularity is read: TVM-strict schedules have a store
+#: rule, and the ``field_width`` rule bounds a store's stride.) Legality enumeration
+#: multiplies them out.
+LEGALITY_FREE = ("outer_order",)
 
 #: Rules whose failure with every *other* knob at its smallest choice (tiles 1, one thread)
 #: proves that no completion is legal: SRAM footprints only grow with tiles and threads, and

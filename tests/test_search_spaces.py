@@ -193,7 +193,7 @@ def test_legal_configs_really_lower():
             small = [c for c in legal if _tiles(wl, hw, tpl.to_schedule(c)) <= 32][:4]
             for config in small:
                 s = tpl.to_schedule(config)
-                low = lower(wl, s, hw)  # verifies every field's encoding too
+                low = lower(wl, s, hw, verify_encoding=True)  # encodes every field too
                 assert count(low.program, hw).gemm_counter > 0
                 _assert_kernels_sound(low.plan, hw)
                 lowered += 1

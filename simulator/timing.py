@@ -265,10 +265,8 @@ _FLAGS = _flag_table()
 
 
 def _compile(program: Program, hw: HardwareConfig, p: TimingProfile):
-    """Per instruction: (module, pops, pushes, kind, pre, transfer, post, priority)."""
-    table = []
-    append = table.append
-    read_bytes = write_bytes = gemm_cycles = 0
+    """Per instruction: (module, pops, pushes, kind, pre, transfer, post, priority); and
+    the bytes read, bytes written and GEMM micro-op cycles of the whole stream."""
     elem = {mem: (hw.uop_elem_bytes if mem == MemId.UOP else mem_elem_bytes(mem, hw))
             for mem in MemId}
     ob = hw.out_elem_bytes
@@ -276,7 +274,9 @@ def _compile(program: Program, hw: HardwareConfig, p: TimingProfile):
     overhead, boundary = p.insn_overhead, p.burst_boundary
     memo = _memo(p)
     gemm_fixed, alu_fixed = overhead + p.gemm_pipeline, overhead + p.alu_pipeline
-    for insn in program.instructions:
+
+    def cost(insn) -> tuple[tuple, int, int, int]:
+        """(row, bytes read, bytes written, GEMM cycles) of one instruction."""
         t = type(insn)
         bits = insn.pop_prev | insn.pop_next << 1 | insn.push_prev << 2 | insn.push_next << 3
         if t is MemInsn:
@@ -289,40 +289,52 @@ def _compile(program: Program, hw: HardwareConfig, p: TimingProfile):
             if fifos is None:
                 pops_of(insn), pushes_of(insn)  # raises the precise ProgramError
             if insn.x_size == 0:
-                append((m, *fifos, _PLAIN, p.nop_cycles, 0, 0, 0))
-                continue
+                return (m, *fifos, _PLAIN, p.nop_cycles, 0, 0, 0), 0, 0, 0
             x, y = insn.x_size, insn.y_size
             if m == 2:
                 bursts = _rows_transfer(insn.dram_base * ob % boundary, x * ob,
                                         insn.x_stride * ob, y, p, memo)[2]
-                append((2, *fifos, _WRITE, overhead,
-                        x * y * store_elem + bursts * p.write_handshake, 0, 0))
-                write_bytes += x * y * ob
-                continue
+                return ((2, *fifos, _WRITE, overhead,
+                         x * y * store_elem + bursts * p.write_handshake, 0, 0),
+                        0, x * y * ob, 0)
             eb = elem[mem]
             cyc = _rows_transfer(insn.dram_base * eb % boundary, x * eb, insn.x_stride * eb,
                                  y, p, memo)[0]
             pads = ((insn.y_pad_0 + y + insn.y_pad_1) * (insn.x_pad_0 + x + insn.x_pad_1)
                     - x * y) * p.pad_cycles_per_elem
-            append((m, *fifos, _READ, overhead, cyc, pads, _PRIORITY[mem]))
-            read_bytes += x * y * eb
-            continue
+            return (m, *fifos, _READ, overhead, cyc, pads, _PRIORITY[mem]), x * y * eb, 0, 0
         fifos = _FLAGS[1, bits]
         if fifos is None:  # pragma: no cover - every flag is valid on compute
             raise ProgramError(f"{insn.kind}: invalid dependency flags")
         if t is GemmInsn:
             iters = insn.iter_out * insn.iter_in * (insn.uop_end - insn.uop_bgn)
-            append((1, *fifos, _PLAIN, gemm_fixed + iters, 0, 0, 0))
-            if not insn.reset:
-                gemm_cycles += iters
-        elif t is AluInsn:
+            return ((1, *fifos, _PLAIN, gemm_fixed + iters, 0, 0, 0), 0, 0,
+                    0 if insn.reset else iters)
+        if t is AluInsn:
             iters = insn.iter_out * insn.iter_in * (insn.uop_end - insn.uop_bgn)
             per = p.alu_imm_cycles if insn.use_imm else p.alu_reg_cycles
-            append((1, *fifos, _PLAIN, alu_fixed + iters * per, 0, 0, 0))
-        elif t is FinishInsn:
-            append((1, *fifos, _PLAIN, overhead, 0, 0, 0))
-        else:  # pragma: no cover - Instruction is exhaustive
-            raise ProgramError(f"unknown instruction {insn!r}")
+            return (1, *fifos, _PLAIN, alu_fixed + iters * per, 0, 0, 0), 0, 0, 0
+        if t is FinishInsn:
+            return (1, *fifos, _PLAIN, overhead, 0, 0, 0), 0, 0, 0
+        raise ProgramError(f"unknown instruction {insn!r}")  # pragma: no cover
+
+    # A lowered stream repeats the same instruction objects (only ~1 in 6 is distinct):
+    # cost each object once. The program holds them, so their ids are stable meanwhile.
+    seen: dict[int, tuple[tuple, int, int, int]] = {}
+    table = []
+    append = table.append
+    read_bytes = write_bytes = gemm_cycles = 0
+    for insn in program.instructions:
+        entry = seen.get(id(insn))
+        if entry is None:
+            entry = seen[id(insn)] = cost(insn)
+        append(entry[0])
+        if entry[1]:
+            read_bytes += entry[1]
+        elif entry[2]:
+            write_bytes += entry[2]
+        elif entry[3]:
+            gemm_cycles += entry[3]
     return table, read_bytes, write_bytes, gemm_cycles
 
 

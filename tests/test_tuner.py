@@ -73,6 +73,17 @@ def test_small_space_is_exhausted(tmp_path):
     assert r.exhausted and r.trials == n == len(ok_configs(tmp_path / "t.jsonl"))
 
 
+def test_a_converged_sampler_does_not_spin(tmp_path):
+    """CMA-ES settles on one point and keeps proposing it: once it has been stuck, each
+    few wasted asks buy a fresh legal config (not STUCK asks per trial)."""
+    from vtatune._tuner._driver import STUCK
+
+    n = get_template(TINY, DEFAULT).count_legal()
+    r = tune(TINY, trials=n, sampler="cmaes", seed=0, log=tmp_path / "c.jsonl")
+    assert r.trials == n
+    assert r.illegal_asks + r.duplicate_asks <= STUCK + 8 * n  # was ~STUCK per trial
+
+
 def test_bruteforce_serial_equals_jobs(tmp_path):
     def content(log):
         return sorted(json.dumps([r["config"], r["cycles"], r["counters"]], sort_keys=True)

@@ -8,9 +8,10 @@ Why the loop looks like this:
   ``status=illegal`` and the log records it once, with the rule that fails.
 - A config already evaluated in the study is told its cached value and never simulated
   again; it does not count towards ``trials``.
-- A sampler that only proposes wasted points for ``STUCK`` asks in a row is handed an
-  unevaluated legal config (seeded order); when the legal space is smaller than what is
-  left to do, the rest of it is queued at once. So a tiny space cannot spin forever.
+- A sampler that only proposes wasted points for ``STUCK`` asks in a row (``STUCK_AGAIN``
+  once it has been stuck before) is handed an unevaluated legal config (seeded order);
+  when the legal space is smaller than what is left to do, the rest of it is queued at
+  once. So a tiny space cannot spin forever.
 - Each simulated trial is written to the log (one line, one system call) before it is
   told to the study: a killed run keeps it in the log, and resume finds it there.
 """
@@ -47,6 +48,9 @@ from ._space import Codec, Config, Key, legal_configs
 from ._storage import pick_study_name, problem_of
 
 STUCK = 64  # wasted asks in a row before the loop hands the sampler a fresh legal config
+# Once a sampler has been stuck, it usually stays so (CMA-ES converged on one point keeps
+# proposing it): from then on, hand it a fresh config after this many wasted asks.
+STUCK_AGAIN = 4
 NO_PENALTY_YET = float(2**40)
 
 
@@ -304,6 +308,7 @@ class Search:
         try:
             with stop:
                 wasted_in_a_row = 0
+                unstuck = False
                 while self.done < self.target and not self.exhausted and not stop.flag:
                     if self.shared:
                         self._sync()
@@ -341,8 +346,9 @@ class Search:
                                 batch.append((trial, config, k))
                                 self._inflight.add(k)
                                 wasted_in_a_row = 0
-                        if wasted_in_a_row >= STUCK:
+                        if wasted_in_a_row >= (STUCK_AGAIN if unstuck else STUCK):
                             wasted_in_a_row = 0
+                            unstuck = True
                             self._unstick()
                     if batch:
                         self._evaluate(batch, writer, parallel)

@@ -24,7 +24,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--trials", type=int, default=200)
     ap.add_argument("--operator", default="conv2d", choices=("conv2d", "gemm"))
-    ap.add_argument("--sampler", default="tpe")
+    ap.add_argument("--sampler", default="guided")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--jobs", type=int, default=1)
     ap.add_argument("--repeat", type=int, default=1)

@@ -267,3 +267,17 @@ def test_field_width_rule_rejects_an_unencodable_layout():
     with pytest.raises(IllegalSchedule) as exc:
         lower(wl, Schedule(tile_co=8, tile_ci=8), hw)
     assert exc.value.rule == "field_width" and "168 bits" in str(exc.value)
+
+
+def test_field_width_rule_is_skipped_where_nothing_can_overflow():
+    """On the shipped presets no schedule of the ResNet-18 layers or the GEMMs can overflow
+    a field, so the tuner's legality checks never pay for the rule; big buffers can."""
+    from vtatune.lowering._plan import context
+    from vtatune.workloads import resnet18_layers
+
+    for name in ("pynq", "ultra96", "de10nano", "1x32"):
+        hw = PRESETS[name]
+        assert all(context(wl, hw).fits_all
+                   for wl in (*resnet18_layers(), *WORKLOADS["gemm"].values())), name
+    big = replace(DEFAULT, log_inp_buff_size=22)  # INP depth 2^18 > the 16-bit sram_base
+    assert not context(WORKLOADS["conv2d"]["resnet18.C8"], big).fits_all

@@ -310,7 +310,8 @@ def _fits_all(conv: Conv2dWorkload, hw: HardwareConfig, w: Widths | None,
             and hw.acc_depth <= min(1 << w.uop_src, 1 << w.src_factor)  # ALU src is ACC
             and hw.inp_depth <= min(1 << w.uop_src, 1 << w.src_factor)
             and hw.wgt_depth <= min(1 << w.uop_wgt, 1 << w.wgt_factor)
-            and hw.uop_depth < (1 << w.uop_bgn) and hw.uop_depth < (1 << w.uop_end)
+            and hw.uop_depth <= (1 << w.uop_bgn)  # uop_bgn < depth
+            and hw.uop_depth < (1 << w.uop_end)  # uop_end <= depth
             and dram_elems < (1 << w.dram)
             and (conv.batch // hw.batch) * 8 * hw.uop_depth + 16 < (1 << w.dram)
             and (1 << (hw.out_width - 1)) - 1 < (1 << (w.imm - 1)))

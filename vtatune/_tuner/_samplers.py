@@ -89,6 +89,10 @@ class GuidedSampler(optuna.samplers.TPESampler):
       shapes by the cost model (``_prior.warm_starts``).
 
     Without :meth:`bind` (e.g. a study loaded by hand) it is a plain multivariate TPE.
+
+    It overrides two private hooks of Optuna's TPESampler (``_sample`` to filter the
+    proposal, ``_compute_acquisition_func`` to mask and bias candidates), which is why
+    pyproject pins Optuna to the 5.x series it is tested with.
     """
 
     def __init__(self, seed: int | None = None, *, parallel: bool = False,

@@ -47,7 +47,7 @@ from .errors import VtatuneError
 from .lowering import Lowered, lower
 from .records import read_records
 from .schedule import Schedule
-from .workloads import GemmWorkload, Workload, get_workload
+from .workloads import GemmWorkload, Workload, resolve
 
 __all__ = ["Build", "BuildError", "FallbackWarning", "HistoryBest", "Provenance", "Simulation",
            "apply_history_best", "build", "simulate"]
@@ -252,17 +252,6 @@ def apply_history_best(logs: str | Path | Iterable[str | Path]) -> Iterator[Hist
         _CONTEXT.reset(token)
 
 
-def _resolve(workload: Workload | str, hw: HardwareConfig | str | None
-             ) -> tuple[Workload, HardwareConfig]:
-    if isinstance(workload, str):
-        op, _, name = workload.partition(":")
-        workload = get_workload(op, name or "tutorial")
-    if not isinstance(hw, HardwareConfig):
-        hw = HardwareConfig.resolve(hw)
-    workload.check(hw)
-    return workload, hw
-
-
 def build(workload: Workload | str, hw: HardwareConfig | str | None = None, *,
           log: str | Path | Iterable[str | Path] | None = None, bias: bool = False,
           schedule: Schedule | None = None) -> Build:
@@ -273,7 +262,7 @@ def build(workload: Workload | str, hw: HardwareConfig | str | None = None, *,
     log(s) to take the schedule from; without it, the enclosing :func:`apply_history_best`
     blocks. ``schedule``: skip the logs and use this one.
     """
-    wl, hw = _resolve(workload, hw)
+    wl, hw = resolve(workload, hw)
     if schedule is not None:
         prov: Provenance = Provenance("schedule")
         chosen: Schedule | None = schedule

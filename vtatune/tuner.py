@@ -27,7 +27,7 @@ from .errors import VtatuneError
 from .evaluate import Evaluation, evaluate
 from .records import RecordWriter, read_records, target_key
 from .schedule import Schedule, tutorial_schedule
-from .workloads import Workload, get_workload, resnet18_layers
+from .workloads import Workload, resnet18_layers, resolve
 
 __all__ = ["SAMPLERS", "TuneResult", "TunerError", "default_log_path", "tune", "tune_network"]
 
@@ -113,17 +113,6 @@ def default_log_path(workload: Workload, hw: HardwareConfig, space: str = "full"
     return Path(directory) / ("-".join(parts) + ".jsonl")
 
 
-def _resolve(workload: Workload | str, hw: HardwareConfig | str | None) -> tuple[Workload,
-                                                                               HardwareConfig]:
-    if isinstance(workload, str):
-        op, _, name = workload.partition(":")
-        workload = get_workload(op, name or "tutorial")
-    if not isinstance(hw, HardwareConfig):
-        hw = HardwareConfig.resolve(hw)
-    workload.check(hw)
-    return workload, hw
-
-
 def _check_log_belongs(log: Path, workloads: list[Workload], hw: HardwareConfig,
                        bias: bool) -> None:
     """On resume, a log holding only other problems is somebody else's: refuse."""
@@ -168,7 +157,7 @@ def tune(workload: Workload | str, hw: HardwareConfig | str | None = None, *,
     if not isinstance(jobs, int) or jobs < 1:
         raise TunerError(f"jobs must be a positive integer, got {jobs!r}")
     check_sampler(sampler)
-    wl, hw = _resolve(workload, hw)
+    wl, hw = resolve(workload, hw)
     if space not in ("full", "autotvm"):
         raise TunerError(f"unknown space {space!r} (known: full, autotvm)")
     log_path = Path(log) if log is not None else default_log_path(wl, hw, space, bias)

@@ -180,5 +180,19 @@ def get_workload(operator: str, name: str) -> Workload:
     raise WorkloadError(f"unknown {operator} workload {name!r} (known: {', '.join(table)})")
 
 
+def resolve(workload: Workload | str, hw: HardwareConfig | str | None = None
+            ) -> tuple[Workload, HardwareConfig]:
+    """The workload (or ``"conv2d"``, ``"gemm:dense128"``, ``"conv2d:resnet18.C8"``) and the
+    hardware (a config, a preset name, a ``vta_config.json`` path or None for the default),
+    checked against each other: the Python API's way of naming what to tune or build."""
+    if isinstance(workload, str):
+        op, _, name = workload.partition(":")
+        workload = get_workload(op, name or "tutorial")
+    if not isinstance(hw, HardwareConfig):
+        hw = HardwareConfig.resolve(hw)
+    workload.check(hw)
+    return workload, hw
+
+
 def resnet18_layers() -> list[Conv2dWorkload]:
     return [WORKLOADS["conv2d"][f"resnet18.{n}"] for n in _RESNET18]

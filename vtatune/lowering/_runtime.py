@@ -246,7 +246,9 @@ class CommandQueue:
         self.load_2d(_UOP, begin, offset, 1, n, n)
         return begin, self._sram_end
 
-    def push_gemm(self, key: tuple, kernel: Kernel) -> None:
+    def _use_kernel(self, key: tuple, kernel: Kernel, fields_of) -> tuple[int, int, tuple]:
+        """(uop begin, uop end, cached instruction fields) of a kernel made resident, and
+        the compute stage's pending pops taken for the instruction about to be built."""
         res = self._resident.get(key)
         if res is None:
             begin, end = self._push_kernel(key, kernel)
@@ -254,30 +256,28 @@ class CommandQueue:
             begin, end = res[0], res[1]
         f = self._fields.get(key)
         if f is None or f[0] is not kernel:
-            f = self._fields[key] = (kernel, *_gemm_fields(kernel))
+            f = self._fields[key] = (kernel, *fields_of(kernel))
+        return begin, end, f
+
+    def _take_compute_pops(self) -> tuple[bool, bool]:
         pp, pn = self.pending_prev[COMPUTE], self.pending_next[COMPUTE]
         if pp or pn:
             self.pending_prev[COMPUTE] = self.pending_next[COMPUTE] = False
+        self._last_stage = COMPUTE
+        return pp, pn
+
+    def push_gemm(self, key: tuple, kernel: Kernel) -> None:
+        begin, end, f = self._use_kernel(key, kernel, _gemm_fields)
+        pp, pn = self._take_compute_pops()
         self.rows.append([make_gemm, f[1], begin, end, f[2], f[3], f[4], f[5], f[6], f[7],
                           f[8], f[9], pp, pn, False, False])
-        self._last_stage = COMPUTE
 
     def push_alu(self, key: tuple, kernel: Kernel) -> None:
-        res = self._resident.get(key)
-        if res is None:
-            begin, end = self._push_kernel(key, kernel)
-        else:
-            begin, end = res[0], res[1]
-        f = self._fields.get(key)
-        if f is None or f[0] is not kernel:
-            f = self._fields[key] = (kernel, *_alu_fields(kernel))
+        begin, end, f = self._use_kernel(key, kernel, _alu_fields)
         _, (op, use_imm, imm, reset), lp = f
-        pp, pn = self.pending_prev[COMPUTE], self.pending_next[COMPUTE]
-        if pp or pn:
-            self.pending_prev[COMPUTE] = self.pending_next[COMPUTE] = False
+        pp, pn = self._take_compute_pops()
         self.rows.append([make_alu, op, use_imm, imm, reset, begin, end, *lp,
                           pp, pn, False, False])
-        self._last_stage = COMPUTE
 
     # --- end of stream --------------------------------------------------------------------
     def synchronize(self) -> None:

@@ -187,7 +187,7 @@ class Search:
         sampler.bind(accept, draw, prior)
         try:
             self._queue.extend(warm_starts(template))
-        except Exception:  # noqa: BLE001 - a template the cost model cannot read: no warm start
+        except VtatuneError:  # a template the cost model cannot read: no warm start
             pass
 
     # --- study state ----------------------------------------------------------------------
@@ -335,7 +335,7 @@ class Search:
                         else:
                             try:
                                 self.template.check(config)
-                            except Exception as exc:  # IllegalSchedule (or a bad config)
+                            except VtatuneError as exc:  # IllegalSchedule, or a bad config
                                 self.stats.illegal += 1
                                 wasted_in_a_row += 1
                                 self._log_illegal(writer, trial.number, config, exc)

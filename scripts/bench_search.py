@@ -536,6 +536,11 @@ def main(argv: list[str] | None = None) -> int:
             for lab in layers]
     if args.long:
         want += [(lab, "guided", 1000, args.long) for lab in layers]
+    if args.report_only and done and not any(k[5] == th for k in done):
+        # The tuner changed since the studies ran: report the newest ones, and say so.
+        th = list(done)[-1][5]
+        print(f"reporting studies of tuner {th} (its source has changed since they ran)",
+              flush=True)
     todo = [w for w in want if (w[0], hw.target_model, w[1], w[2], w[3], th) not in done]
     if args.report_only:
         todo = []

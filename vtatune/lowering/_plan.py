@@ -39,7 +39,7 @@ Example:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from functools import lru_cache
 from typing import Any, NamedTuple
 
@@ -110,23 +110,6 @@ def alu_loops(extents, dst, src) -> tuple[tuple[int, int, int], ...]:
 def flatten_alu_loops(extents, dst, src) -> list[KernelLoop]:
     """:func:`alu_loops` as kernel loops."""
     return [KernelLoop(*lp) for lp in alu_loops(extents, dst, src)]
-
-
-@dataclass(frozen=True)
-class Geometry:
-    nb: int  # batch blocks
-    cib: int
-    cob: int
-    oh: int
-    ow: int
-    h: int
-    w: int
-    k: int
-    s: int
-    p: int
-    eh: int  # input window rows of a tile (padded coordinates)
-    ew: int
-    counts: dict[str, int]  # outer loop extents per axis (after thread split)
 
 
 @dataclass(frozen=True)
@@ -260,6 +243,15 @@ class Context:
     layout_error: str
     fits_all: bool  # no schedule that passes the other rules can overflow a field
     dram_elems: int  # DRAM size in its smallest elements: bounds every dram_base
+
+
+@dataclass(frozen=True)
+class Geometry(Context):
+    """The workload's constants plus what the schedule decides about its tiles."""
+
+    eh: int  # input window rows of a tile (padded coordinates)
+    ew: int
+    counts: dict[str, int]  # outer loop extents per axis (after thread split)
 
 
 class Widths(NamedTuple):
@@ -654,10 +646,11 @@ def plan(workload: Workload, schedule: Schedule, hw: HardwareConfig, bias: bool 
     ctx = context(workload, hw)
     f = rules(ctx, schedule, bias)
     sch = schedule
-    geo = Geometry(ctx.nb, ctx.cib, ctx.cob, ctx.oh, ctx.ow, ctx.h, ctx.w, ctx.k, ctx.s, ctx.p,
-                   f.eh, f.ew,
-                   {"b": ctx.nb // sch.tile_b, "h": ctx.oh // sch.tile_h // sch.h_nthread,
-                    "c": ctx.cob // sch.tile_co // sch.oc_nthread, "w": ctx.ow // sch.tile_w})
+    constants = {fld.name: getattr(ctx, fld.name) for fld in fields(Context)}
+    geo = Geometry(**constants, eh=f.eh, ew=f.ew,
+                   counts={"b": ctx.nb // sch.tile_b, "h": ctx.oh // sch.tile_h // sch.h_nthread,
+                           "c": ctx.cob // sch.tile_co // sch.oc_nthread,
+                           "w": ctx.ow // sch.tile_w})
     store_loops, store_pattern = store_plan(ctx.cob, ctx.oh, ctx.ow, sch,
                                             f.strict_store_pattern)
     return Plan(workload, workload.as_conv(), sch, hw, bias, geo, f.inp_tile, f.wgt_tile,

@@ -69,6 +69,29 @@ def test_import_tophub_rows_simulate(tmp_path, capsys):
     assert b.provenance.line == 1 and b.schedule == imported[0].schedule
 
 
+def test_a_full_space_log_exports_its_best_tiles_with_tvms_orders(tmp_path, capsys):
+    """Full-space records (vtatune's loop orders and reuse) are not AutoTVM points: the
+    export takes the fastest of their tile choices lowered as TVM's template would, and
+    that record imports back to exactly the exported cycles."""
+    wl = GemmWorkload(16, 64, 64)
+    natives = [Schedule(tile_b=4, tile_ci=4, tile_co=4, reuse=True),
+               Schedule(tile_b=16, tile_ci=2, tile_co=2, oc_nthread=2, reuse=True)]
+    log = write_log(tmp_path / "n.jsonl", [record(wl, s, DEFAULT, i)
+                                            for i, s in enumerate(natives)])
+    out = tmp_path / "autotvm.log"
+    assert main(["export", str(log), "--format", "autotvm", "-o", str(out)]) == 0
+    assert "with TVM's loop orders" in capsys.readouterr().out
+    (line,) = out.read_text().splitlines()
+    back = import_autotvm(out)
+    from vtatune.evaluate import evaluate
+    from vtatune.schedule import from_autotvm_defaults
+
+    projected = [evaluate(wl, from_autotvm_defaults(s), DEFAULT) for s in natives]
+    best = min(p.cycles for p in projected if p.status == "ok")
+    assert back[0].evaluation.cycles == best
+    assert json.loads(line)["result"][0] == [back[0].evaluation.seconds]
+
+
 def test_export_best_expressible_config_and_import_it_back(tmp_path, capsys):
     wl = GemmWorkload(16, 64, 64)
     strict = [from_autotvm({"tile_b": [4, 4], "tile_ci": [1, 4], "tile_co": [1, 4],

@@ -152,11 +152,13 @@ def cmd_export(args: argparse.Namespace) -> int:
 
     done = export_autotvm(args.logs, args.output)
     if not done:
-        raise ToolError(f"{', '.join(args.logs)}: no ok record that AutoTVM's templates can "
-                        "express (tune with --space autotvm)")
+        raise ToolError(f"{', '.join(args.logs)}: no ok record AutoTVM's templates can "
+                        "express, nor an AutoTVM point among its tile choices that runs")
     for e in done:
+        source = (f"the tiles of log line {e.line}, with TVM's loop orders" if e.projected
+                  else f"log line {e.line}")
         print(f"{e.workload} on {e.model}: {e.cycles:,} cycles ({e.seconds * 1e3:.3f} ms), "
-              f"config index {e.record['config']['index']} (log line {e.line})")
+              f"config index {e.record['config']['index']} ({source})")
     print(f"wrote {len(done)} AutoTVM v0.2 record(s) to {args.output}")
     return 0
 

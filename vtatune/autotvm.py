@@ -7,8 +7,10 @@ of the hardware (``ext_dev -device=vta -keys=cpu -model=<target>_<bitstream>``),
 out_dtype]``, or ``dense_packed.vta`` with ``[data, weight, None, out_dtype]``; tensors in
 VTA's packed layout), the config entity with its index in the template's space (knobs in
 definition order, the first varying fastest), and the simulated time in seconds at the
-board clock as the cost. Only schedules the AutoTVM template can express are exported
-(:func:`vtatune.schedule.to_autotvm`): for each workload, the fastest of those.
+board clock as the cost. For each workload, the fastest record the AutoTVM template can
+express (:func:`vtatune.schedule.to_autotvm`) is exported; a log with none (tuned in
+vtatune's full space) exports the fastest AutoTVM point among its tile and thread
+choices, re-simulated with TVM's loop orders.
 
 Example:
     >>> export_autotvm("logs/resnet18.jsonl", "resnet18.autotvm.log")  # doctest: +SKIP
@@ -32,12 +34,13 @@ from simulator.hardware import HardwareConfig
 from . import __version__
 from .errors import VtatuneError
 from .evaluate import Evaluation, evaluate
-from .records import RecordWarning, read_records, schedule_from, workload_from
+from .records import RecordWarning, hw_from, read_records, schedule_from, workload_from
 from .schedule import (
     CONV_AUTOTVM_KNOBS,
     DENSE_AUTOTVM_KNOBS,
     Schedule,
     from_autotvm,
+    from_autotvm_defaults,
     to_autotvm,
 )
 from .workloads import WORKLOADS, Conv2dWorkload, GemmWorkload, Workload
@@ -131,45 +134,85 @@ def _epoch(timestamp: Any) -> float:
 # --- export ---------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class ExportedRecord:
+    """One exported record. ``projected``: no record of the log was expressible, so this is
+    the fastest AutoTVM point among the log's tile and thread choices, re-simulated with
+    TVM's own loop orders (its cycles are that simulation's, not the log's)."""
+
     workload: str
     model: str
     line: int
     cycles: int
     seconds: float
     record: dict[str, Any]
+    projected: bool = False
+
+
+def _autotvm_record(wl: Workload, hw: HardwareConfig, schedule: Schedule, seconds: float,
+                    timestamp: Any) -> dict[str, Any] | None:
+    knobs = to_autotvm(schedule, wl, hw)
+    if knobs is None:
+        return None
+    index, entity = config_entity(knobs, wl, hw)
+    return {"input": [hw.autotvm_target, TASKS[wl.operator], task_args(wl, hw), {}],
+            "config": {"index": index, "code_hash": None, "entity": entity},
+            "result": [[seconds], 0, seconds, _epoch(timestamp)],
+            "version": 0.2, "tvm_version": TVM_VERSION}
 
 
 def to_autotvm_record(record: dict[str, Any]) -> dict[str, Any] | None:
     """The AutoTVM v0.2 record of one ``ok`` vtatune record, or None if AutoTVM's template
     cannot express its schedule."""
-    wl = workload_from(record)
-    hw = HardwareConfig.from_dict(record["hw"]["config"])
-    knobs = to_autotvm(schedule_from(record), wl, hw)
-    if knobs is None:
+    return _autotvm_record(workload_from(record), hw_from(record), schedule_from(record),
+                           float(record["seconds"]), record.get("timestamp"))
+
+
+def _projected(group: list[tuple[int, dict[str, Any]]], label: str, key: tuple
+               ) -> ExportedRecord | None:
+    """The fastest AutoTVM point among the tile and thread choices of ``group``'s ``ok``
+    records (in log order), each simulated as TVM's template would lower it."""
+    best: tuple[int, int, Any, Schedule, dict[str, Any]] | None = None
+    seen: set[Schedule] = set()
+    for line, r in group:
+        try:
+            wl, hw = workload_from(r), hw_from(r)
+            point = from_autotvm_defaults(schedule_from(r))
+        except (VtatuneError, KeyError, TypeError, ValueError):
+            continue
+        if point in seen:
+            continue
+        seen.add(point)
+        ev = evaluate(wl, point, hw, bias=bool(r.get("bias", False)))
+        if ev.status == "ok" and (best is None or ev.cycles < best[0]):
+            best = (ev.cycles, line, ev, point, r)
+    if best is None:
         return None
-    index, entity = config_entity(knobs, wl, hw)
-    seconds = float(record["seconds"])
-    return {"input": [hw.autotvm_target, TASKS[wl.operator], task_args(wl, hw), {}],
-            "config": {"index": index, "code_hash": None, "entity": entity},
-            "result": [[seconds], 0, seconds, _epoch(record.get("timestamp"))],
-            "version": 0.2, "tvm_version": TVM_VERSION}
+    cycles, line, ev, point, r = best
+    rec = _autotvm_record(workload_from(r), hw_from(r), point, ev.seconds, r.get("timestamp"))
+    if rec is None:
+        return None
+    return ExportedRecord(label, key[1], line, cycles, ev.seconds, rec, projected=True)
 
 
 def export_autotvm(logs: str | Path | Iterable[str | Path], out: str | Path
                    ) -> list[ExportedRecord]:
     """Write, for each workload x hardware (x bias) of ``logs``, the fastest record AutoTVM
-    can express to ``out`` (one v0.2 record a line). Returns what was written."""
+    can express to ``out`` (one v0.2 record a line). A problem with no expressible record
+    (e.g. tuned in vtatune's full space, whose loop orders and load reuse AutoTVM lacks)
+    gets the fastest AutoTVM point among its records' tile and thread choices, simulated
+    with TVM's loop orders (``projected``). Returns what was written."""
     paths = [logs] if isinstance(logs, str | Path) else list(logs)
     rows = [(n, r) for p in paths for n, r in read_records(p)]
     ok = sorted(((r["cycles"], i, n, r) for i, (n, r) in enumerate(rows)
                  if r.get("status") == "ok" and isinstance(r.get("cycles"), int)),
                 key=lambda t: (t[0], t[1]))
     picked: dict[tuple, ExportedRecord] = {}
+    groups: dict[tuple, list[tuple[int, dict[str, Any]]]] = {}
     for cycles, _, line, r in ok:
         try:
             key = (r["workload"]["key"], r["hw"]["model"], bool(r.get("bias", False)))
         except (KeyError, TypeError):
             continue
+        groups.setdefault(key, []).append((line, r))
         if key in picked:
             continue
         try:
@@ -179,6 +222,12 @@ def export_autotvm(logs: str | Path | Iterable[str | Path], out: str | Path
         if rec is not None:
             picked[key] = ExportedRecord(r["workload"].get("name") or key[0], key[1], line,
                                          cycles, float(r["seconds"]), rec)
+    for key, group in groups.items():
+        if key not in picked:
+            label = group[0][1]["workload"].get("name") or key[0]
+            found = _projected(group, label, key)
+            if found is not None:
+                picked[key] = found
     result = list(picked.values())
     text = "".join(json.dumps(e.record, separators=(", ", ": ")) + "\n" for e in result)
     try:

@@ -44,7 +44,7 @@ from ..records import (
 )
 from ._progress import Progress
 from ._samplers import GuidedSampler, encoding_for, make_sampler
-from ._space import Codec, Config, Key, legal_configs
+from ._space import Codec, Config, Key
 from ._storage import pick_study_name, problem_of
 
 STUCK = 64  # wasted asks in a row before the loop hands the sampler a fresh legal config
@@ -149,7 +149,7 @@ class Search:
         if isinstance(self.sampler, GuidedSampler):
             self._guide(self.sampler)
         if self.sampler_name == "bruteforce":
-            self._brute = legal_configs(template)
+            self._brute = template.legal_configs()
         self._record_base = {
             "schema": 1, "workload": self.problem["workload"], "hw": self.problem["hw"],
             "bias": bool(bias), "template": template.name, "space": template.space,
@@ -273,7 +273,7 @@ class Search:
             if self.codec.key(c) not in self.cache and self.template.legal(c):
                 self._queue.append(c)
                 return
-        pending = [c for c in legal_configs(self.template)
+        pending = [c for c in self.template.legal_configs()
                    if self.codec.key(c) not in self.cache]
         self.legal_space = sum(1 for e in self.cache.values() if e.status != "illegal") \
             + len(pending)

@@ -1,4 +1,4 @@
-"""A template's knobs as Optuna distributions, and its legal configs in a fixed order.
+"""A template's knobs as Optuna distributions.
 
 Two encodings (stored with the study, so a resumed study keeps its own):
 
@@ -11,8 +11,6 @@ Two encodings (stored with the study, so a resumed study keeps its own):
 from __future__ import annotations
 
 import functools
-import itertools
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -64,20 +62,3 @@ class Codec:
 
     def key(self, config: Config) -> Key:
         return tuple(config[n] for n in self.names)
-
-
-def legal_configs(template: Any) -> Iterator[Config]:
-    """The template's legal configs in its deterministic order.
-
-    Uses ``Template.legal_configs()`` when the template has it (fast, pruned); otherwise
-    walks the product of the knobs' choices in order and keeps the legal ones.
-    """
-    fast = getattr(template, "legal_configs", None)
-    if fast is not None:
-        yield from fast()
-        return
-    names = [k.name for k in template.knobs]
-    for values in itertools.product(*(k.choices for k in template.knobs)):
-        config = dict(zip(names, values, strict=True))
-        if template.legal(config):
-            yield config

@@ -23,8 +23,7 @@ def record(wl: Workload, schedule: Schedule, hw: HardwareConfig, trial: int, *,
             "sampler": "random", "seed": 7, "version": __version__,
             "config": {k: getattr(schedule, k) for k in KNOBS},
             "schedule": schedule.to_dict(),
-            **{k: ev[k] for k in ("status", "rule", "error", "cycles", "seconds", "gops",
-                                  "utilization", "counters", "instructions")},
+            **ev,
             "trial": trial, "timestamp": now()}
 
 

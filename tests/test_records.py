@@ -85,3 +85,16 @@ def test_a_file_of_garbage_gets_a_bounded_number_of_warnings(tmp_path):
     assert len(messages) == MAX_WARNINGS + 1
     assert messages[0].startswith(f"{junk}:1: skipped a corrupt or truncated record")
     assert messages[-1] == f"{junk}: 15 more lines skipped (it holds no vtatune record)"
+
+
+def test_a_records_score_reads_back_as_the_evaluation(tmp_path):
+    from simulator.hardware import DEFAULT
+    from tests._logs import record, write_log
+    from vtatune.evaluate import Evaluation, evaluate
+    from vtatune.schedule import Schedule
+    from vtatune.workloads import GemmWorkload
+
+    wl, s = GemmWorkload(16, 64, 64), Schedule(tile_b=4, tile_ci=4, tile_co=4)
+    log = write_log(tmp_path / "e.jsonl", [record(wl, s, DEFAULT, 0)])
+    (_, r), = read_records(log)
+    assert Evaluation.from_dict(r) == evaluate(wl, s, DEFAULT)

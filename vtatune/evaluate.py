@@ -12,7 +12,7 @@ Example:
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from simulator.errors import VTAError
@@ -41,7 +41,13 @@ class Evaluation:
     error: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
+        """The fields a log record stores as its score."""
         return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Evaluation:
+        """The inverse of :meth:`as_dict`; other keys (a whole log record's) are ignored."""
+        return cls(**{f.name: data.get(f.name) for f in fields(cls)})
 
 
 def evaluate(workload: Workload, schedule: Schedule, hw: HardwareConfig, *, bias: bool = False,

@@ -286,13 +286,9 @@ class Search:
 
     # --- telling and logging --------------------------------------------------------------
     def _record(self, trial: int, config: Config, ev: Any) -> dict[str, Any]:
-        d = ev.as_dict()
         return {**self._record_base, "config": config,
-                "schedule": self.template.to_schedule(config).to_dict(),
-                "status": d["status"], "rule": d.get("rule"), "error": d.get("error"),
-                "cycles": d.get("cycles"), "seconds": d.get("seconds"), "gops": d.get("gops"),
-                "utilization": d.get("utilization"), "counters": d.get("counters"),
-                "instructions": d.get("instructions"), "trial": trial, "timestamp": now()}
+                "schedule": self.template.to_schedule(config).to_dict(), **ev.as_dict(),
+                "trial": trial, "timestamp": now()}
 
     def _tell_wasted(self, trial: optuna.trial.Trial, status: str, value: float) -> None:
         trial.set_user_attr("status", status)
@@ -417,8 +413,7 @@ class Search:
             for _, r in read_records(self.log_path):
                 if (r.get("study") == self.study_name and r.get("status") == "ok"
                         and self.codec.key(r["config"]) == k):
-                    return Evaluation("ok", r["cycles"], r["seconds"], r["gops"],
-                                      r["utilization"], r["counters"], r["instructions"])
+                    return Evaluation.from_dict(r)
         ev, _ = simulate(self.workload, self.template.to_schedule(config), self.hw, self.bias)
         return ev
 

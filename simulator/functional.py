@@ -16,10 +16,12 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from . import rows as R
 from .errors import DeadlockError, ProgramError
 from .hardware import HardwareConfig
 from .isa import AluInsn, AluOp, FinishInsn, GemmInsn, Instruction, MemId, MemInsn, Module, Opcode
 from .program import Program, mem_elem_bytes
+from .rows import column
 
 #: The token FIFOs: name -> (producer, consumer).
 FIFOS = {
@@ -78,26 +80,33 @@ class FsimCounters:
 
 def count(program: Program, hw: HardwareConfig) -> FsimCounters:
     """The fsim counters of a program, from its instructions alone (no execution needed)."""
-    c = dict.fromkeys(FsimCounters.__dataclass_fields__, 0)
-    for insn in program.instructions:
-        if isinstance(insn, MemInsn):
-            n = insn.x_size * insn.y_size
-            if insn.opcode == Opcode.STORE:
-                c["out_store_nbytes"] += n * hw.out_elem_bytes
-            elif insn.mem == MemId.INP:
-                c["inp_load_nbytes"] += n * hw.inp_elem_bytes
-            elif insn.mem == MemId.WGT:
-                c["wgt_load_nbytes"] += n * hw.wgt_elem_bytes
-            elif insn.mem in (MemId.ACC, MemId.ACC_8BIT):
-                c["acc_load_nbytes"] += n * hw.acc_elem_bytes
-            elif insn.mem == MemId.UOP:
-                c["uop_load_nbytes"] += n * hw.uop_elem_bytes
-        elif isinstance(insn, GemmInsn):
-            if not insn.reset:
-                c["gemm_counter"] += insn.uop_iterations
-        elif isinstance(insn, AluInsn):
-            c["alu_counter"] += insn.uop_iterations
-    return FsimCounters(**c)
+    t = program.rows
+    cls = t[:, 0]
+    mem_rows = t[cls == R.MEM]
+    elems = mem_rows[:, column(MemInsn, "x_size")] * mem_rows[:, column(MemInsn, "y_size")]
+    store = mem_rows[:, column(MemInsn, "opcode")] == Opcode.STORE
+    mem = mem_rows[:, column(MemInsn, "mem")]
+
+    def loaded(*mems: MemId) -> int:
+        return int(elems[~store & np.isin(mem, mems)].sum())
+
+    def uop_iterations(code: int, kind: type) -> tuple[np.ndarray, np.ndarray]:
+        k = t[cls == code]
+        return (k[:, column(kind, "iter_out")] * k[:, column(kind, "iter_in")]
+                * (k[:, column(kind, "uop_end")] - k[:, column(kind, "uop_bgn")]),
+                k[:, column(kind, "reset")])
+
+    gemm, reset = uop_iterations(R.GEMM, GemmInsn)
+    alu, _ = uop_iterations(R.ALU, AluInsn)
+    return FsimCounters(
+        inp_load_nbytes=loaded(MemId.INP) * hw.inp_elem_bytes,
+        wgt_load_nbytes=loaded(MemId.WGT) * hw.wgt_elem_bytes,
+        acc_load_nbytes=loaded(MemId.ACC, MemId.ACC_8BIT) * hw.acc_elem_bytes,
+        uop_load_nbytes=loaded(MemId.UOP) * hw.uop_elem_bytes,
+        out_store_nbytes=int(elems[store].sum()) * hw.out_elem_bytes,
+        gemm_counter=int(gemm[reset == 0].sum()),
+        alu_counter=int(alu.sum()),
+    )
 
 
 def execution_order(program: Program) -> list[int]:
@@ -163,11 +172,10 @@ class Machine:
 
     @classmethod
     def for_program(cls, program: Program, hw: HardwareConfig) -> Machine:
-        uops = np.array([(u.dst, u.src, u.wgt) for u in program.uops], dtype=np.int64)
         return cls(
             hw=hw,
             dram=np.zeros(program.dram_bytes, dtype=np.uint8),
-            uop_area=uops.reshape(-1, 3),
+            uop_area=program.uop_table,
             inp=np.zeros((hw.inp_depth, hw.batch, hw.block_in), np.int8),
             wgt=np.zeros((hw.wgt_depth, hw.block_out, hw.block_in), np.int8),
             acc=np.zeros((hw.acc_depth, hw.batch, hw.block_out), np.int32),

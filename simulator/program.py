@@ -8,11 +8,13 @@ The micro-op area is separate: a ``LOAD UOP``'s ``dram_base`` indexes :attr:`Pro
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from .isa import Instruction, MemId, Uop
+from .rows import WIDTH, instructions_of, rows_of
 
 
 @dataclass(frozen=True)
@@ -30,14 +32,97 @@ class DramTensor:
         return int(np.prod(self.shape)) * np.dtype(self.dtype).itemsize
 
 
-@dataclass(frozen=True)
 class Program:
-    """An instruction stream with the DRAM it works on."""
+    """An instruction stream with the DRAM it works on.
 
-    instructions: tuple[Instruction, ...]
-    uops: tuple[Uop, ...]
-    tensors: tuple[DramTensor, ...]
-    dram_bytes: int
+    The stream is given either as instructions or as their integer table
+    (:mod:`simulator.rows`); each form is built from the other on first use, so a lowered
+    program that is only timed and counted never builds instruction objects. A program is
+    an immutable value: equal streams, micro-ops, tensors and sizes make equal programs.
+    """
+
+    __slots__ = ("_instructions", "_rows", "_uops", "_uop_table", "tensors", "dram_bytes")
+
+    def __init__(self, instructions: Sequence[Instruction] | np.ndarray,
+                 uops: Sequence[Uop] | np.ndarray, tensors: tuple[DramTensor, ...],
+                 dram_bytes: int) -> None:
+        if isinstance(instructions, np.ndarray):
+            if instructions.ndim != 2 or instructions.shape[1] != WIDTH:
+                raise ValueError(f"an instruction table has {WIDTH} columns")
+            instructions.flags.writeable = False
+            set_ = object.__setattr__
+            set_(self, "_rows", instructions)
+            set_(self, "_instructions", None)
+        else:
+            object.__setattr__(self, "_rows", None)
+            object.__setattr__(self, "_instructions", tuple(instructions))
+        if isinstance(uops, np.ndarray):
+            uops = uops.reshape(-1, 3)
+            uops.flags.writeable = False
+            object.__setattr__(self, "_uop_table", uops)
+            object.__setattr__(self, "_uops", None)
+        else:
+            object.__setattr__(self, "_uop_table", None)
+            object.__setattr__(self, "_uops", tuple(uops))
+        object.__setattr__(self, "tensors", tuple(tensors))
+        object.__setattr__(self, "dram_bytes", dram_bytes)
+
+    def __setattr__(self, name, value):
+        raise AttributeError(f"a Program is immutable (cannot set {name})")
+
+    @property
+    def instructions(self) -> tuple[Instruction, ...]:
+        if self._instructions is None:
+            object.__setattr__(self, "_instructions", instructions_of(self._rows))
+        return self._instructions
+
+    @property
+    def rows(self) -> np.ndarray:
+        """The stream as a read-only int64 table (:mod:`simulator.rows`)."""
+        if self._rows is None:
+            table = rows_of(self._instructions)
+            table.flags.writeable = False
+            object.__setattr__(self, "_rows", table)
+        return self._rows
+
+    @property
+    def uops(self) -> tuple[Uop, ...]:
+        """The micro-op area (a ``LOAD UOP``'s ``dram_base`` indexes it)."""
+        if self._uops is None:
+            object.__setattr__(self, "_uops",
+                               tuple(Uop(*u) for u in self._uop_table.tolist()))
+        return self._uops
+
+    @property
+    def uop_table(self) -> np.ndarray:
+        """The micro-op area as read-only (dst, src, wgt) int64 rows."""
+        if self._uop_table is None:
+            table = np.array([(u.dst, u.src, u.wgt) for u in self._uops],
+                             np.int64).reshape(-1, 3)
+            table.flags.writeable = False
+            object.__setattr__(self, "_uop_table", table)
+        return self._uop_table
+
+    def __len__(self) -> int:
+        return len(self._rows) if self._rows is not None else len(self._instructions)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Program):
+            return NotImplemented
+        return (np.array_equal(self.uop_table, other.uop_table)
+                and self.tensors == other.tensors
+                and self.dram_bytes == other.dram_bytes
+                and np.array_equal(self.rows, other.rows))
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __reduce__(self):
+        stream = self._rows if self._rows is not None else self._instructions
+        return (Program, (stream, self.uop_table, self.tensors, self.dram_bytes))
+
+    def __repr__(self) -> str:
+        return (f"Program({len(self)} instructions, {len(self.uops)} uops, "
+                f"{len(self.tensors)} tensors, {self.dram_bytes} B)")
 
     def tensor(self, name: str) -> DramTensor:
         for t in self.tensors:
@@ -49,7 +134,7 @@ class Program:
         """Instruction counts per kind (``LOAD INP``, ``GEMM``, ``NOP`` ...) and ``total``."""
         mix = Counter(insn.kind for insn in self.instructions)
         out = dict(sorted(mix.items()))
-        out["total"] = len(self.instructions)
+        out["total"] = len(self)
         return out
 
 

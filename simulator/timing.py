@@ -47,17 +47,21 @@ from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+from numba import njit
+
+from . import rows as R
 from ._jsonfile import load_json
 from .errors import ConfigError, DeadlockError, ProgramError
 from .functional import FIFOS, pops_of, pushes_of
 from .hardware import HardwareConfig
-from .isa import AluInsn, FinishInsn, GemmInsn, MemId, MemInsn, Opcode
+from .isa import FinishInsn, MemId, MemInsn, Opcode
 from .program import Program, mem_elem_bytes
 
 MODULES = ("load", "compute", "store")
 _FIFO_IDS = {name: i for i, name in enumerate(FIFOS)}
 # Read-channel priority (lower wins a tie): fetch > uop > inp > wgt > acc.
-_PRIORITY = {"fetch": 0, MemId.UOP: 1, MemId.INP: 2, MemId.WGT: 3, MemId.ACC: 4,
+_PRIORITY = {MemId.UOP: 1, MemId.INP: 2, MemId.WGT: 3, MemId.ACC: 4,
              MemId.ACC_8BIT: 4}
 
 
@@ -177,73 +181,98 @@ class TimingResult:
 
 
 # --- per-instruction costs -----------------------------------------------------------------
-# Transfer costs depend only on the profile and a few integers: memoised per profile.
-_TRANSFER_MEMO: dict[TimingProfile, dict[tuple[int, int, int, int], tuple[int, int, int]]] = {}
+# The engine works on the instruction table (simulator.rows) with numba: a profile travels
+# as an int64 vector indexed by these positions.
+_PROFILE_FIELDS = tuple(f.name for f in fields(TimingProfile))
+(_BUS, _MAX_BURST, _BOUNDARY, _LATENCY, _OUTSTANDING, _BUBBLE, _HANDSHAKE, _CHUNK, _DEPTH,
+ _OVERHEAD, _NOP, _PAD, _GEMM_PIPE, _ALU_IMM, _ALU_REG, _ALU_PIPE, _STORE_ELEM) = range(
+    len(_PROFILE_FIELDS))
+# Kinds of per-instruction work.
+_PLAIN, _READ, _WRITE = 0, 1, 2
+_FETCH_PRIORITY = 0  # fetch wins every read-channel tie
+_NO_READ = 9  # priority of a candidate that does not read
 
 
-def _memo(p: TimingProfile) -> dict[tuple[int, int, int, int], tuple[int, int, int]]:
-    memo = _TRANSFER_MEMO.get(p)
-    if memo is None:
-        if len(_TRANSFER_MEMO) > 64:
-            _TRANSFER_MEMO.clear()
-        memo = _TRANSFER_MEMO[p] = {}
-    return memo
+def _profile_vector(p: TimingProfile) -> np.ndarray:
+    return np.array([getattr(p, name) for name in _PROFILE_FIELDS], np.int64)
 
 
-def _rows_transfer(offset: int, row_bytes: int, stride_bytes: int, rows: int,
-                   p: TimingProfile, memo: dict | None = None) -> tuple[int, int, int]:
-    """(cycles, beats, bursts) to read ``rows`` rows of ``row_bytes``, ``stride_bytes`` apart,
-    the first starting ``offset`` bytes into a burst-boundary window."""
-    key = (offset, row_bytes, stride_bytes, rows)
-    memo = _memo(p) if memo is None else memo
-    hit = memo.get(key)
-    if hit is not None:
-        return hit
-    if row_bytes == 0 or rows == 0:
-        result = (0, 0, 0)
-    elif rows == 1 or stride_bytes == row_bytes:
-        result = _region_transfer(offset, row_bytes * rows, p)
-    else:
-        # Row start offsets repeat with a period that divides the boundary: cost one period.
-        boundary = p.burst_boundary
-        period = min(rows, boundary // math.gcd(stride_bytes % boundary or boundary, boundary))
-        full, rest = divmod(rows, period)
-        total = [0, 0, 0]
-        for r in range(period):
-            c = _region_transfer((offset + r * stride_bytes) % boundary, row_bytes, p)
-            times = full + (1 if r < rest else 0)
-            for k in range(3):
-                total[k] += c[k] * times
-        result = (total[0], total[1], total[2])
-    memo[key] = result
-    return result
-
-
-def _region_transfer(offset: int, nbytes: int, p: TimingProfile) -> tuple[int, int, int]:
+@njit(cache=True)
+def _region_transfer(offset, nbytes, P):
     """(cycles, beats, bursts) to read ``nbytes`` contiguous bytes starting ``offset`` bytes
     into a burst-boundary window."""
-    max_bytes = min(p.max_burst_beats * p.bus_bytes, p.burst_boundary)
+    bus, boundary = P[_BUS], P[_BOUNDARY]
+    max_bytes = min(P[_MAX_BURST] * bus, boundary)
     cycles = beats = bursts = 0
     pos, end = offset, offset + nbytes
     while pos < end:
         # A burst ends at the next boundary, or after max_burst_beats beats.
-        limit = min((pos // p.burst_boundary + 1) * p.burst_boundary,
-                    (pos // p.bus_bytes) * p.bus_bytes + max_bytes, end)
-        b = (limit - 1) // p.bus_bytes - pos // p.bus_bytes + 1
-        cycles += max(b + p.burst_bubble, -(-(p.read_latency + b) // p.max_outstanding))
+        limit = min((pos // boundary + 1) * boundary, (pos // bus) * bus + max_bytes, end)
+        b = (limit - 1) // bus - pos // bus + 1
+        cycles += max(b + P[_BUBBLE], -(-(P[_LATENCY] + b) // P[_OUTSTANDING]))
         beats += b
         bursts += 1
         pos = limit
     return cycles, beats, bursts
 
 
-# Kinds of per-instruction work in the compiled table.
-_PLAIN, _READ, _WRITE = 0, 1, 2
+@njit(cache=True)
+def _gcd(a, b):
+    while b:
+        a, b = b, a % b
+    return a
 
 
-def _flag_table() -> dict[tuple[int, int], tuple[tuple[int, ...], tuple[int, ...]] | None]:
-    """(module 0..2, flag bits) -> (FIFO ids popped, FIFO ids pushed); None if invalid."""
-    table = {}
+@njit(cache=True)
+def _rows_transfer(offset, row_bytes, stride_bytes, rows, P):
+    """(cycles, beats, bursts) to read ``rows`` rows of ``row_bytes``, ``stride_bytes`` apart,
+    the first starting ``offset`` bytes into a burst-boundary window."""
+    if row_bytes == 0 or rows == 0:
+        return 0, 0, 0
+    if rows == 1 or stride_bytes == row_bytes:
+        return _region_transfer(offset, row_bytes * rows, P)
+    # Row start offsets repeat with a period that divides the boundary: cost one period.
+    boundary = P[_BOUNDARY]
+    rem = stride_bytes % boundary
+    period = min(rows, boundary // _gcd(rem if rem else boundary, boundary))
+    full, rest = rows // period, rows % period
+    cycles = beats = bursts = 0
+    for r in range(period):
+        c, b, n = _region_transfer((offset + r * stride_bytes) % boundary, row_bytes, P)
+        times = full + (1 if r < rest else 0)
+        cycles += c * times
+        beats += b * times
+        bursts += n * times
+    return cycles, beats, bursts
+
+
+_MEMO_SLOTS = 1 << 12  # distinct DMA transfers memoised per program (more are computed)
+
+
+@njit(cache=True)
+def _memo_transfer(memo_keys, memo_vals, offset, row_bytes, stride_bytes, rows, P):
+    """:func:`_rows_transfer` through an open-addressing table: a stream repeats the same
+    few DMA shapes thousands of times."""
+    mask = memo_keys.shape[0] - 1
+    h = (offset * 1000003 ^ row_bytes * 8191 ^ stride_bytes * 131071 ^ rows * 524287) & mask
+    for _ in range(64):
+        k = memo_keys[h]
+        if k[0] < 0:
+            c, b, n = _rows_transfer(offset, row_bytes, stride_bytes, rows, P)
+            k[0], k[1], k[2], k[3] = offset, row_bytes, stride_bytes, rows
+            memo_vals[h, 0], memo_vals[h, 1], memo_vals[h, 2] = c, b, n
+            return c, b, n
+        if k[0] == offset and k[1] == row_bytes and k[2] == stride_bytes and k[3] == rows:
+            return memo_vals[h, 0], memo_vals[h, 1], memo_vals[h, 2]
+        h = (h + 1) & mask
+    return _rows_transfer(offset, row_bytes, stride_bytes, rows, P)
+
+
+def _flag_masks() -> tuple[np.ndarray, np.ndarray]:
+    """Per (module 0..2, flag bits): bit masks of the FIFOs popped and pushed; -1 if the
+    flags are invalid on that module."""
+    pops = np.full((3, 16), -1, np.int64)
+    pushes = np.full((3, 16), -1, np.int64)
     for m in range(3):
         for bits in range(16):
             pop_prev, pop_next, push_prev, push_next = (bool(bits >> k & 1) for k in range(4))
@@ -254,144 +283,143 @@ def _flag_table() -> dict[tuple[int, int], tuple[tuple[int, ...], tuple[int, ...
                 pop_prev=pop_prev, pop_next=pop_next, push_prev=push_prev,
                 push_next=push_next)
             try:
-                table[m, bits] = (tuple(_FIFO_IDS[f] for f in pops_of(insn)),
-                                  tuple(_FIFO_IDS[f] for f in pushes_of(insn)))
+                pops[m, bits] = sum(1 << _FIFO_IDS[f] for f in pops_of(insn))
+                pushes[m, bits] = sum(1 << _FIFO_IDS[f] for f in pushes_of(insn))
             except ProgramError:
-                table[m, bits] = None
-    return table
+                pass
+    return pops, pushes
 
 
-_FLAGS = _flag_table()
+_POP_MASK, _PUSH_MASK = _flag_masks()
+_MEM_OPCODE, _MEM_MEM, _MEM_SRAM, _MEM_DRAM, _MEM_Y, _MEM_X, _MEM_STRIDE = range(1, 8)
+_MEM_Y0, _MEM_Y1, _MEM_X0, _MEM_X1 = range(8, 12)
 
 
-def _compile(program: Program, hw: HardwareConfig, p: TimingProfile):
-    """Per instruction: (module, pops, pushes, kind, pre, transfer, post, priority); and
-    the bytes read, bytes written and GEMM micro-op cycles of the whole stream."""
-    elem = {mem: (hw.uop_elem_bytes if mem == MemId.UOP else mem_elem_bytes(mem, hw))
-            for mem in MemId}
-    ob = hw.out_elem_bytes
-    store_elem = -(-p.store_elem_cycles * ob // 16)
-    overhead, boundary = p.insn_overhead, p.burst_boundary
-    memo = _memo(p)
-    gemm_fixed, alu_fixed = overhead + p.gemm_pipeline, overhead + p.alu_pipeline
-
-    def cost(insn) -> tuple[tuple, int, int, int]:
-        """(row, bytes read, bytes written, GEMM cycles) of one instruction."""
-        t = type(insn)
-        bits = insn.pop_prev | insn.pop_next << 1 | insn.push_prev << 2 | insn.push_next << 3
-        if t is MemInsn:
-            mem = insn.mem
-            if insn.opcode == Opcode.STORE:
-                m = 2
-            else:
-                m = 0 if mem == MemId.INP or mem == MemId.WGT else 1
-            fifos = _FLAGS[m, bits]
-            if fifos is None:
-                pops_of(insn), pushes_of(insn)  # raises the precise ProgramError
-            if insn.x_size == 0:
-                return (m, *fifos, _PLAIN, p.nop_cycles, 0, 0, 0), 0, 0, 0
-            x, y = insn.x_size, insn.y_size
-            if m == 2:
-                bursts = _rows_transfer(insn.dram_base * ob % boundary, x * ob,
-                                        insn.x_stride * ob, y, p, memo)[2]
-                return ((2, *fifos, _WRITE, overhead,
-                         x * y * store_elem + bursts * p.write_handshake, 0, 0),
-                        0, x * y * ob, 0)
-            eb = elem[mem]
-            cyc = _rows_transfer(insn.dram_base * eb % boundary, x * eb, insn.x_stride * eb,
-                                 y, p, memo)[0]
-            pads = ((insn.y_pad_0 + y + insn.y_pad_1) * (insn.x_pad_0 + x + insn.x_pad_1)
-                    - x * y) * p.pad_cycles_per_elem
-            return (m, *fifos, _READ, overhead, cyc, pads, _PRIORITY[mem]), x * y * eb, 0, 0
-        fifos = _FLAGS[1, bits]
-        if fifos is None:  # pragma: no cover - every flag is valid on compute
-            raise ProgramError(f"{insn.kind}: invalid dependency flags")
-        if t is GemmInsn:
-            iters = insn.iter_out * insn.iter_in * (insn.uop_end - insn.uop_bgn)
-            return ((1, *fifos, _PLAIN, gemm_fixed + iters, 0, 0, 0), 0, 0,
-                    0 if insn.reset else iters)
-        if t is AluInsn:
-            iters = insn.iter_out * insn.iter_in * (insn.uop_end - insn.uop_bgn)
-            per = p.alu_imm_cycles if insn.use_imm else p.alu_reg_cycles
-            return (1, *fifos, _PLAIN, alu_fixed + iters * per, 0, 0, 0), 0, 0, 0
-        if t is FinishInsn:
-            return (1, *fifos, _PLAIN, overhead, 0, 0, 0), 0, 0, 0
-        raise ProgramError(f"unknown instruction {insn!r}")  # pragma: no cover
-
-    # A lowered stream repeats the same instruction objects (only ~1 in 6 is distinct):
-    # cost each object once. The program holds them, so their ids are stable meanwhile.
-    seen: dict[int, tuple[tuple, int, int, int]] = {}
-    table = []
-    append = table.append
+@njit(cache=True)
+def _costs(rows, elem, priority, out_bytes, P, pop_mask, push_mask):
+    """Per instruction: module, FIFO masks popped / pushed, kind, and the cycles before,
+    on and after the read channel (``pre``, ``xfer``, ``post``) with its read priority; the
+    bytes read and written and the GEMM micro-op cycles; and the first instruction whose
+    flags its module cannot carry (-1 if none)."""
+    n = rows.shape[0]
+    mod = np.empty(n, np.int64)
+    pops = np.empty(n, np.int64)
+    pushes = np.empty(n, np.int64)
+    kind = np.zeros(n, np.int64)
+    pre = np.zeros(n, np.int64)
+    xfer = np.zeros(n, np.int64)
+    post = np.zeros(n, np.int64)
+    prio = np.full(n, _NO_READ, np.int64)
+    boundary = P[_BOUNDARY]
+    store_elem = -(-P[_STORE_ELEM] * out_bytes // 16)
     read_bytes = write_bytes = gemm_cycles = 0
-    for insn in program.instructions:
-        entry = seen.get(id(insn))
-        if entry is None:
-            entry = seen[id(insn)] = cost(insn)
-        append(entry[0])
-        if entry[1]:
-            read_bytes += entry[1]
-        elif entry[2]:
-            write_bytes += entry[2]
-        elif entry[3]:
-            gemm_cycles += entry[3]
-    return table, read_bytes, write_bytes, gemm_cycles
+    bad = -1
+    memo_keys = np.full((_MEMO_SLOTS, 4), -1, np.int64)
+    memo_vals = np.empty((_MEMO_SLOTS, 3), np.int64)
+    for i in range(n):
+        cls = rows[i, 0]
+        m = 1
+        if cls == 0:  # LOAD / STORE
+            mem = rows[i, _MEM_MEM]
+            if rows[i, _MEM_OPCODE] == 1:
+                m = 2
+            elif mem == 1 or mem == 2:  # WGT, INP
+                m = 0
+        bits = (rows[i, R.POP_PREV] | rows[i, R.POP_NEXT] << 1 | rows[i, R.PUSH_PREV] << 2
+                | rows[i, R.PUSH_NEXT] << 3)
+        mod[i] = m
+        pops[i] = pop_mask[m, bits]
+        pushes[i] = push_mask[m, bits]
+        if pops[i] < 0 or pushes[i] < 0:
+            if bad < 0:
+                bad = i
+            continue
+        if cls == 0:
+            x, y = rows[i, _MEM_X], rows[i, _MEM_Y]
+            if x == 0:
+                pre[i] = P[_NOP]
+            elif m == 2:
+                bursts = _memo_transfer(memo_keys, memo_vals,
+                                        rows[i, _MEM_DRAM] * out_bytes % boundary, x * out_bytes,
+                                        rows[i, _MEM_STRIDE] * out_bytes, y, P)[2]
+                kind[i] = _WRITE
+                pre[i] = P[_OVERHEAD]
+                xfer[i] = x * y * store_elem + bursts * P[_HANDSHAKE]
+                write_bytes += x * y * out_bytes
+            else:
+                eb = elem[mem]
+                kind[i] = _READ
+                pre[i] = P[_OVERHEAD]
+                xfer[i] = _memo_transfer(memo_keys, memo_vals, rows[i, _MEM_DRAM] * eb % boundary,
+                                         x * eb, rows[i, _MEM_STRIDE] * eb, y, P)[0]
+                padded = ((rows[i, _MEM_Y0] + y + rows[i, _MEM_Y1])
+                          * (rows[i, _MEM_X0] + x + rows[i, _MEM_X1]))
+                post[i] = (padded - x * y) * P[_PAD]
+                prio[i] = priority[mem]
+                read_bytes += x * y * eb
+        elif cls == 1:  # GEMM: reset, uop_bgn, uop_end, iter_out, iter_in, ...
+            iters = rows[i, 4] * rows[i, 5] * (rows[i, 3] - rows[i, 2])
+            pre[i] = P[_OVERHEAD] + P[_GEMM_PIPE] + iters
+            if not rows[i, 1]:
+                gemm_cycles += iters
+        elif cls == 2:  # ALU: alu_op, use_imm, imm, reset, uop_bgn, uop_end, iters...
+            iters = rows[i, 7] * rows[i, 8] * (rows[i, 6] - rows[i, 5])
+            per = P[_ALU_IMM] if rows[i, 2] else P[_ALU_REG]
+            pre[i] = P[_OVERHEAD] + P[_ALU_PIPE] + iters * per
+        else:  # FINISH
+            pre[i] = P[_OVERHEAD]
+    return (mod, pops, pushes, kind, pre, xfer, post, prio, read_bytes, write_bytes,
+            gemm_cycles, bad)
 
 
 # --- the event engine ------------------------------------------------------------------------
-def simulate(program: Program, hw: HardwareConfig, profile: TimingProfile | None = None,
-             trace: bool = False) -> TimingResult:
-    """Time ``program`` on ``hw``; ``trace=True`` also records one row per instruction."""
-    p = profile or TimingProfile.for_hw(hw)
-    insns = program.instructions
-    n = len(insns)
-    if not n or not isinstance(insns[-1], FinishInsn):
-        raise ProgramError("a program must end with FINISH")
-    table, read_bytes, write_bytes, gemm_cycles = _compile(program, hw, p)
-    insn_bytes = hw.insn_bytes
-    read_bytes += n * insn_bytes
-
-    queues: list[list[int]] = [[], [], []]
-    qpos = [0] * n  # position of each instruction in its module's queue
-    for i, row in enumerate(table):
-        qpos[i] = len(queues[row[0]])
-        queues[row[0]].append(i)
-
-    start = [-1] * n
-    end = [0] * n
-    dispatch = [-1] * n
-    token_wait = [0] * n
-    push_times: list[list[int]] = [[], [], [], []]  # per FIFO, completion time of k-th push
-    pops_done = [0, 0, 0, 0]
-    head = [0, 0, 0]  # next queue position per module
-    free = [0, 0, 0]  # when each module finishes its current instruction
-    busy = [0, 0, 0]
-    stall = [0, 0, 0]
-    mem_wait = [0, 0, 0]
+@njit(cache=True)
+def _engine(mod, pops, pushes, kind, pre, xfer, post, prio, P, insn_bytes):
+    """Run the modules; per instruction (start, end, token wait), per module (busy, stall,
+    memory wait), the FINISH time, the serial sum, and on a deadlock (status 1) the state
+    it stopped in: module heads, pops done, pushes made, next to dispatch, chunk end."""
+    n = mod.shape[0]
+    lat, depth, chunk = P[_LATENCY], P[_DEPTH], P[_CHUNK]
+    queues = np.empty((3, n), np.int64)
+    qlen = np.zeros(3, np.int64)
+    qpos = np.empty(n, np.int64)  # position of each instruction in its module's queue
+    for i in range(n):
+        m = mod[i]
+        qpos[i] = qlen[m]
+        queues[m, qlen[m]] = i
+        qlen[m] += 1
+    start = np.full(n, -1, np.int64)
+    end = np.zeros(n, np.int64)
+    dispatch = np.full(n, -1, np.int64)
+    token_wait = np.zeros(n, np.int64)
+    push_times = np.empty((4, n), np.int64)  # per FIFO, completion time of k-th push
+    npushed = np.zeros(4, np.int64)
+    pops_done = np.zeros(4, np.int64)
+    head = np.zeros(3, np.int64)
+    free = np.zeros(3, np.int64)  # when each module finishes its current instruction
+    busy = np.zeros(3, np.int64)
+    stall = np.zeros(3, np.int64)
+    mem_wait = np.zeros(3, np.int64)
     chan_free = 0  # read channel: when its last granted transfer ends
 
-    # Fetch state: chunk reads over the read channel, then dispatch one per cycle.
-    chunk = p.fetch_chunk_insns
+    # Fetch: chunk reads over the read channel, then dispatch one per cycle.
+    full_cost = _region_transfer(0, chunk * insn_bytes, P)[0]
+    last_size = n - (n - 1) // chunk * chunk
+    last_cost = _region_transfer(0, last_size * insn_bytes, P)[0]
+    beat_per_insn = max(1, insn_bytes // P[_BUS])
     fetch_next = 0  # next instruction to dispatch
     fetch_req = 0  # when fetch can request the next chunk (if fetch_next starts a chunk)
     fetch_arrival = 0  # data-start time of the current chunk
     fetch_last = -1  # dispatch time of the previous instruction
     chunk_start = chunk_end = 0  # the chunk being dispatched: [chunk_start, chunk_end)
-    fetch_cost = {}
 
-    def chunk_cost(c: int) -> int:
+    serial = 0
+    for i in range(n):
+        serial += pre[i] + xfer[i] + post[i] + (lat if kind[i] == _READ else 0)
+    for c in range(0, n, chunk):
         size = min(chunk, n - c)
-        if size not in fetch_cost:
-            fetch_cost[size] = _region_transfer(0, size * insn_bytes, p)[0]
-        return fetch_cost[size]
+        serial += lat + (full_cost if size == chunk else last_cost) + size * beat_per_insn
 
-    beat_per_insn = max(1, insn_bytes // p.bus_bytes)
-    serial = sum(row[4] + row[5] + row[6] + (p.read_latency if row[3] == _READ else 0)
-                 for row in table)
-    serial += sum(p.read_latency + chunk_cost(c) + min(chunk, n - c) * beat_per_insn
-                  for c in range(0, n, chunk))
-    depth = p.queue_depth
-    lat = p.read_latency
     finish_time = 0
     remaining = n
     # Run every instruction, not just up to FINISH: one that can never run is a deadlock.
@@ -399,123 +427,165 @@ def simulate(program: Program, hw: HardwareConfig, profile: TimingProfile | None
         # Dispatch what has arrived, as far as queue space allows (no channel use).
         while fetch_next < chunk_end:
             i = fetch_next
-            m = table[i][0]
+            m = mod[i]
             t = max(fetch_last + 1, fetch_arrival + (i - chunk_start + 1) * beat_per_insn)
             k = qpos[i] - depth
             if k >= 0:
-                j = queues[m][k]
+                j = queues[m, k]
                 if start[j] < 0:
                     break  # queue full until that instruction starts
                 t = max(t, start[j] + 1)
-            dispatch[i] = fetch_last = t
+            dispatch[i] = t
+            fetch_last = t
             fetch_next += 1
-        if fetch_next == chunk_end and chunk_end < n:
+        fetch_waits = fetch_next == chunk_end and chunk_end < n
+        if fetch_waits:
             fetch_req = max(fetch_req, fetch_last + 1)
 
         # Candidates: each module's next instruction, and fetch's next chunk read. The one
         # granted first goes next (ties: read priority), so time only moves forward.
         best_m = -2
         best_key = best_prio = best_s = 0
-        if fetch_next == chunk_end and chunk_end < n:
+        if fetch_waits:
             best_key = best_s = max(fetch_req, chan_free - lat)
             best_m = -1
-        for m in (0, 1, 2):
+            best_prio = _FETCH_PRIORITY
+        for m in range(3):
             h = head[m]
-            q = queues[m]
-            if h >= len(q):
+            if h >= qlen[m]:
                 continue
-            i = q[h]
+            i = queues[m, h]
             d = dispatch[i]
             if d < 0:
                 continue
-            row = table[i]
             s = free[m] if free[m] > d else d
-            for f in row[1]:
-                k = pops_done[f]
-                pt = push_times[f]
-                if k >= len(pt):
-                    break
-                if pt[k] > s:
-                    s = pt[k]
+            ready = True
+            for f in range(4):
+                if pops[i] >> f & 1:
+                    k = pops_done[f]
+                    if k >= npushed[f]:
+                        ready = False
+                        break
+                    if push_times[f, k] > s:
+                        s = push_times[f, k]
+            if not ready:
+                continue
+            if kind[i] == _READ:
+                key = max(s + pre[i], chan_free - lat)
+                p = prio[i]
             else:
-                if row[3] == _READ:
-                    key = s + row[4]
-                    if chan_free - lat > key:
-                        key = chan_free - lat
-                    prio = row[7]
-                else:
-                    key, prio = s, 9
-                if best_m == -2 or key < best_key or (key == best_key and prio < best_prio):
-                    best_m, best_key, best_prio, best_s = m, key, prio, s
+                key, p = s, _NO_READ
+            if best_m == -2 or key < best_key or (key == best_key and p < best_prio):
+                best_m, best_key, best_prio, best_s = m, key, p, s
         if best_m == -2:
-            _deadlock(program, table, queues, head, pops_done, push_times, fetch_next,
-                      chunk_end, n)
-        key, m, s = best_key, best_m, best_s
+            return (1, start, end, token_wait, busy, stall, mem_wait, finish_time, serial,
+                    head, pops_done, npushed, fetch_next, chunk_end)
+        m, s = best_m, best_s
         if m < 0:  # fetch reads the next chunk
-            data = key + lat
-            cost = chunk_cost(chunk_end)
-            chan_free = data + cost
+            data = best_key + lat
+            chan_free = data + (full_cost if chunk_end + chunk <= n else last_cost)
             fetch_arrival = data
-            chunk_start, chunk_end = chunk_end, min(chunk_end + chunk, n)
+            chunk_start = chunk_end
+            chunk_end = min(chunk_end + chunk, n)
             continue
-        i = queues[m][head[m]]
-        row = table[i]
-        ready = max(free[m], dispatch[i])
-        stall[m] += s - ready
-        token_wait[i] = s - ready
-        for f in row[1]:
-            pops_done[f] += 1
-        kind = row[3]
-        if kind == _READ:
-            req = s + row[4]
-            data = req + lat
+        i = queues[m, head[m]]
+        ready_at = max(free[m], dispatch[i])
+        stall[m] += s - ready_at
+        token_wait[i] = s - ready_at
+        for f in range(4):
+            if pops[i] >> f & 1:
+                pops_done[f] += 1
+        if kind[i] == _READ:
+            data = s + pre[i] + lat
             if chan_free > data:
                 mem_wait[m] += chan_free - data
                 data = chan_free
-            chan_free = data + row[5]
-            e = chan_free + row[6]
-        elif kind == _WRITE:
-            e = s + row[4] + row[5]
+            chan_free = data + xfer[i]
+            e = chan_free + post[i]
         else:
-            e = s + row[4]
-        start[i], end[i] = s, e
+            e = s + pre[i] + xfer[i]
+        start[i] = s
+        end[i] = e
         busy[m] += e - s
         free[m] = e
         head[m] += 1
-        for f in row[2]:
-            push_times[f].append(e)
+        for f in range(4):
+            if pushes[i] >> f & 1:
+                push_times[f, npushed[f]] = e
+                npushed[f] += 1
         remaining -= 1
         if i == n - 1:
             finish_time = e
+    return (0, start, end, token_wait, busy, stall, mem_wait, finish_time, serial, head,
+            pops_done, npushed, fetch_next, chunk_end)
 
-    total = finish_time
+
+def _elem_tables(hw: HardwareConfig) -> tuple[np.ndarray, np.ndarray]:
+    """Bytes per element and read priority, indexed by MemId."""
+    elem = np.zeros(len(MemId), np.int64)
+    prio = np.zeros(len(MemId), np.int64)
+    for mem in MemId:
+        elem[mem] = hw.uop_elem_bytes if mem == MemId.UOP else mem_elem_bytes(mem, hw)
+        prio[mem] = _PRIORITY.get(mem, _NO_READ)
+    return elem, prio
+
+
+def simulate(program: Program, hw: HardwareConfig, profile: TimingProfile | None = None,
+             trace: bool = False) -> TimingResult:
+    """Time ``program`` on ``hw``; ``trace=True`` also records one row per instruction."""
+    p = profile or TimingProfile.for_hw(hw)
+    rows = program.rows
+    n = len(rows)
+    if not n or rows[-1, 0] != R.FINISH:
+        raise ProgramError("a program must end with FINISH")
+    P = _profile_vector(p)
+    elem, priority = _elem_tables(hw)
+    (mod, pops, pushes, kind, pre, xfer, post, prio, read_bytes, write_bytes, gemm_cycles,
+     bad) = _costs(rows, elem, priority, hw.out_elem_bytes, P, _POP_MASK, _PUSH_MASK)
+    if bad >= 0:
+        insn = program.instructions[bad]
+        pops_of(insn), pushes_of(insn)  # raises the precise ProgramError
+    (status, start, end, token_wait, busy, stall, mem_wait, total, serial, head, pops_done,
+     npushed, fetch_next, chunk_end) = _engine(mod, pops, pushes, kind, pre, xfer, post,
+                                               prio, P, hw.insn_bytes)
+    if status:
+        _deadlock(program, mod, head, pops_done, npushed, fetch_next, chunk_end)
     # Instructions after FINISH in other queues never matter: FINISH is last in the stream.
     modules = {
-        name: ModuleTime(busy[k], stall[k], max(0, total - busy[k] - stall[k]), mem_wait[k])
+        name: ModuleTime(int(busy[k]), int(stall[k]), max(0, int(total - busy[k] - stall[k])),
+                         int(mem_wait[k]))
         for k, name in enumerate(MODULES)
     }
-    rows = None
+    trace_rows = None
     if trace:
-        rows = tuple(
-            TraceRow(i, MODULES[table[i][0]], insns[i].kind, start[i], end[i], token_wait[i],
-                     "+".join(f for f in pops_of(insns[i])))
+        insns = program.instructions
+        trace_rows = tuple(
+            TraceRow(i, MODULES[mod[i]], insns[i].kind, int(start[i]), int(end[i]),
+                     int(token_wait[i]), "+".join(f for f in pops_of(insns[i])))
             for i in range(n) if start[i] >= 0
         )
-    return TimingResult(total, modules, gemm_cycles, read_bytes, write_bytes, serial, p, rows)
+    return TimingResult(int(total), modules, int(gemm_cycles),
+                        int(read_bytes) + n * hw.insn_bytes, int(write_bytes), int(serial), p,
+                        trace_rows)
 
 
-def _deadlock(program, table, queues, head, pops_done, push_times, fetch_next, chunk_end,
-              n) -> None:
+def _deadlock(program, mod, head, pops_done, npushed, fetch_next, chunk_end) -> None:
     insns = program.instructions
-    names = list(FIFOS)
+    n = len(insns)
+    queues = [[i for i in range(n) if mod[i] == m] for m in range(3)]
+
+    def unmet(i):
+        """The first FIFO instruction i pops that has no token left, if any."""
+        return next((f for f in pops_of(insns[i])
+                     if pops_done[_FIFO_IDS[f]] >= npushed[_FIFO_IDS[f]]), None)
+
     blocked = []
-    for m in (0, 1, 2):
+    for m in range(3):
         if head[m] < len(queues[m]):
             i = queues[m][head[m]]
-            for f in table[i][1]:
-                if pops_done[f] >= len(push_times[f]):
-                    blocked.append((i, m, names[f]))
-                    break
+            fifo = unmet(i)
+            if fifo is not None:
+                blocked.append((i, m, fifo))
     stuck_fetch = fetch_next < n and fetch_next < chunk_end
     if blocked and not stuck_fetch:
         i, m, fifo = min(blocked)
@@ -525,10 +595,10 @@ def _deadlock(program, table, queues, head, pops_done, push_times, fetch_next, c
             f"{fifo} ({src.name.lower()}->{dst.name.lower()}) and no remaining instruction "
             "can push it")
     if stuck_fetch:
-        m = table[fetch_next][0]
+        m = mod[fetch_next]
         head_insn = queues[m][head[m]]
-        why = next((f" waits on FIFO {names[f]}" for f in table[head_insn][1]
-                    if pops_done[f] >= len(push_times[f])), " never starts")
+        fifo = unmet(head_insn)
+        why = f" waits on FIFO {fifo}" if fifo is not None else " never starts"
         raise DeadlockError(
             f"deadlock: fetch cannot hand instruction #{fetch_next} ({insns[fetch_next].kind}) "
             f"to the full {MODULES[m]} queue: its head, #{head_insn} "

@@ -56,6 +56,7 @@ from simulator.isa import (
     encode_uop,
 )
 from simulator.program import DramTensor, Program, mem_elem_bytes
+from simulator.rows import instructions_of
 
 from . import __version__
 from .errors import VtatuneError
@@ -445,7 +446,8 @@ def replay(rc: RuntimeCalls, hw: HardwareConfig) -> tuple[tuple[Instruction, ...
             q.store_2d(x.sram_base, x.dram_base, x.y_size, x.x_size, x.x_stride)
         else:
             q.synchronize()
-    return tuple(q.insns), tuple(q.uop_area)
+    table, uops = q.run()
+    return instructions_of(table), tuple(Uop(*u) for u in uops.tolist())
 
 
 def _check_replay(rc: RuntimeCalls, program: Program, hw: HardwareConfig) -> None:

@@ -1,14 +1,13 @@
 """Emitting a planned schedule: loop tree -> TVM's dependencies -> vthreads -> instructions.
 
-The loop tree (with TVM's dependencies and vthreads) is compiled once into closures: a loop
-variable is a slot of one list, each leaf is bound to its thread with the thread's SRAM
-bases, coordinates and kernels precomputed, and the DMA windows are tabulated per tile row
-and column. Running the closures feeds the command queue.
+The loop tree (with TVM's dependencies and vthreads) is recorded once into the command
+queue's loop program: each loop variable is a slot, each leaf is bound to its thread with
+the thread's SRAM bases, coordinates and kernels, every DRAM address is recorded as its
+constant and per-slot coefficients, and the input windows (origin and shape per tile row
+and column) are tables. The queue then runs the whole nest in one compiled pass.
 """
 
 from __future__ import annotations
-
-from functools import partial
 
 from simulator.isa import MemId
 from simulator.program import Program, layout_tensors
@@ -18,13 +17,13 @@ from ._ir import Dep, For, Stage, Threaded, expand_threads, insert_deps, loop
 from ._plan import Plan, pattern_2d, window
 from ._runtime import COMPUTE, LOAD, STORE, CommandQueue
 
-#: Slots of the loop variables in the environment list (a variable outside its loop is 0).
+#: Slots of the loop variables (a variable outside its loop is 0).
 _SLOT = {"b": 0, "h": 1, "c": 2, "w": 3, "bi": 4, "k0": 5}
 _B, _H, _C, _W, _BI, _K0 = range(6)
 
 
 class _Leaf:
-    """A leaf operation inside a stage scope; ``make(t)`` gives its closure for thread t."""
+    """A leaf operation inside a stage scope; ``make(t)`` records it for thread t."""
 
     def __init__(self, make) -> None:
         self.make = make
@@ -68,7 +67,6 @@ def emit(plan: Plan) -> Program:
     out0 = base["output"] // hw.out_elem_bytes
     bias0 = base.get("bias", 0) // hw.acc_elem_bytes
     q = CommandQueue(hw)
-    env = [0] * len(_SLOT)
     oc_n, h_n = sch.oc_nthread, sch.h_nthread
     tile_b, tile_h, tile_w, tile_co, tile_ci = (sch.tile_b, sch.tile_h, sch.tile_w,
                                                 sch.tile_co, sch.tile_ci)
@@ -96,82 +94,50 @@ def emit(plan: Plan) -> Program:
         shapes.append(row)
     chan = [(c * g.eh * g.ew, c * gh * gw) for c in range(tile_ci if split else 1)]
     INP, WGT = MemId.INP, MemId.WGT
+    q.set_windows(ywin, xwin, shapes)
 
     def load_inp(t):
         t_h, _ = thread_coords(t)
         sram0 = plan.inp_base(t)
-        chans = [(sram0 + ds, dd) for ds, dd in chan]
-        push = q.load_inp
-        last = [None]  # the tile resident in this thread's INP slot: (dram, shape)
-
-        def fn():
-            y0, yid = ywin[env[_H] * h_n + t_h]
-            x0, xid = xwin[env[_W]]
-            dram = inp0 + (((env[_B] * tile_b + env[_BI]) * cib + env[_K0] * tile_ci) * gh
-                           + y0) * gw + x0
-            shape = shapes[yid][xid]
+        # The window adds the tile's (y0 * gw + x0) and gives the DMA shape.
+        const, coefs = _affine(lambda e: inp0 + ((e[_B] * tile_b + e[_BI]) * cib
+                                                 + e[_K0] * tile_ci) * gh * gw)
+        for ds, dd in chan:
             # The loads are a function of (dram, shape) exactly: skip a resident tile.
-            if reuse:
-                key = (dram, shape)
-                if last[0] == key:
-                    return
-                last[0] = key
-            for sram, dd in chans:
-                push(INP, sram, dram + dd, *shape)
-        return fn
+            q.load_2d(INP, sram0 + ds, const + dd, 0, 0, 0, coefs=coefs, reuse=reuse,
+                      window=(gw, _H, h_n, t_h, _W))
 
     kk = g.k * g.k
     wy, wx, wst = pattern_2d([(tile_co, cib * kk), (tile_ci, kk), (kk, 1)])
 
     def load_wgt(t):
         _, t_oc = thread_coords(t)
-        sram = plan.wgt_base(t)
-        push = q.load_inp
-        last = [None]
-
-        def fn():
-            dram = wgt0 + ((env[_C] * oc_n + t_oc) * tile_co * cib + env[_K0] * tile_ci) * kk
-            if reuse:
-                if last[0] == dram:
-                    return
-                last[0] = dram
-            push(WGT, sram, dram, wy, wx, wst, 0, 0, 0, 0)
-        return fn
+        const, coefs = _affine(lambda e: wgt0 + ((e[_C] * oc_n + t_oc) * tile_co * cib
+                                                 + e[_K0] * tile_ci) * kk)
+        q.load_2d(WGT, plan.wgt_base(t), const, wy, wx, wst, coefs=coefs, reuse=reuse)
 
     by, bx, bst = pattern_2d([(tile_b, cob), (tile_co, 1)])
     ACC = MemId.ACC
 
     def load_bias(t):
         _, t_oc = thread_coords(t)
-        sram = plan.bias_base(t)
-        push = q.load_2d
+        const, coefs = _affine(lambda e: bias0 + (e[_B] * tile_b + e[_BI]) * cob
+                               + (e[_C] * oc_n + t_oc) * tile_co)
+        q.load_2d(ACC, plan.bias_base(t), const, by, bx, bst, coefs=coefs)
 
-        def fn():
-            b = env[_B] * tile_b + env[_BI]
-            ct = env[_C] * oc_n + t_oc
-            push(ACC, sram, bias0 + b * cob + ct * tile_co, by, bx, bst)
-        return fn
-
-    # A kernel depends only on (thread, batch row): each is built once.
+    # A kernel depends only on (thread, batch row): one per row, chosen by the bi loop.
     def kernel_leaf(kind, build):
         def make(t):
-            keyed = [((kind, t, bi), build(t, bi)) for bi in range(tile_b)]
-            push = q.push_gemm
-            if tile_b == 1:
-                key, kernel = keyed[0]
-                return partial(push, key, kernel)
-
-            def fn():
-                key, kernel = keyed[env[_BI]]
-                push(key, kernel)
-            return fn
+            ids = [q.kernel_id((kind, t, bi), build(t, bi)) for bi in range(tile_b)]
+            assert ids == list(range(ids[0], ids[0] + tile_b))
+            q.push_kernel(ids[0], _BI if tile_b > 1 else -1)
         return make
 
     alu_kernels = [dict(plan.alu_kernels(t)) for t in range(plan.nthreads)]
 
     def alu(name):
         def make(t):
-            return partial(q.push_alu, ("alu", name, t), alu_kernels[t][name])
+            q.push_alu(("alu", name, t), alu_kernels[t][name])
         return make
 
     store_sizes = [d[0] for d in plan.store_loops]
@@ -186,15 +152,11 @@ def emit(plan: Plan) -> Program:
     def store(t):
         t_h, t_oc = thread_coords(t)
         acc = plan.acc_base(t)
-        offs = [(acc + so, do) for so, do in offsets]
-        push = q.store_2d
-
-        def fn():
-            origin = out0 + (((env[_B] * tile_b * cob + (env[_C] * oc_n + t_oc) * tile_co) * g.oh
-                              + (env[_H] * h_n + t_h) * tile_h) * g.ow + env[_W] * tile_w)
-            for sram, do in offs:
-                push(sram, origin + do, sy, sx, sst)
-        return fn
+        const, coefs = _affine(
+            lambda e: out0 + (((e[_B] * tile_b * cob + (e[_C] * oc_n + t_oc) * tile_co) * g.oh
+                               + (e[_H] * h_n + t_h) * tile_h) * g.ow + e[_W] * tile_w))
+        for so, do in offsets:
+            q.store_2d(acc + so, const + do, sy, sx, sst, coefs=coefs)
 
     # --- the loop tree of one tile, then the outer tile loops --------------------------
     inner = [Stage(COMPUTE, [_Leaf(kernel_leaf("reset", plan.reset_kernel))])]
@@ -213,46 +175,37 @@ def emit(plan: Plan) -> Program:
         body = loop(axis, g.counts[axis], body)
 
     tree = expand_threads(insert_deps(body), plan.nthreads)
-    for fn in _compile(tree, env, q, None):
-        fn()
+    _record(tree, q, None)
     q.synchronize()
-    return Program(q.instructions(), tuple(q.uop_area), tensors, dram_bytes)
+    table, uops = q.run()
+    return Program(table, uops, tensors, dram_bytes)
 
 
-def _compile(items, env: list[int], q: CommandQueue, thread: int | None) -> list:
-    """The closures running ``items`` (loops, thread-bound stage scopes, deps, leaves)."""
-    out = []
+def _affine(address) -> tuple[int, dict[int, int]]:
+    """(constant, per-slot coefficients) of an address linear in the loop variables."""
+    zero = [0] * len(_SLOT)
+    const = address(zero)
+    coefs = {}
+    for slot in range(len(_SLOT)):
+        unit = list(zero)
+        unit[slot] = 1
+        if c := address(unit) - const:
+            coefs[slot] = c
+    return const, coefs
+
+
+def _record(items, q: CommandQueue, thread: int | None) -> None:
+    """Record ``items`` (loops, thread-bound stage scopes, deps, leaves) into the queue."""
     for item in items:
         if isinstance(item, For):
-            out.append(_loop(env, _SLOT[item.var], item.extent,
-                             _compile(item.body, env, q, thread)))
+            q.begin_loop(_SLOT[item.var], item.extent)
+            _record(item.body, q, thread)
+            q.end_loop()
         elif isinstance(item, Threaded):
-            out.extend(_compile(item.node.ops, env, q, item.thread))
+            _record(item.node.ops, q, item.thread)
         elif isinstance(item, Dep):
-            out.append(partial(q.dep_push if item.push else q.dep_pop, item.src, item.dst))
+            (q.dep_push if item.push else q.dep_pop)(item.src, item.dst)
         elif isinstance(item, _Leaf):
-            out.append(item.make(thread))
+            item.make(thread)
         else:  # pragma: no cover
             raise TypeError(item)
-    return out
-
-
-def _loop(env: list[int], slot: int, extent: int, body: list):
-    if len(body) == 1:
-        fn = body[0]
-
-        def run() -> None:
-            for v in range(extent):
-                env[slot] = v
-                fn()
-            env[slot] = 0
-        return run
-    seq = tuple(body)
-
-    def run_seq() -> None:
-        for v in range(extent):
-            env[slot] = v
-            for f in seq:
-                f()
-        env[slot] = 0
-    return run_seq

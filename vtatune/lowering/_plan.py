@@ -43,6 +43,8 @@ from dataclasses import dataclass, fields
 from functools import lru_cache
 from typing import Any, NamedTuple
 
+import numpy as np
+
 from simulator.errors import EncodingError
 from simulator.hardware import HardwareConfig
 from simulator.isa import AluOp, Opcode, Uop, _uop_widths, field_widths, loop_limit
@@ -50,7 +52,7 @@ from simulator.isa import AluOp, Opcode, Uop, _uop_widths, field_widths, loop_li
 from ..errors import IllegalSchedule
 from ..schedule import Schedule
 from ..workloads import Conv2dWorkload, Workload
-from ._runtime import Kernel, KernelLoop, make_uop
+from ._runtime import Kernel, KernelLoop
 
 Dims = list[tuple[int, int]]  # (size, stride) from outer to inner, in elements
 
@@ -186,28 +188,23 @@ def _fold_kernel(axes, base: tuple[int, int, int], reset: bool) -> Kernel:
     """The two outermost loops fold into the instruction; the rest unroll into uops."""
     folded = [KernelLoop(e, *c) if not reset else KernelLoop(e, c[0], 0, 0)
               for _, e, c in axes[:2]]
-    d0, s0, w0 = base
-    if reset:
-        dsts = _unrolled(tuple((e, c[0]) for _, e, c in axes[2:]), True)
-        return Kernel(tuple([make_uop(d0 + d, 0, 0) for d in dsts]), tuple(folded), reset=True)
-    offs = _unrolled(tuple((e, c) for _, e, c in axes[2:]), False)
-    return Kernel(tuple([make_uop(d0 + d, s0 + s, w0 + w) for d, s, w in offs]), tuple(folded))
+    if reset:  # a reset uop only names its ACC row
+        offs = _unrolled(tuple((e, (c[0], 0, 0)) for _, e, c in axes[2:]))
+        base = (base[0], 0, 0)
+    else:
+        offs = _unrolled(tuple((e, c) for _, e, c in axes[2:]))
+    return Kernel(offs + np.array(base, np.int64), tuple(folded), reset=reset)
 
 
 @lru_cache(maxsize=256)
-def _unrolled(dims: tuple[tuple[int, Any], ...], scalar: bool) -> tuple:
-    """Offsets of the unrolled uops in order (innermost axis fastest): ``dims`` holds
-    (extent, coefficient) per axis, a coefficient an int (``scalar``) or a (dst, src, wgt)
-    triple."""
-    if scalar:
-        offs = [0]
-        for e, c in dims:
-            offs = [o + i * c for o in offs for i in range(e)]
-        return tuple(offs)
-    trip = [(0, 0, 0)]
-    for e, (cd, cs, cw) in dims:
-        trip = [(d + i * cd, s + i * cs, w + i * cw) for d, s, w in trip for i in range(e)]
-    return tuple(trip)
+def _unrolled(dims: tuple[tuple[int, tuple[int, int, int]], ...]) -> np.ndarray:
+    """(dst, src, wgt) offsets of the unrolled uops in order (innermost axis fastest):
+    ``dims`` holds (extent, (dst, src, wgt) coefficients) per axis, outermost first."""
+    offs = np.zeros((1, 3), np.int64)
+    for e, coef in dims:
+        offs = (offs[:, None, :] + np.arange(e)[None, :, None] * np.array(coef)).reshape(-1, 3)
+    offs.flags.writeable = False
+    return offs
 
 
 # --- legality: every rule, arithmetic only -------------------------------------------------

@@ -7,51 +7,43 @@ pushing stage, micro-op kernels are cached in uop SRAM per (site, signature) wit
 LOAD UOP on first use and the runtime's simple eviction, and ``synchronize`` ends the
 stream with the dependency handshake and FINISH.
 
-Speed: the queue keeps each instruction as a mutable row ``[maker, *fields]`` (the four
-dependency flags last, so a push sets ``row[-1]`` / ``row[-2]`` in place) and builds the
-frozen instructions once, in :meth:`CommandQueue.instructions`, with makers that fill the
-slots directly (a frozen dataclass' ``__init__`` costs ~3 µs through ``object.__setattr__``).
+Speed: a lowered stream has thousands of instructions, so the queue does not run the calls
+as they are made. :class:`CommandQueue` records them as a small loop program — runtime calls
+inside ``begin_loop``/``end_loop``, each DMA address an affine function of the loop
+variables, each kernel chosen by a loop variable — and :meth:`CommandQueue.run` executes it
+in one compiled pass (:func:`_execute`, numba) that writes the instruction table
+(:mod:`simulator.rows`) directly. The same queue serves straight-line call sequences
+(export's replay, the vadd program): they are loop programs without loops.
+
+Example:
+    >>> from simulator.hardware import DEFAULT
+    >>> from simulator.isa import MemId
+    >>> q = CommandQueue(DEFAULT)
+    >>> q.begin_loop(0, 3)                      # for v in range(3):
+    >>> q.load_2d(MemId.INP, 0, 100, 1, 4, 4, coefs={0: 4})  #   load inp[100 + 4 v]
+    >>> q.dep_push(LOAD, COMPUTE)
+    >>> q.dep_pop(LOAD, COMPUTE)
+    >>> q.end_loop()
+    >>> q.synchronize()
+    >>> table, uops = q.run()
+    >>> table[:, 4].tolist()                    # dram_base of each instruction
+    [100, 104, 108, 0, 0]
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
+import numpy as np
+from numba import njit
+
+from simulator import rows as R
 from simulator.hardware import HardwareConfig
-from simulator.isa import AluInsn, AluOp, FinishInsn, GemmInsn, MemId, MemInsn, Opcode, Uop
+from simulator.isa import AluOp, MemId, Opcode, Uop
 
 LOAD, COMPUTE, STORE = 1, 2, 3
-
-
-def fast_maker(cls):
-    """``make(_, *values)`` -> ``cls(*values)`` for a frozen slots dataclass without
-    ``__post_init__``, filling the slots through their descriptors (same object, ~3x
-    cheaper than the generated ``__init__``). Every field must be given, in order; the
-    first argument is ignored (a row's maker)."""
-    names = [f.name for f in fields(cls)]
-    if not hasattr(cls, "__slots__") or hasattr(cls, "__post_init__"):  # pragma: no cover
-        def make(_, *values):
-            return cls(*values)
-        return make
-    args = [f"a{i}" for i in range(len(names))]
-    setters = {f"s{i}": getattr(cls, n).__set__ for i, n in enumerate(names)}
-    src = (f"def make(_, {', '.join(args)}, new=new, cls=cls, "
-           + ", ".join(f"{s}={s}" for s in setters) + "):\n    o = new(cls)\n"
-           + "".join(f"    s{i}(o, a{i})\n" for i in range(len(names))) + "    return o\n")
-    ns: dict = {}
-    exec(src, {"new": object.__new__, "cls": cls, **setters}, ns)  # noqa: S102
-    return ns["make"]
-
-
-make_mem = fast_maker(MemInsn)
-make_gemm = fast_maker(GemmInsn)
-make_alu = fast_maker(AluInsn)
-make_finish = fast_maker(FinishInsn)
-_make_uop = fast_maker(Uop)
-
-
-def make_uop(dst: int, src: int = 0, wgt: int = 0) -> Uop:
-    return _make_uop(None, dst, src, wgt)
+#: Loop-variable slots a queue program may use.
+NSLOTS = 8
 
 
 @dataclass(frozen=True)
@@ -62,16 +54,43 @@ class KernelLoop:
     wgt: int = 0
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Kernel:
-    """A micro-op kernel as recorded by the runtime: up to two loops, then the uops."""
+    """A micro-op kernel as recorded by the runtime: up to two loops, then the uops.
 
-    uops: tuple[Uop, ...]
+    ``uop_table`` holds the uops as (dst, src, wgt) rows; a sequence of :class:`Uop` is
+    accepted too. :attr:`uops` gives them as :class:`Uop` values."""
+
+    uop_table: np.ndarray
     loops: tuple[KernelLoop, ...] = ()
     reset: bool = False
     alu_op: AluOp | None = None
     use_imm: bool = False
     imm: int = 0
+
+    def __post_init__(self) -> None:
+        table = self.uop_table
+        if not isinstance(table, np.ndarray):
+            table = np.array([(u.dst, u.src, u.wgt) for u in table], np.int64)
+        table = table.reshape(-1, 3)
+        table.flags.writeable = False
+        object.__setattr__(self, "uop_table", table)
+
+    @property
+    def uops(self) -> tuple[Uop, ...]:
+        return tuple(Uop(*u) for u in self.uop_table.tolist())
+
+    def __len__(self) -> int:
+        return len(self.uop_table)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Kernel):
+            return NotImplemented
+        return ((self.loops, self.reset, self.alu_op, self.use_imm, self.imm)
+                == (other.loops, other.reset, other.alu_op, other.use_imm, other.imm)
+                and np.array_equal(self.uop_table, other.uop_table))
+
+    __hash__ = None  # type: ignore[assignment]
 
 
 def _gemm_fields(kernel: Kernel) -> tuple:
@@ -82,213 +101,381 @@ def _gemm_fields(kernel: Kernel) -> tuple:
 
 
 def _alu_fields(kernel: Kernel) -> tuple:
-    """(alu_op, use_imm, imm, reset), (iter_out, iter_in, dst_o, dst_i, src_o, src_i)."""
+    """(alu_op, use_imm, imm, reset, iter_out, iter_in, dst_o, dst_i, src_o, src_i)."""
     if len(kernel.loops) == 1:
         # The runtime puts a single ALU loop in the inner slot (GEMM uses the outer).
         out, inn = KernelLoop(1, 0, 0), kernel.loops[0]
     else:
         lp = list(kernel.loops) + [KernelLoop(1, 0, 0)] * (2 - len(kernel.loops))
         out, inn = lp[0], lp[1]
-    return ((kernel.alu_op, kernel.use_imm, kernel.imm, kernel.reset),
-            (out.extent, inn.extent, out.dst, inn.dst, out.src, inn.src))
+    return (kernel.alu_op, kernel.use_imm, kernel.imm, kernel.reset,
+            out.extent, inn.extent, out.dst, inn.dst, out.src, inn.src)
 
 
-_LOAD, _STORE = Opcode.LOAD, Opcode.STORE
-_UOP, _OUT = MemId.UOP, MemId.OUT
-_NOP_MEM = {LOAD: (_LOAD, MemId.INP), COMPUTE: (_LOAD, _UOP), STORE: (_STORE, _OUT)}
+# --- the loop program ------------------------------------------------------------------------
+# ops: [code, a, b, c]
+_OP_LOOP, _OP_END, _OP_PUSH, _OP_POP, _OP_DMA, _OP_KERNEL, _OP_SYNC = range(7)
+# Most instructions one op can emit (a push may first commit a pending pop as a NOP).
+_OP_MAX_ROWS = 7
+# DMA table columns.
+(_D_OPCODE, _D_MEM, _D_STAGE, _D_SRAM, _D_DRAM) = range(5)
+_D_COEF = 5  # NSLOTS coefficients of the loop variables in the DRAM address
+(_D_Y, _D_X, _D_STRIDE, _D_Y0, _D_Y1, _D_X0, _D_X1, _D_REUSE, _D_WINDOW, _D_GW, _D_YSLOT,
+ _D_YMUL, _D_YOFF, _D_XSLOT) = range(_D_COEF + NSLOTS, _D_COEF + NSLOTS + 14)
+_D_WIDTH = _D_XSLOT + 1
+# Kernel table columns: [is_alu, uop count, 10 instruction fields].
+_K_WIDTH = 12
 _STAGE_OF_MEM = {MemId.INP: LOAD, MemId.WGT: LOAD}
 
 
 class CommandQueue:
-    """Builds an instruction stream from runtime calls.
+    """Records runtime calls (optionally inside loops) and runs them into a stream.
 
-    ``rows`` holds the stream as ``[maker, *fields]`` lists (``maker(*row)`` builds the
-    instruction); :attr:`insns` / :meth:`instructions` build the instructions."""
+    Calls mirror the runtime's API: :meth:`dep_pop`, :meth:`dep_push`, :meth:`load_2d`,
+    :meth:`store_2d`, :meth:`push_gemm`, :meth:`push_alu`, :meth:`synchronize`. A DMA's
+    DRAM address is ``dram + sum(coefs[s] * v[s])`` over the enclosing loop variables; a
+    windowed input load (:meth:`set_windows`) also adds its tile's window origin and takes
+    its shape from the window table. ``reuse=True`` skips a load identical to the one this
+    call site issued last (the tile is still resident)."""
 
     def __init__(self, hw: HardwareConfig) -> None:
         self.hw = hw
-        self.rows: list[list] = []
-        self._last_stage = 0  # stage of rows[-1] (0: empty stream)
-        self.pending_prev = [False] * 4
-        self.pending_next = [False] * 4
-        self.uop_area: list[Uop] = []
-        # uop cache: key -> (sram_begin, sram_end, dram offset) while resident
-        self._resident: dict[tuple, tuple[int, int, int]] = {}
-        self._cache: list[tuple] = []  # resident keys in SRAM order
-        self._sram_end = 0
-        self._cache_idx = 0
-        self._dram_offset: dict[tuple, int] = {}
-        self._fields: dict[tuple, tuple] = {}  # kernel key -> (kernel, *its fields)
+        self._ops: list[tuple[int, int, int, int]] = []
+        self._open: list[int] = []  # indices of the open LOOP ops
+        self._dmas: list[list[int]] = []
+        self._kernels: list[Kernel] = []
+        self._kernel_ids: dict[tuple, int] = {}
+        self._windows = (np.zeros((1, 2), np.int64), np.zeros((1, 2), np.int64),
+                         np.zeros((1, 8), np.int64), 1)
 
-    # --- the stream -----------------------------------------------------------------------
-    def instructions(self) -> tuple:
-        """The stream as (frozen) instructions. Equal rows share one instruction object
-        (most of a stream repeats: GEMMs, ALU ops, reloaded tiles), which is safe because
-        instructions are immutable values once built."""
-        built: dict[tuple, object] = {}
-        get = built.get
-        out = []
-        append = out.append
-        for row in self.rows:
-            key = tuple(row)
-            insn = get(key)
-            if insn is None:
-                insn = built[key] = row[0](*row)
-            append(insn)
-        return tuple(out)
+    # --- structure ----------------------------------------------------------------------
+    def begin_loop(self, slot: int, extent: int) -> None:
+        if not 0 <= slot < NSLOTS:
+            raise ValueError(f"loop slot {slot} out of range 0..{NSLOTS - 1}")
+        self._open.append(len(self._ops))
+        self._ops.append((_OP_LOOP, slot, extent, -1))
 
-    @property
-    def insns(self) -> list:
-        return list(self.instructions())
+    def end_loop(self) -> None:
+        start = self._open.pop()
+        _, slot, extent, _ = self._ops[start]
+        self._ops[start] = (_OP_LOOP, slot, extent, len(self._ops))
+        self._ops.append((_OP_END, slot, extent, start))
 
-    # --- instruction creation -------------------------------------------------------------
-    def _nop(self, stage: int, push_prev=False, push_next=False, pop_prev=False, pop_next=False):
-        opcode, mem = _NOP_MEM[stage]
-        self.rows.append([make_mem, opcode, mem, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-                          pop_prev, pop_next, push_prev, push_next])
-        self._last_stage = stage
+    def set_windows(self, ywin, xwin, shapes) -> None:
+        """Tables of windowed loads: per row tile ``(y0, y id)``, per column tile
+        ``(x0, x id)``, and ``shapes[y id][x id] = (y, x, stride, y_pad_0, y_pad_1,
+        x_pad_0, x_pad_1)``."""
+        nx = len(shapes[0])
+        flat = [tuple(s) for row in shapes for s in row]
+        # Column 7: one id per distinct shape (a reused load compares shapes by value).
+        first: dict[tuple, int] = {}
+        table = [(*s, first.setdefault(s, i)) for i, s in enumerate(flat)]
+        self._windows = (np.array(ywin, np.int64).reshape(-1, 2),
+                         np.array(xwin, np.int64).reshape(-1, 2),
+                         np.array(table, np.int64).reshape(-1, 8), nx)
 
-    def commit_pending_pop(self, stage: int) -> None:
-        pp, pn = self.pending_prev[stage], self.pending_next[stage]
-        if pp or pn:
-            self._nop(stage, pop_prev=pp, pop_next=pn)
-            self.pending_prev[stage] = self.pending_next[stage] = False
-
+    # --- runtime calls ----------------------------------------------------------------------
     def dep_pop(self, src: int, dst: int) -> None:
         """The pop executes on stage ``dst``."""
-        if src < dst:
-            if self.pending_prev[dst]:
-                self.commit_pending_pop(dst)
-            self.pending_prev[dst] = True
-        else:
-            if self.pending_next[dst]:
-                self.commit_pending_pop(dst)
-            self.pending_next[dst] = True
+        self._ops.append((_OP_POP, src, dst, 0))
 
     def dep_push(self, src: int, dst: int) -> None:
         """The push executes on stage ``src``."""
-        self.commit_pending_pop(src)
-        if self._last_stage == src:
-            last = self.rows[-1]
-            # The row is still mutable: set the flag in place.
-            if src < dst and not last[-1]:
-                last[-1] = True
-                return
-            if src > dst and not last[-2]:
-                last[-2] = True
-                return
-        if src < dst:
-            self._nop(src, push_next=True)
-        else:
-            self._nop(src, push_prev=True)
+        self._ops.append((_OP_PUSH, src, dst, 0))
 
-    # --- DMA ------------------------------------------------------------------------------
+    def _dma(self, opcode: Opcode, mem: MemId, stage: int, sram: int, dram: int, y: int,
+             x: int, stride: int, pads, coefs, reuse: bool, window) -> None:
+        row = [0] * _D_WIDTH
+        row[_D_OPCODE], row[_D_MEM], row[_D_STAGE] = int(opcode), int(mem), stage
+        row[_D_SRAM], row[_D_DRAM] = sram, dram
+        for slot, coef in (coefs or {}).items():
+            row[_D_COEF + slot] = coef
+        row[_D_Y], row[_D_X], row[_D_STRIDE] = y, x, stride
+        row[_D_Y0], row[_D_Y1], row[_D_X0], row[_D_X1] = pads
+        row[_D_REUSE] = int(reuse)
+        if window is not None:
+            row[_D_WINDOW] = 1
+            row[_D_GW], row[_D_YSLOT], row[_D_YMUL], row[_D_YOFF], row[_D_XSLOT] = window
+        self._ops.append((_OP_DMA, len(self._dmas), 0, 0))
+        self._dmas.append(row)
+
     def load_2d(self, mem: MemId, sram: int, dram: int, y: int, x: int, stride: int,
-                pads: tuple[int, int, int, int] = (0, 0, 0, 0)) -> None:
-        stage = _STAGE_OF_MEM.get(mem, COMPUTE)
-        pp, pn = self.pending_prev[stage], self.pending_next[stage]
-        if pp or pn:
-            self.pending_prev[stage] = self.pending_next[stage] = False
-        y0, y1, x0, x1 = pads
-        self.rows.append([make_mem, _LOAD, mem, sram, dram, y, x, stride, y0, y1, x0, x1,
-                          pp, pn, False, False])
-        self._last_stage = stage
+                pads: tuple[int, int, int, int] = (0, 0, 0, 0), *, coefs=None,
+                reuse: bool = False, window=None) -> None:
+        """``window=(row stride, y slot, y multiplier, y offset, x slot)``: the tile's
+        row is ``v[y slot] * y multiplier + y offset`` and its column ``v[x slot]``."""
+        self._dma(Opcode.LOAD, mem, _STAGE_OF_MEM.get(mem, COMPUTE), sram, dram, y, x,
+                  stride, pads, coefs, reuse, window)
 
-    def load_inp(self, mem: MemId, sram: int, dram: int, y: int, x: int, stride: int,
-                 y0: int, y1: int, x0: int, x1: int) -> None:
-        """:meth:`load_2d` of a LOAD-stage memory (INP/WGT), pads as arguments."""
-        pp, pn = self.pending_prev[LOAD], self.pending_next[LOAD]
-        if pp or pn:
-            self.pending_prev[LOAD] = self.pending_next[LOAD] = False
-        self.rows.append([make_mem, _LOAD, mem, sram, dram, y, x, stride, y0, y1, x0, x1,
-                          pp, pn, False, False])
-        self._last_stage = LOAD
+    def store_2d(self, sram: int, dram: int, y: int, x: int, stride: int, *,
+                 coefs=None) -> None:
+        self._dma(Opcode.STORE, MemId.OUT, STORE, sram, dram, y, x, stride, (0, 0, 0, 0),
+                  coefs, False, None)
 
-    def store_2d(self, sram: int, dram: int, y: int, x: int, stride: int) -> None:
-        pp, pn = self.pending_prev[STORE], self.pending_next[STORE]
-        if pp or pn:
-            self.pending_prev[STORE] = self.pending_next[STORE] = False
-        self.rows.append([make_mem, _STORE, _OUT, sram, dram, y, x, stride, 0, 0, 0, 0,
-                          pp, pn, False, False])
-        self._last_stage = STORE
+    def kernel_id(self, key: tuple, kernel: Kernel) -> int:
+        """The id of the kernel cached under ``key`` (registered on first sight)."""
+        kid = self._kernel_ids.get(key)
+        if kid is None:
+            kid = self._kernel_ids[key] = len(self._kernels)
+            self._kernels.append(kernel)
+        return kid
 
-    # --- micro-op kernels ---------------------------------------------------------------
-    def _push_kernel(self, key: tuple, kernel: Kernel) -> tuple[int, int]:
-        """Make ``kernel`` resident (emitting its LOAD UOP on a miss); its SRAM range."""
-        if key in self._resident:
-            begin, end, _ = self._resident[key]
-            return begin, end
-        n = len(kernel.uops)
-        depth = self.hw.uop_depth
-        if n > depth:
-            raise ValueError(f"micro-op kernel of {n} uops exceeds the uop buffer ({depth})")
-        if self._sram_end + n > depth:
-            # Evict everything from the start of the buffer (the runtime's simple policy).
-            self._cache_idx = 0
-            begin, self._sram_end = 0, n
-        else:
-            begin = self._sram_end
-            self._sram_end += n
-        evict_begin = self._cache_idx
-        while self._cache_idx < len(self._cache):
-            k = self._cache[self._cache_idx]
-            if self._resident[k][0] >= self._sram_end:
-                break
-            del self._resident[k]
-            self._cache_idx += 1
-        if key not in self._dram_offset:
-            self._dram_offset[key] = len(self.uop_area)
-            self.uop_area.extend(kernel.uops)
-        offset = self._dram_offset[key]
-        self._resident[key] = (begin, self._sram_end, offset)
-        self._cache[evict_begin:self._cache_idx] = [key]
-        self._cache_idx = evict_begin + 1
-        self.load_2d(_UOP, begin, offset, 1, n, n)
-        return begin, self._sram_end
-
-    def _use_kernel(self, key: tuple, kernel: Kernel, fields_of) -> tuple[int, int, tuple]:
-        """(uop begin, uop end, cached instruction fields) of a kernel made resident, and
-        the compute stage's pending pops taken for the instruction about to be built."""
-        res = self._resident.get(key)
-        if res is None:
-            begin, end = self._push_kernel(key, kernel)
-        else:
-            begin, end = res[0], res[1]
-        f = self._fields.get(key)
-        if f is None or f[0] is not kernel:
-            f = self._fields[key] = (kernel, *fields_of(kernel))
-        return begin, end, f
-
-    def _take_compute_pops(self) -> tuple[bool, bool]:
-        pp, pn = self.pending_prev[COMPUTE], self.pending_next[COMPUTE]
-        if pp or pn:
-            self.pending_prev[COMPUTE] = self.pending_next[COMPUTE] = False
-        self._last_stage = COMPUTE
-        return pp, pn
+    def push_kernel(self, first: int, select: int = -1) -> None:
+        """Run kernel ``first + v[select]`` (``select=-1``: kernel ``first``)."""
+        self._ops.append((_OP_KERNEL, first, select, 0))
 
     def push_gemm(self, key: tuple, kernel: Kernel) -> None:
-        begin, end, f = self._use_kernel(key, kernel, _gemm_fields)
-        pp, pn = self._take_compute_pops()
-        self.rows.append([make_gemm, f[1], begin, end, f[2], f[3], f[4], f[5], f[6], f[7],
-                          f[8], f[9], pp, pn, False, False])
+        self.push_kernel(self.kernel_id(key, kernel))
 
-    def push_alu(self, key: tuple, kernel: Kernel) -> None:
-        begin, end, f = self._use_kernel(key, kernel, _alu_fields)
-        _, (op, use_imm, imm, reset), lp = f
-        pp, pn = self._take_compute_pops()
-        self.rows.append([make_alu, op, use_imm, imm, reset, begin, end, *lp,
-                          pp, pn, False, False])
+    push_alu = push_gemm
 
-    # --- end of stream --------------------------------------------------------------------
     def synchronize(self) -> None:
-        self.dep_push(STORE, COMPUTE)
-        self.dep_push(LOAD, COMPUTE)
-        self.dep_pop(STORE, COMPUTE)
-        self.dep_pop(LOAD, COMPUTE)
-        self.commit_pending_pop(COMPUTE)
-        self.rows.append([make_finish, False, False, False, False])
-        self._last_stage = COMPUTE
-        # All kernels become non-resident after a synchronize.
-        self._resident.clear()
-        self._cache.clear()
-        self._sram_end = self._cache_idx = 0
+        self._ops.append((_OP_SYNC, 0, 0, 0))
+
+    # --- running ------------------------------------------------------------------------
+    def _row_estimate(self) -> int:
+        """About one instruction per executed call: the table's first size (it grows when
+        pushes and kernel misses add more)."""
+        total, mult = 0, [1]
+        for code, _, extent, _ in self._ops:
+            if code == _OP_LOOP:
+                mult.append(mult[-1] * extent)
+            elif code == _OP_END:
+                mult.pop()
+            else:
+                total += mult[-1]
+        return total + 2 * _OP_MAX_ROWS
+
+    def _kernel_table(self) -> np.ndarray:
+        table = np.zeros((max(1, len(self._kernels)), _K_WIDTH), np.int64)
+        for k, kernel in enumerate(self._kernels):
+            alu = kernel.alu_op is not None
+            f = _alu_fields(kernel) if alu else _gemm_fields(kernel)
+            table[k, :2 + len(f)] = (int(alu), len(kernel), *(int(v) for v in f))
+        return table
+
+    def run(self) -> tuple[np.ndarray, np.ndarray]:
+        """The instruction table (:mod:`simulator.rows`) and the micro-op area as
+        (dst, src, wgt) rows."""
+        if self._open:
+            raise ValueError("a loop is still open")
+        ops = np.array(self._ops, np.int64).reshape(-1, 4)
+        dmas = np.array(self._dmas, np.int64).reshape(-1, _D_WIDTH)
+        ywin, xwin, shapes, nx = self._windows
+        table, order, status = _execute(ops, dmas, ywin, xwin, shapes, nx,
+                                        self._kernel_table(), self.hw.uop_depth,
+                                        self._row_estimate())
+        if status >= 0:
+            n = len(self._kernels[status])
+            raise ValueError(f"micro-op kernel of {n} uops exceeds the uop buffer "
+                             f"({self.hw.uop_depth})")
+        parts = [self._kernels[k].uop_table for k in order.tolist()]
+        return table, np.concatenate(parts) if parts else np.zeros((0, 3), np.int64)
+
+
+# --- the compiled executor -------------------------------------------------------------------
+# Scalar state lives in one array: the stream length, the stage of its last instruction, and
+# the uop cache's end of allocation, eviction cursor and entry count.
+_N, _LAST, _SRAM_END, _CACHE_IDX, _CACHE_LEN = range(5)
+
+
+@njit(cache=True)
+def _append(rows, st, pend, stage, code, f0, f1, f2, f3, f4, f5, f6, f7, f8, f9,
+            f10, f11):
+    """Append an instruction of ``stage``, taking that stage's pending pops."""
+    n = st[_N]
+    # Element-wise stores: a row view would cost a reference count per instruction.
+    rows[n, 0] = code
+    rows[n, 1] = f0
+    rows[n, 2] = f1
+    rows[n, 3] = f2
+    rows[n, 4] = f3
+    rows[n, 5] = f4
+    rows[n, 6] = f5
+    rows[n, 7] = f6
+    rows[n, 8] = f7
+    rows[n, 9] = f8
+    rows[n, 10] = f9
+    rows[n, 11] = f10
+    rows[n, 12] = f11
+    rows[n, R.POP_PREV] = pend[0, stage]
+    rows[n, R.POP_NEXT] = pend[1, stage]
+    rows[n, R.PUSH_PREV] = 0
+    rows[n, R.PUSH_NEXT] = 0
+    pend[0, stage] = 0
+    pend[1, stage] = 0
+    st[_N] = n + 1
+    st[_LAST] = stage
+
+
+@njit(cache=True)
+def _nop(rows, st, pend, stage):
+    """A NOP of ``stage`` (carrying its pending pops)."""
+    if stage == STORE:
+        opcode, mem = 1, 4  # STORE OUT
+    elif stage == LOAD:
+        opcode, mem = 0, 2  # LOAD INP
+    else:
+        opcode, mem = 0, 0  # LOAD UOP
+    _append(rows, st, pend, stage, R.MEM, opcode, mem, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+
+
+@njit(cache=True)
+def _commit(rows, st, pend, stage):
+    if pend[0, stage] or pend[1, stage]:
+        _nop(rows, st, pend, stage)
+
+
+@njit(cache=True)
+def _dep_pop(rows, st, pend, src, dst):
+    side = 0 if src < dst else 1
+    if pend[side, dst]:
+        _commit(rows, st, pend, dst)
+    pend[side, dst] = 1
+
+
+@njit(cache=True)
+def _dep_push(rows, st, pend, src, dst):
+    _commit(rows, st, pend, src)
+    col = R.PUSH_NEXT if src < dst else R.PUSH_PREV
+    if st[_LAST] == src and rows[st[_N] - 1, col] == 0:
+        rows[st[_N] - 1, col] = 1
+        return
+    _nop(rows, st, pend, src)
+    rows[st[_N] - 1, col] = 1
+
+
+@njit(cache=True)
+def _execute(ops, dmas, ywin, xwin, shapes, nx, kernels, uop_depth, capacity):
+    """Run a queue program: (instruction table, kernels in uop-area order, status).
+
+    ``status`` is -1, or the id of a kernel larger than the uop buffer."""
+    rows = np.empty((capacity, R.WIDTH), np.int64)
+    st = np.zeros(5, np.int64)
+    pend = np.zeros((2, 4), np.int64)  # pending pop_prev / pop_next per stage
+    env = np.zeros(NSLOTS, np.int64)
+    nk = kernels.shape[0]
+    res_begin = np.full(nk, -1, np.int64)  # resident kernels: their uop SRAM range
+    res_end = np.zeros(nk, np.int64)
+    cache = np.zeros(nk + 1, np.int64)  # resident kernel ids in SRAM order
+    dram_off = np.full(nk, -1, np.int64)
+    order = np.zeros(nk, np.int64)
+    norder = 0
+    uop_total = 0
+    nd = dmas.shape[0]
+    last_dram = np.full(nd, -1, np.int64)  # per reusing DMA: its last (address, shape)
+    last_shape = np.full(nd, -1, np.int64)
+    pc = 0
+    nops = ops.shape[0]
+    while pc < nops:
+        if st[_N] + _OP_MAX_ROWS > rows.shape[0]:
+            grown = np.empty((2 * rows.shape[0], R.WIDTH), np.int64)
+            grown[:st[_N]] = rows[:st[_N]]
+            rows = grown
+        code = ops[pc, 0]
+        if code == _OP_LOOP:
+            env[ops[pc, 1]] = 0
+        elif code == _OP_END:
+            slot = ops[pc, 1]
+            env[slot] += 1
+            if env[slot] < ops[pc, 2]:
+                pc = ops[pc, 3]
+            else:
+                env[slot] = 0
+        elif code == _OP_PUSH:
+            _dep_push(rows, st, pend, ops[pc, 1], ops[pc, 2])
+        elif code == _OP_POP:
+            _dep_pop(rows, st, pend, ops[pc, 1], ops[pc, 2])
+        elif code == _OP_DMA:
+            di = ops[pc, 1]
+            dram = dmas[di, _D_DRAM]
+            for s in range(NSLOTS):
+                dram += dmas[di, _D_COEF + s] * env[s]
+            y, x, stride = dmas[di, _D_Y], dmas[di, _D_X], dmas[di, _D_STRIDE]
+            y0, y1 = dmas[di, _D_Y0], dmas[di, _D_Y1]
+            x0, x1 = dmas[di, _D_X0], dmas[di, _D_X1]
+            sid = -1
+            if dmas[di, _D_WINDOW]:
+                yi = env[dmas[di, _D_YSLOT]] * dmas[di, _D_YMUL] + dmas[di, _D_YOFF]
+                xi = env[dmas[di, _D_XSLOT]]
+                dram += ywin[yi, 0] * dmas[di, _D_GW] + xwin[xi, 0]
+                sid = ywin[yi, 1] * nx + xwin[xi, 1]
+                y, x, stride = shapes[sid, 0], shapes[sid, 1], shapes[sid, 2]
+                y0, y1, x0, x1 = shapes[sid, 3], shapes[sid, 4], shapes[sid, 5], shapes[sid, 6]
+                sid = shapes[sid, 7]
+            if dmas[di, _D_REUSE]:
+                if last_dram[di] == dram and last_shape[di] == sid:
+                    pc += 1
+                    continue
+                last_dram[di] = dram
+                last_shape[di] = sid
+            _append(rows, st, pend, dmas[di, _D_STAGE], R.MEM, dmas[di, _D_OPCODE],
+                    dmas[di, _D_MEM], dmas[di, _D_SRAM], dram, y, x, stride, y0, y1, x0, x1, 0)
+        elif code == _OP_KERNEL:
+            k = ops[pc, 1]
+            if ops[pc, 2] >= 0:
+                k += env[ops[pc, 2]]
+            if res_begin[k] < 0:
+                # Make it resident: LOAD UOP on a miss, the runtime's simple eviction.
+                n = kernels[k, 1]
+                if n > uop_depth:
+                    return rows[:st[_N]], order[:norder], k
+                if st[_SRAM_END] + n > uop_depth:
+                    st[_CACHE_IDX] = 0
+                    begin = 0
+                    st[_SRAM_END] = n
+                else:
+                    begin = st[_SRAM_END]
+                    st[_SRAM_END] += n
+                evict = st[_CACHE_IDX]
+                idx = evict
+                while idx < st[_CACHE_LEN]:
+                    other = cache[idx]
+                    if res_begin[other] >= st[_SRAM_END]:
+                        break
+                    res_begin[other] = -1
+                    idx += 1
+                if dram_off[k] < 0:
+                    dram_off[k] = uop_total
+                    uop_total += n
+                    order[norder] = k
+                    norder += 1
+                res_begin[k] = begin
+                res_end[k] = st[_SRAM_END]
+                # cache[evict:idx] = [k]
+                removed = idx - evict
+                length = st[_CACHE_LEN]
+                if removed == 0:
+                    for j in range(length, evict, -1):
+                        cache[j] = cache[j - 1]
+                elif removed > 1:
+                    for j in range(idx, length):
+                        cache[j - removed + 1] = cache[j]
+                cache[evict] = k
+                st[_CACHE_LEN] = length - removed + 1
+                st[_CACHE_IDX] = evict + 1
+                _append(rows, st, pend, COMPUTE, R.MEM, 0, 0, begin, dram_off[k], 1, n,
+                        n, 0, 0, 0, 0, 0)
+            begin, end = res_begin[k], res_end[k]
+            kf = kernels  # [is_alu, uops, fields...]
+            if kf[k, 0]:  # ALU: op, use_imm, imm, reset, then the loops
+                _append(rows, st, pend, COMPUTE, R.ALU, kf[k, 2], kf[k, 3], kf[k, 4], kf[k, 5],
+                        begin, end, kf[k, 6], kf[k, 7], kf[k, 8], kf[k, 9], kf[k, 10], kf[k, 11])
+            else:  # GEMM: reset, then the loops
+                _append(rows, st, pend, COMPUTE, R.GEMM, kf[k, 2], begin, end, kf[k, 3],
+                        kf[k, 4], kf[k, 5], kf[k, 6], kf[k, 7], kf[k, 8], kf[k, 9], kf[k, 10], 0)
+        else:  # _OP_SYNC
+            _dep_push(rows, st, pend, STORE, COMPUTE)
+            _dep_push(rows, st, pend, LOAD, COMPUTE)
+            _dep_pop(rows, st, pend, STORE, COMPUTE)
+            _dep_pop(rows, st, pend, LOAD, COMPUTE)
+            _commit(rows, st, pend, COMPUTE)
+            _append(rows, st, pend, COMPUTE, R.FINISH, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+            # All kernels become non-resident after a synchronize.
+            for j in range(st[_CACHE_LEN]):
+                res_begin[cache[j]] = -1
+            st[_CACHE_LEN] = 0
+            st[_SRAM_END] = 0
+            st[_CACHE_IDX] = 0
+        pc += 1
+    return rows[:st[_N]], order[:norder], -1

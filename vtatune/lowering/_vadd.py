@@ -70,4 +70,5 @@ def lower_vadd(workload: VaddWorkload, hw: HardwareConfig) -> Program:
             else:
                 op()
     q.synchronize()
-    return Program(q.instructions(), tuple(q.uop_area), tensors, dram_bytes)
+    table, uops = q.run()
+    return Program(table, uops, tensors, dram_bytes)

@@ -1,0 +1,87 @@
+"""Instruction streams as integer tables: one int64 row per instruction.
+
+The engines that must be fast (lowering's command queue, the timing model, the counters)
+work on this table instead of on instruction objects; the objects are built from it only
+when something asks for them (the functional simulator, export, printing).
+
+A row is ``[class, *fields, pop_prev, pop_next, push_prev, push_next]``: the class code
+(:data:`MEM`, :data:`GEMM`, :data:`ALU`, :data:`FINISH`), then the class' own fields in
+declaration order (zero-padded to :data:`NFIELDS`), then the four dependency flags.
+
+Example:
+    >>> from simulator.isa import FinishInsn, MemId, MemInsn, Opcode
+    >>> insns = (MemInsn(Opcode.LOAD, MemId.INP, 0, 64, 1, 4, 4, push_next=True),
+    ...          FinishInsn(pop_prev=True))
+    >>> table = rows_of(insns)
+    >>> table.shape, instructions_of(table) == insns
+    ((2, 17), True)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import fields
+
+import numpy as np
+
+from .isa import AluInsn, AluOp, FinishInsn, GemmInsn, Instruction, MemId, MemInsn, Opcode
+
+MEM, GEMM, ALU, FINISH = 0, 1, 2, 3
+_CLASSES = (MemInsn, GemmInsn, AluInsn, FinishInsn)
+_FLAG_NAMES = ("pop_prev", "pop_next", "push_prev", "push_next")
+#: Own (non-flag) fields per class, in declaration order.
+_OWN = tuple(tuple(f.name for f in fields(c) if f.name not in _FLAG_NAMES) for c in _CLASSES)
+NFIELDS = max(len(names) for names in _OWN)
+WIDTH = 1 + NFIELDS + 4
+#: Column of each flag.
+POP_PREV, POP_NEXT, PUSH_PREV, PUSH_NEXT = range(1 + NFIELDS, WIDTH)
+
+
+def column(cls: type, name: str) -> int:
+    """The column of field ``name`` of instruction class ``cls``."""
+    return 1 + _OWN[_CLASSES.index(cls)].index(name)
+
+
+def rows_of(instructions: Sequence[Instruction]) -> np.ndarray:
+    """The table of an instruction sequence (equal instructions give equal rows)."""
+    out = np.zeros((len(instructions), WIDTH), np.int64)
+    memo: dict[int, list[int]] = {}
+    for i, insn in enumerate(instructions):
+        row = memo.get(id(insn))
+        if row is None:
+            code = _CLASSES.index(type(insn))
+            own = [int(getattr(insn, n)) for n in _OWN[code]]
+            row = memo[id(insn)] = ([code, *own, *[0] * (NFIELDS - len(own))]
+                                    + [int(getattr(insn, n)) for n in _FLAG_NAMES])
+        out[i] = row
+    return out
+
+
+# Per class: how each own field's integer becomes its typed value.
+_TYPES = {MemInsn: {"opcode": Opcode, "mem": MemId},
+          AluInsn: {"alu_op": AluOp, "use_imm": bool, "reset": bool},
+          GemmInsn: {"reset": bool}}
+
+
+def _builder(code: int):
+    cls = _CLASSES[code]
+    convert = [_TYPES.get(cls, {}).get(n, int) for n in _OWN[code]]
+    nown = len(convert)
+
+    def build(row: list[int]) -> Instruction:
+        own = [f(v) for f, v in zip(convert, row[1:1 + nown], strict=True)]
+        return cls(*own, *(bool(v) for v in row[1 + NFIELDS:]))
+    return build
+
+
+_BUILDERS = tuple(_builder(code) for code in range(len(_CLASSES)))
+
+
+def instructions_of(table: np.ndarray) -> tuple[Instruction, ...]:
+    """The instructions of a table. Equal rows share one (immutable) instruction object:
+    most of a lowered stream repeats, so this builds only the distinct ones."""
+    if not len(table):
+        return ()
+    distinct, inverse = np.unique(table, axis=0, return_inverse=True)
+    built = [_BUILDERS[row[0]](row) for row in distinct.tolist()]
+    return tuple([built[k] for k in inverse.reshape(-1).tolist()])

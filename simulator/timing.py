@@ -296,26 +296,24 @@ _MEM_Y0, _MEM_Y1, _MEM_X0, _MEM_X1 = range(8, 12)
 
 
 @njit(cache=True)
-def _costs(rows, elem, priority, out_bytes, P, pop_mask, push_mask):
-    """Per instruction: module, FIFO masks popped / pushed, kind, and the cycles before,
-    on and after the read channel (``pre``, ``xfer``, ``post``) with its read priority; the
-    bytes read and written and the GEMM micro-op cycles; and the first instruction whose
-    flags its module cannot carry (-1 if none)."""
+def _costs(rows, elem, priority, out_bytes, P, pop_mask, push_mask, out):
+    """Per instruction, into the rows of ``out``: module, FIFO masks popped / pushed, kind,
+    and the cycles before, on and after the read channel (``pre``, ``xfer``, ``post``) with
+    its read priority. Returns the bytes read and written, the GEMM micro-op cycles, and the
+    first instruction whose flags its module cannot carry (-1 if none)."""
     n = rows.shape[0]
-    mod = np.empty(n, np.int64)
-    pops = np.empty(n, np.int64)
-    pushes = np.empty(n, np.int64)
-    kind = np.zeros(n, np.int64)
-    pre = np.zeros(n, np.int64)
-    xfer = np.zeros(n, np.int64)
-    post = np.zeros(n, np.int64)
-    prio = np.full(n, _NO_READ, np.int64)
+    mod, pops, pushes, kind = out[0], out[1], out[2], out[3]
+    pre, xfer, post, prio = out[4], out[5], out[6], out[7]
     boundary = P[_BOUNDARY]
     store_elem = -(-P[_STORE_ELEM] * out_bytes // 16)
     read_bytes = write_bytes = gemm_cycles = 0
     bad = -1
     memo_keys = np.full((_MEMO_SLOTS, 4), -1, np.int64)
     memo_vals = np.empty((_MEMO_SLOTS, 3), np.int64)
+    # Per memory type, the last transfer's key and cost: consecutive DMAs of one memory
+    # mostly repeat a shape and alignment, and this check is cheaper than the table.
+    last_key = np.full((8, 4), -1, np.int64)
+    last_val = np.zeros((8, 3), np.int64)
     for i in range(n):
         cls = rows[i, 0]
         m = 1
@@ -328,6 +326,9 @@ def _costs(rows, elem, priority, out_bytes, P, pop_mask, push_mask):
         bits = (rows[i, R.POP_PREV] | rows[i, R.POP_NEXT] << 1 | rows[i, R.PUSH_PREV] << 2
                 | rows[i, R.PUSH_NEXT] << 3)
         mod[i] = m
+        kind[i] = _PLAIN
+        pre[i] = xfer[i] = post[i] = 0
+        prio[i] = _NO_READ
         pops[i] = pop_mask[m, bits]
         pushes[i] = push_mask[m, bits]
         if pops[i] < 0 or pushes[i] < 0:
@@ -338,20 +339,26 @@ def _costs(rows, elem, priority, out_bytes, P, pop_mask, push_mask):
             x, y = rows[i, _MEM_X], rows[i, _MEM_Y]
             if x == 0:
                 pre[i] = P[_NOP]
-            elif m == 2:
-                bursts = _memo_transfer(memo_keys, memo_vals,
-                                        rows[i, _MEM_DRAM] * out_bytes % boundary, x * out_bytes,
-                                        rows[i, _MEM_STRIDE] * out_bytes, y, P)[2]
+                continue
+            eb = out_bytes if m == 2 else elem[mem]
+            off, rb, sb = rows[i, _MEM_DRAM] * eb % boundary, x * eb, rows[i, _MEM_STRIDE] * eb
+            if (last_key[mem, 0] == off and last_key[mem, 1] == rb and last_key[mem, 2] == sb
+                    and last_key[mem, 3] == y):
+                cycles, bursts = last_val[mem, 0], last_val[mem, 2]
+            else:
+                cycles, beats, bursts = _memo_transfer(memo_keys, memo_vals, off, rb, sb, y, P)
+                last_key[mem, 0], last_key[mem, 1], last_key[mem, 2] = off, rb, sb
+                last_key[mem, 3] = y
+                last_val[mem, 0], last_val[mem, 1], last_val[mem, 2] = cycles, beats, bursts
+            if m == 2:
                 kind[i] = _WRITE
                 pre[i] = P[_OVERHEAD]
                 xfer[i] = x * y * store_elem + bursts * P[_HANDSHAKE]
                 write_bytes += x * y * out_bytes
             else:
-                eb = elem[mem]
                 kind[i] = _READ
                 pre[i] = P[_OVERHEAD]
-                xfer[i] = _memo_transfer(memo_keys, memo_vals, rows[i, _MEM_DRAM] * eb % boundary,
-                                         x * eb, rows[i, _MEM_STRIDE] * eb, y, P)[0]
+                xfer[i] = cycles
                 padded = ((rows[i, _MEM_Y0] + y + rows[i, _MEM_Y1])
                           * (rows[i, _MEM_X0] + x + rows[i, _MEM_X1]))
                 post[i] = (padded - x * y) * P[_PAD]
@@ -368,31 +375,33 @@ def _costs(rows, elem, priority, out_bytes, P, pop_mask, push_mask):
             pre[i] = P[_OVERHEAD] + P[_ALU_PIPE] + iters * per
         else:  # FINISH
             pre[i] = P[_OVERHEAD]
-    return (mod, pops, pushes, kind, pre, xfer, post, prio, read_bytes, write_bytes,
-            gemm_cycles, bad)
+    return read_bytes, write_bytes, gemm_cycles, bad
 
 
 # --- the event engine ------------------------------------------------------------------------
+_SCRATCH = 12  # rows of the engine's working array
 @njit(cache=True)
-def _engine(mod, pops, pushes, kind, pre, xfer, post, prio, P, insn_bytes):
-    """Run the modules; per instruction (start, end, token wait), per module (busy, stall,
-    memory wait), the FINISH time, the serial sum, and on a deadlock (status 1) the state
-    it stopped in: module heads, pops done, pushes made, next to dispatch, chunk end."""
+def _engine(costs, P, insn_bytes, scratch):
+    """Run the modules over ``costs`` (see :func:`_costs`), using the ``_SCRATCH`` rows of
+    ``scratch``; per instruction (start, end, token wait), per module (busy, stall, memory
+    wait), the FINISH time, the serial sum, and on a deadlock (status 1) the state it
+    stopped in: module heads, pops done, pushes made, next to dispatch, chunk end."""
+    mod, pops, pushes, kind = costs[0], costs[1], costs[2], costs[3]
+    pre, xfer, post, prio = costs[4], costs[5], costs[6], costs[7]
     n = mod.shape[0]
     lat, depth, chunk = P[_LATENCY], P[_DEPTH], P[_CHUNK]
-    queues = np.empty((3, n), np.int64)
+    queues = scratch[0:3]
     qlen = np.zeros(3, np.int64)
-    qpos = np.empty(n, np.int64)  # position of each instruction in its module's queue
+    qpos = scratch[3]  # position of each instruction in its module's queue
     for i in range(n):
         m = mod[i]
         qpos[i] = qlen[m]
         queues[m, qlen[m]] = i
         qlen[m] += 1
-    start = np.full(n, -1, np.int64)
-    end = np.zeros(n, np.int64)
-    dispatch = np.full(n, -1, np.int64)
-    token_wait = np.zeros(n, np.int64)
-    push_times = np.empty((4, n), np.int64)  # per FIFO, completion time of k-th push
+    start, end, dispatch, token_wait = scratch[4], scratch[5], scratch[6], scratch[7]
+    start[:] = -1
+    dispatch[:] = -1
+    push_times = scratch[8:12]  # per FIFO, completion time of k-th push
     npushed = np.zeros(4, np.int64)
     pops_done = np.zeros(4, np.int64)
     head = np.zeros(3, np.int64)
@@ -540,14 +549,18 @@ def simulate(program: Program, hw: HardwareConfig, profile: TimingProfile | None
         raise ProgramError("a program must end with FINISH")
     P = _profile_vector(p)
     elem, priority = _elem_tables(hw)
-    (mod, pops, pushes, kind, pre, xfer, post, prio, read_bytes, write_bytes, gemm_cycles,
-     bad) = _costs(rows, elem, priority, hw.out_elem_bytes, P, _POP_MASK, _PUSH_MASK)
+    # numpy allocates the working arrays (not numba): its allocator reuses freed memory,
+    # where fresh pages for ~100k instructions would cost more than the simulation.
+    costs = np.empty((8, n), np.int64)
+    read_bytes, write_bytes, gemm_cycles, bad = _costs(
+        rows, elem, priority, hw.out_elem_bytes, P, _POP_MASK, _PUSH_MASK, costs)
     if bad >= 0:
         insn = program.instructions[bad]
         pops_of(insn), pushes_of(insn)  # raises the precise ProgramError
     (status, start, end, token_wait, busy, stall, mem_wait, total, serial, head, pops_done,
-     npushed, fetch_next, chunk_end) = _engine(mod, pops, pushes, kind, pre, xfer, post,
-                                               prio, P, hw.insn_bytes)
+     npushed, fetch_next, chunk_end) = _engine(costs, P, hw.insn_bytes,
+                                               np.empty((_SCRATCH, n), np.int64))
+    mod = costs[0]
     if status:
         _deadlock(program, mod, head, pops_done, npushed, fetch_next, chunk_end)
     # Instructions after FINISH in other queues never matter: FINISH is last in the stream.

@@ -156,7 +156,7 @@ class _Leaf:
 
 def _slow_emit(plan: Plan) -> Program:
     hw, g, sch = plan.hw, plan.geo, plan.schedule
-    tensors, dram_bytes = _emit._tensors(plan)
+    tensors, dram_bytes = _emit._tensors(plan.workload, plan.hw, plan.bias)
     base = {t.name: t.address for t in tensors}
     inp0 = base["data"] // hw.inp_elem_bytes
     wgt0 = base["weight"] // hw.wgt_elem_bytes

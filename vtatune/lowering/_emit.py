@@ -9,12 +9,14 @@ and column) are tables. The queue then runs the whole nest in one compiled pass.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from simulator.isa import MemId
 from simulator.program import Program, layout_tensors
 
 from ..workloads import GemmWorkload
 from ._ir import Dep, For, Stage, Threaded, expand_threads, insert_deps, loop
-from ._plan import Plan, pattern_2d, window
+from ._plan import Plan, context, pattern_2d, window
 from ._runtime import COMPUTE, LOAD, STORE, CommandQueue
 
 #: Slots of the loop variables (a variable outside its loop is 0).
@@ -23,16 +25,39 @@ _B, _H, _C, _W, _BI, _K0 = range(6)
 
 
 class _Leaf:
-    """A leaf operation inside a stage scope; ``make(t)`` records it for thread t."""
+    """A leaf operation inside a stage scope, by name; emit records it per thread."""
 
-    def __init__(self, make) -> None:
-        self.make = make
+    def __init__(self, name: str) -> None:
+        self.name = name
 
 
-def _tensors(plan: Plan):
-    hw, g = plan.hw, plan.geo
+@lru_cache(maxsize=4096)
+def _tree(outer: tuple[tuple[str, int], ...], k0: int, tile_b: int, bias: bool,
+          clip_order: str, nthreads: int) -> list:
+    """The loop tree with TVM's dependencies and vthreads: a function of the loop structure
+    only, so schedules that share it share one tree (it is never mutated)."""
+    inner = [Stage(COMPUTE, [_Leaf("reset")])]
+    inner += loop("k0", k0, [Stage(LOAD, [_Leaf("load_inp"), _Leaf("load_wgt")]),
+                             Stage(COMPUTE, [_Leaf("gemm")])])
+    tile = loop("bi", tile_b, inner)
+    epilogue = [_Leaf("shr")]
+    if bias:
+        epilogue += [_Leaf("load_bias"), _Leaf("add")]
+    epilogue += [_Leaf(n) for n in (("min", "max") if clip_order == "min_max"
+                                    else ("max", "min"))]
+    tile += [Stage(COMPUTE, epilogue), Stage(STORE, [_Leaf("store")])]
+    body = tile
+    for axis, count in reversed(outer):
+        body = loop(axis, count, body)
+    return expand_threads(insert_deps(body), nthreads)
+
+
+@lru_cache(maxsize=256)
+def _tensors(workload, hw, bias: bool):
+    """The DRAM layout: a function of the workload, hardware and bias only."""
+    g = context(workload, hw)
     B, BI, BO = hw.batch, hw.block_in, hw.block_out
-    gemm = isinstance(plan.workload, GemmWorkload)
+    gemm = isinstance(workload, GemmWorkload)
     if gemm:
         specs = [("data", (g.nb, g.cib, B, BI), "int8", "input"),
                  ("weight", (g.cob, g.cib, BO, BI), "int8", "input")]
@@ -41,7 +66,7 @@ def _tensors(plan: Plan):
         specs = [("data", (g.nb, g.cib, g.h, g.w, B, BI), "int8", "input"),
                  ("weight", (g.cob, g.cib, g.k, g.k, BO, BI), "int8", "input")]
         out_shape = (g.nb, g.cob, g.oh, g.ow, B, BO)
-    if plan.bias:
+    if bias:
         specs.append(("bias", (g.nb, g.cob, B, BO), "int32", "input"))
     specs.append(("output", out_shape, "int8", "output"))
     align = max(hw.inp_elem_bytes, hw.wgt_elem_bytes, hw.acc_elem_bytes, hw.out_elem_bytes)
@@ -60,7 +85,7 @@ def _windows(g, ntiles: int, size: int, extent: int):
 
 def emit(plan: Plan) -> Program:
     hw, g, sch = plan.hw, plan.geo, plan.schedule
-    tensors, dram_bytes = _tensors(plan)
+    tensors, dram_bytes = _tensors(plan.workload, hw, plan.bias)
     base = {t.name: t.address for t in tensors}
     inp0 = base["data"] // hw.inp_elem_bytes
     wgt0 = base["weight"] // hw.wgt_elem_bytes
@@ -158,24 +183,14 @@ def emit(plan: Plan) -> Program:
         for so, do in offsets:
             q.store_2d(acc + so, const + do, sy, sx, sst, coefs=coefs)
 
-    # --- the loop tree of one tile, then the outer tile loops --------------------------
-    inner = [Stage(COMPUTE, [_Leaf(kernel_leaf("reset", plan.reset_kernel))])]
-    inner += loop("k0", g.cib // sch.tile_ci,
-                  [Stage(LOAD, [_Leaf(load_inp), _Leaf(load_wgt)]),
-                   Stage(COMPUTE, [_Leaf(kernel_leaf("gemm", plan.gemm_kernel))])])
-    tile = loop("bi", sch.tile_b, inner)
-    epilogue = [_Leaf(alu("shr"))]
-    if plan.bias:
-        epilogue += [_Leaf(load_bias), _Leaf(alu("add"))]
-    names = ["min", "max"] if sch.clip_order == "min_max" else ["max", "min"]
-    epilogue += [_Leaf(alu(n)) for n in names]
-    tile += [Stage(COMPUTE, epilogue), Stage(STORE, [_Leaf(store)])]
-    body = tile
-    for axis in reversed(sch.outer_order):
-        body = loop(axis, g.counts[axis], body)
-
-    tree = expand_threads(insert_deps(body), plan.nthreads)
-    _record(tree, q, None)
+    # --- the loop tree, recorded leaf by leaf -------------------------------------------
+    makers = {"reset": kernel_leaf("reset", plan.reset_kernel),
+              "gemm": kernel_leaf("gemm", plan.gemm_kernel), "load_inp": load_inp,
+              "load_wgt": load_wgt, "load_bias": load_bias, "store": store,
+              **{name: alu(name) for name in ("shr", "add", "min", "max")}}
+    tree = _tree(tuple((axis, g.counts[axis]) for axis in sch.outer_order),
+                 g.cib // sch.tile_ci, sch.tile_b, plan.bias, sch.clip_order, plan.nthreads)
+    _record(tree, q, None, makers)
     q.synchronize()
     table, uops = q.run()
     return Program(table, uops, tensors, dram_bytes)
@@ -194,18 +209,18 @@ def _affine(address) -> tuple[int, dict[int, int]]:
     return const, coefs
 
 
-def _record(items, q: CommandQueue, thread: int | None) -> None:
+def _record(items, q: CommandQueue, thread: int | None, makers: dict) -> None:
     """Record ``items`` (loops, thread-bound stage scopes, deps, leaves) into the queue."""
     for item in items:
         if isinstance(item, For):
             q.begin_loop(_SLOT[item.var], item.extent)
-            _record(item.body, q, thread)
+            _record(item.body, q, thread, makers)
             q.end_loop()
         elif isinstance(item, Threaded):
-            _record(item.node.ops, q, item.thread)
+            _record(item.node.ops, q, item.thread, makers)
         elif isinstance(item, Dep):
             (q.dep_push if item.push else q.dep_pop)(item.src, item.dst)
         elif isinstance(item, _Leaf):
-            item.make(thread)
+            makers[item.name](thread)
         else:  # pragma: no cover
             raise TypeError(item)

@@ -39,7 +39,7 @@ Example:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, NamedTuple
 
@@ -47,7 +47,7 @@ import numpy as np
 
 from simulator.errors import EncodingError
 from simulator.hardware import HardwareConfig
-from simulator.isa import AluOp, Opcode, Uop, _uop_widths, field_widths, loop_limit
+from simulator.isa import AluOp, Opcode, _uop_widths, field_widths, loop_limit
 
 from ..errors import IllegalSchedule
 from ..schedule import Schedule
@@ -171,13 +171,15 @@ class Plan:
 
     def alu_kernels(self, t: int) -> list[tuple[str, Kernel]]:
         a = self.acc_base(t)
-        shr = Kernel((Uop(a, a),), self.alu_flat, alu_op=AluOp.SHR, use_imm=True, imm=8)
+        on_acc = np.array([[a, a, 0]], np.int64)  # one uop: acc[a] op= imm
+        shr = Kernel(on_acc, self.alu_flat, alu_op=AluOp.SHR, use_imm=True, imm=8)
         clip_max = (1 << (self.hw.out_width - 1)) - 1
-        mn = Kernel((Uop(a, a),), self.alu_flat, alu_op=AluOp.MIN, use_imm=True, imm=clip_max)
-        mx = Kernel((Uop(a, a),), self.alu_flat, alu_op=AluOp.MAX, use_imm=True, imm=0)
+        mn = Kernel(on_acc, self.alu_flat, alu_op=AluOp.MIN, use_imm=True, imm=clip_max)
+        mx = Kernel(on_acc, self.alu_flat, alu_op=AluOp.MAX, use_imm=True, imm=0)
         ops = [("shr", shr)]
         if self.bias:
-            add = Kernel((Uop(a, self.bias_base(t)),), self.alu_bias, alu_op=AluOp.ADD)
+            add = Kernel(np.array([[a, self.bias_base(t), 0]], np.int64), self.alu_bias,
+                         alu_op=AluOp.ADD)
             ops.append(("add", add))
         ops += [("min", mn), ("max", mx)] if self.schedule.clip_order == "min_max" else \
             [("max", mx), ("min", mn)]
@@ -643,8 +645,7 @@ def plan(workload: Workload, schedule: Schedule, hw: HardwareConfig, bias: bool 
     ctx = context(workload, hw)
     f = rules(ctx, schedule, bias)
     sch = schedule
-    constants = {fld.name: getattr(ctx, fld.name) for fld in fields(Context)}
-    geo = Geometry(**constants, eh=f.eh, ew=f.ew,
+    geo = Geometry(**vars(ctx), eh=f.eh, ew=f.ew,
                    counts={"b": ctx.nb // sch.tile_b, "h": ctx.oh // sch.tile_h // sch.h_nthread,
                            "c": ctx.cob // sch.tile_co // sch.oc_nthread,
                            "w": ctx.ow // sch.tile_w})

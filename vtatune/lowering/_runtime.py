@@ -147,6 +147,11 @@ class CommandQueue:
         self._kernel_ids: dict[tuple, int] = {}
         self._windows = (np.zeros((1, 2), np.int64), np.zeros((1, 2), np.int64),
                          np.zeros((1, 8), np.int64), 1)
+        # About one instruction per executed call: the table's first size (doubled and run
+        # again in the rare case that pushes and kernel misses add more). Counted as calls
+        # are recorded.
+        self._runs = [1]  # times the innermost open loop body runs
+        self._row_estimate = 2 * _OP_MAX_ROWS
 
     # --- structure ----------------------------------------------------------------------
     def begin_loop(self, slot: int, extent: int) -> None:
@@ -154,12 +159,18 @@ class CommandQueue:
             raise ValueError(f"loop slot {slot} out of range 0..{NSLOTS - 1}")
         self._open.append(len(self._ops))
         self._ops.append((_OP_LOOP, slot, extent, -1))
+        self._runs.append(self._runs[-1] * extent)
 
     def end_loop(self) -> None:
         start = self._open.pop()
         _, slot, extent, _ = self._ops[start]
         self._ops[start] = (_OP_LOOP, slot, extent, len(self._ops))
         self._ops.append((_OP_END, slot, extent, start))
+        self._runs.pop()
+
+    def _call(self, op: tuple[int, int, int, int]) -> None:
+        self._ops.append(op)
+        self._row_estimate += self._runs[-1]
 
     def set_windows(self, ywin, xwin, shapes) -> None:
         """Tables of windowed loads: per row tile ``(y0, y id)``, per column tile
@@ -177,11 +188,11 @@ class CommandQueue:
     # --- runtime calls ----------------------------------------------------------------------
     def dep_pop(self, src: int, dst: int) -> None:
         """The pop executes on stage ``dst``."""
-        self._ops.append((_OP_POP, src, dst, 0))
+        self._call((_OP_POP, src, dst, 0))
 
     def dep_push(self, src: int, dst: int) -> None:
         """The push executes on stage ``src``."""
-        self._ops.append((_OP_PUSH, src, dst, 0))
+        self._call((_OP_PUSH, src, dst, 0))
 
     def _dma(self, opcode: Opcode, mem: MemId, stage: int, sram: int, dram: int, y: int,
              x: int, stride: int, pads, coefs, reuse: bool, window) -> None:
@@ -196,7 +207,7 @@ class CommandQueue:
         if window is not None:
             row[_D_WINDOW] = 1
             row[_D_GW], row[_D_YSLOT], row[_D_YMUL], row[_D_YOFF], row[_D_XSLOT] = window
-        self._ops.append((_OP_DMA, len(self._dmas), 0, 0))
+        self._call((_OP_DMA, len(self._dmas), 0, 0))
         self._dmas.append(row)
 
     def load_2d(self, mem: MemId, sram: int, dram: int, y: int, x: int, stride: int,
@@ -222,7 +233,7 @@ class CommandQueue:
 
     def push_kernel(self, first: int, select: int = -1) -> None:
         """Run kernel ``first + v[select]`` (``select=-1``: kernel ``first``)."""
-        self._ops.append((_OP_KERNEL, first, select, 0))
+        self._call((_OP_KERNEL, first, select, 0))
 
     def push_gemm(self, key: tuple, kernel: Kernel) -> None:
         self.push_kernel(self.kernel_id(key, kernel))
@@ -230,29 +241,16 @@ class CommandQueue:
     push_alu = push_gemm
 
     def synchronize(self) -> None:
-        self._ops.append((_OP_SYNC, 0, 0, 0))
+        self._call((_OP_SYNC, 0, 0, 0))
 
     # --- running ------------------------------------------------------------------------
-    def _row_estimate(self) -> int:
-        """About one instruction per executed call: the table's first size (it grows when
-        pushes and kernel misses add more)."""
-        total, mult = 0, [1]
-        for code, _, extent, _ in self._ops:
-            if code == _OP_LOOP:
-                mult.append(mult[-1] * extent)
-            elif code == _OP_END:
-                mult.pop()
-            else:
-                total += mult[-1]
-        return total + 2 * _OP_MAX_ROWS
-
     def _kernel_table(self) -> np.ndarray:
-        table = np.zeros((max(1, len(self._kernels)), _K_WIDTH), np.int64)
-        for k, kernel in enumerate(self._kernels):
+        rows = [[0] * _K_WIDTH]
+        for kernel in self._kernels:
             alu = kernel.alu_op is not None
             f = _alu_fields(kernel) if alu else _gemm_fields(kernel)
-            table[k, :2 + len(f)] = (int(alu), len(kernel), *(int(v) for v in f))
-        return table
+            rows.append([int(alu), len(kernel), *(int(v) for v in f), *[0] * (10 - len(f))])
+        return np.array(rows[1:] or rows, np.int64)
 
     def run(self) -> tuple[np.ndarray, np.ndarray]:
         """The instruction table (:mod:`simulator.rows`) and the micro-op area as
@@ -262,25 +260,36 @@ class CommandQueue:
         ops = np.array(self._ops, np.int64).reshape(-1, 4)
         dmas = np.array(self._dmas, np.int64).reshape(-1, _D_WIDTH)
         ywin, xwin, shapes, nx = self._windows
-        table, order, status = _execute(ops, dmas, ywin, xwin, shapes, nx,
-                                        self._kernel_table(), self.hw.uop_depth,
-                                        self._row_estimate())
+        kernels = self._kernel_table()
+        capacity = self._row_estimate
+        while True:
+            # numpy allocates the table (not numba): its allocator reuses freed memory, where
+            # fresh pages for a table of ~100k rows would cost more than filling it.
+            table = np.empty((capacity, R.WIDTH), np.int64)
+            n, order, status = _execute(ops, dmas, ywin, xwin, shapes, nx, kernels,
+                                        self.hw.uop_depth, table)
+            if status != _FULL:
+                break
+            capacity *= 2
         if status >= 0:
-            n = len(self._kernels[status])
-            raise ValueError(f"micro-op kernel of {n} uops exceeds the uop buffer "
-                             f"({self.hw.uop_depth})")
+            raise ValueError(f"micro-op kernel of {len(self._kernels[status])} uops exceeds "
+                             f"the uop buffer ({self.hw.uop_depth})")
         parts = [self._kernels[k].uop_table for k in order.tolist()]
-        return table, np.concatenate(parts) if parts else np.zeros((0, 3), np.int64)
+        return table[:n], np.concatenate(parts) if parts else np.zeros((0, 3), np.int64)
 
 
 # --- the compiled executor -------------------------------------------------------------------
-# Scalar state lives in one array: the stream length, the stage of its last instruction, and
-# the uop cache's end of allocation, eviction cursor and entry count.
-_N, _LAST, _SRAM_END, _CACHE_IDX, _CACHE_LEN = range(5)
+# Scalar state lives in one array (fewer arrays to pass: each costs a reference count per
+# call): the stream length, the stage of its last instruction, the uop cache's end of
+# allocation, eviction cursor and entry count, then the pending pops: pop_prev of stage s
+# at _PEND + 2 s, pop_next at _PEND + 2 s + 1.
+_N, _LAST, _SRAM_END, _CACHE_IDX, _CACHE_LEN, _PEND = range(6)
+_FULL = -2  # status: the table is too small
+_STATE = _PEND + 8
 
 
 @njit(cache=True)
-def _append(rows, st, pend, stage, code, f0, f1, f2, f3, f4, f5, f6, f7, f8, f9,
+def _append(rows, st, stage, code, f0, f1, f2, f3, f4, f5, f6, f7, f8, f9,
             f10, f11):
     """Append an instruction of ``stage``, taking that stage's pending pops."""
     n = st[_N]
@@ -298,18 +307,18 @@ def _append(rows, st, pend, stage, code, f0, f1, f2, f3, f4, f5, f6, f7, f8, f9,
     rows[n, 10] = f9
     rows[n, 11] = f10
     rows[n, 12] = f11
-    rows[n, R.POP_PREV] = pend[0, stage]
-    rows[n, R.POP_NEXT] = pend[1, stage]
+    rows[n, R.POP_PREV] = st[_PEND + 2 * stage]
+    rows[n, R.POP_NEXT] = st[_PEND + 2 * stage + 1]
     rows[n, R.PUSH_PREV] = 0
     rows[n, R.PUSH_NEXT] = 0
-    pend[0, stage] = 0
-    pend[1, stage] = 0
+    st[_PEND + 2 * stage] = 0
+    st[_PEND + 2 * stage + 1] = 0
     st[_N] = n + 1
     st[_LAST] = stage
 
 
 @njit(cache=True)
-def _nop(rows, st, pend, stage):
+def _nop(rows, st, stage):
     """A NOP of ``stage`` (carrying its pending pops)."""
     if stage == STORE:
         opcode, mem = 1, 4  # STORE OUT
@@ -317,42 +326,40 @@ def _nop(rows, st, pend, stage):
         opcode, mem = 0, 2  # LOAD INP
     else:
         opcode, mem = 0, 0  # LOAD UOP
-    _append(rows, st, pend, stage, R.MEM, opcode, mem, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+    _append(rows, st, stage, R.MEM, opcode, mem, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
 
 
 @njit(cache=True)
-def _commit(rows, st, pend, stage):
-    if pend[0, stage] or pend[1, stage]:
-        _nop(rows, st, pend, stage)
+def _commit(rows, st, stage):
+    if st[_PEND + 2 * stage] or st[_PEND + 2 * stage + 1]:
+        _nop(rows, st, stage)
 
 
 @njit(cache=True)
-def _dep_pop(rows, st, pend, src, dst):
-    side = 0 if src < dst else 1
-    if pend[side, dst]:
-        _commit(rows, st, pend, dst)
-    pend[side, dst] = 1
+def _dep_pop(rows, st, src, dst):
+    at = _PEND + 2 * dst + (0 if src < dst else 1)
+    if st[at]:
+        _commit(rows, st, dst)
+    st[at] = 1
 
 
 @njit(cache=True)
-def _dep_push(rows, st, pend, src, dst):
-    _commit(rows, st, pend, src)
+def _dep_push(rows, st, src, dst):
+    _commit(rows, st, src)
     col = R.PUSH_NEXT if src < dst else R.PUSH_PREV
     if st[_LAST] == src and rows[st[_N] - 1, col] == 0:
         rows[st[_N] - 1, col] = 1
         return
-    _nop(rows, st, pend, src)
+    _nop(rows, st, src)
     rows[st[_N] - 1, col] = 1
 
 
 @njit(cache=True)
-def _execute(ops, dmas, ywin, xwin, shapes, nx, kernels, uop_depth, capacity):
-    """Run a queue program: (instruction table, kernels in uop-area order, status).
-
-    ``status`` is -1, or the id of a kernel larger than the uop buffer."""
-    rows = np.empty((capacity, R.WIDTH), np.int64)
-    st = np.zeros(5, np.int64)
-    pend = np.zeros((2, 4), np.int64)  # pending pop_prev / pop_next per stage
+def _execute(ops, dmas, ywin, xwin, shapes, nx, kernels, uop_depth, rows):
+    """Run a queue program into ``rows``: (instructions written, kernels in uop-area order,
+    status). ``status`` is -1, :data:`_FULL`, or the id of a kernel larger than the uop
+    buffer."""
+    st = np.zeros(_STATE, np.int64)
     env = np.zeros(NSLOTS, np.int64)
     nk = kernels.shape[0]
     res_begin = np.full(nk, -1, np.int64)  # resident kernels: their uop SRAM range
@@ -369,9 +376,7 @@ def _execute(ops, dmas, ywin, xwin, shapes, nx, kernels, uop_depth, capacity):
     nops = ops.shape[0]
     while pc < nops:
         if st[_N] + _OP_MAX_ROWS > rows.shape[0]:
-            grown = np.empty((2 * rows.shape[0], R.WIDTH), np.int64)
-            grown[:st[_N]] = rows[:st[_N]]
-            rows = grown
+            return st[_N], order[:norder], _FULL
         code = ops[pc, 0]
         if code == _OP_LOOP:
             env[ops[pc, 1]] = 0
@@ -383,9 +388,9 @@ def _execute(ops, dmas, ywin, xwin, shapes, nx, kernels, uop_depth, capacity):
             else:
                 env[slot] = 0
         elif code == _OP_PUSH:
-            _dep_push(rows, st, pend, ops[pc, 1], ops[pc, 2])
+            _dep_push(rows, st, ops[pc, 1], ops[pc, 2])
         elif code == _OP_POP:
-            _dep_pop(rows, st, pend, ops[pc, 1], ops[pc, 2])
+            _dep_pop(rows, st, ops[pc, 1], ops[pc, 2])
         elif code == _OP_DMA:
             di = ops[pc, 1]
             dram = dmas[di, _D_DRAM]
@@ -409,7 +414,7 @@ def _execute(ops, dmas, ywin, xwin, shapes, nx, kernels, uop_depth, capacity):
                     continue
                 last_dram[di] = dram
                 last_shape[di] = sid
-            _append(rows, st, pend, dmas[di, _D_STAGE], R.MEM, dmas[di, _D_OPCODE],
+            _append(rows, st, dmas[di, _D_STAGE], R.MEM, dmas[di, _D_OPCODE],
                     dmas[di, _D_MEM], dmas[di, _D_SRAM], dram, y, x, stride, y0, y1, x0, x1, 0)
         elif code == _OP_KERNEL:
             k = ops[pc, 1]
@@ -419,7 +424,7 @@ def _execute(ops, dmas, ywin, xwin, shapes, nx, kernels, uop_depth, capacity):
                 # Make it resident: LOAD UOP on a miss, the runtime's simple eviction.
                 n = kernels[k, 1]
                 if n > uop_depth:
-                    return rows[:st[_N]], order[:norder], k
+                    return st[_N], order[:norder], k
                 if st[_SRAM_END] + n > uop_depth:
                     st[_CACHE_IDX] = 0
                     begin = 0
@@ -454,23 +459,23 @@ def _execute(ops, dmas, ywin, xwin, shapes, nx, kernels, uop_depth, capacity):
                 cache[evict] = k
                 st[_CACHE_LEN] = length - removed + 1
                 st[_CACHE_IDX] = evict + 1
-                _append(rows, st, pend, COMPUTE, R.MEM, 0, 0, begin, dram_off[k], 1, n,
+                _append(rows, st, COMPUTE, R.MEM, 0, 0, begin, dram_off[k], 1, n,
                         n, 0, 0, 0, 0, 0)
             begin, end = res_begin[k], res_end[k]
             kf = kernels  # [is_alu, uops, fields...]
             if kf[k, 0]:  # ALU: op, use_imm, imm, reset, then the loops
-                _append(rows, st, pend, COMPUTE, R.ALU, kf[k, 2], kf[k, 3], kf[k, 4], kf[k, 5],
+                _append(rows, st, COMPUTE, R.ALU, kf[k, 2], kf[k, 3], kf[k, 4], kf[k, 5],
                         begin, end, kf[k, 6], kf[k, 7], kf[k, 8], kf[k, 9], kf[k, 10], kf[k, 11])
             else:  # GEMM: reset, then the loops
-                _append(rows, st, pend, COMPUTE, R.GEMM, kf[k, 2], begin, end, kf[k, 3],
+                _append(rows, st, COMPUTE, R.GEMM, kf[k, 2], begin, end, kf[k, 3],
                         kf[k, 4], kf[k, 5], kf[k, 6], kf[k, 7], kf[k, 8], kf[k, 9], kf[k, 10], 0)
         else:  # _OP_SYNC
-            _dep_push(rows, st, pend, STORE, COMPUTE)
-            _dep_push(rows, st, pend, LOAD, COMPUTE)
-            _dep_pop(rows, st, pend, STORE, COMPUTE)
-            _dep_pop(rows, st, pend, LOAD, COMPUTE)
-            _commit(rows, st, pend, COMPUTE)
-            _append(rows, st, pend, COMPUTE, R.FINISH, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+            _dep_push(rows, st, STORE, COMPUTE)
+            _dep_push(rows, st, LOAD, COMPUTE)
+            _dep_pop(rows, st, STORE, COMPUTE)
+            _dep_pop(rows, st, LOAD, COMPUTE)
+            _commit(rows, st, COMPUTE)
+            _append(rows, st, COMPUTE, R.FINISH, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
             # All kernels become non-resident after a synchronize.
             for j in range(st[_CACHE_LEN]):
                 res_begin[cache[j]] = -1
@@ -478,4 +483,4 @@ def _execute(ops, dmas, ywin, xwin, shapes, nx, kernels, uop_depth, capacity):
             st[_SRAM_END] = 0
             st[_CACHE_IDX] = 0
         pc += 1
-    return rows[:st[_N]], order[:norder], -1
+    return st[_N], order[:norder], -1

@@ -6,7 +6,8 @@ template, then times ``lower`` and ``simulate`` separately, one process, one cor
     python scripts/bench_simulator.py [--per-layer 40] [--seed 0] [--hw pynq]
 
 Prints a table per layer (evaluations/s, ms lowering, ms simulation, instructions) and the
-median and worst layer.
+median and worst layer. Every config is evaluated once, as in tuning. This machine's speed
+drifts by up to 1.5x between minutes: quote the median of a few runs.
 """
 
 from __future__ import annotations
@@ -38,6 +39,22 @@ def random_legal_configs(template, rng: random.Random, count: int) -> list[dict]
     return found
 
 
+def time_layer(wl, hw, schedules) -> tuple[float, float, int]:
+    """(seconds lowering, seconds simulating, instructions) over ``schedules``."""
+    t_lower = t_sim = 0.0
+    insns = 0
+    for schedule in schedules:
+        t0 = time.perf_counter()
+        lowered = lower(wl, schedule, hw)
+        t1 = time.perf_counter()
+        simulate(lowered.program, hw)
+        t2 = time.perf_counter()
+        t_lower += t1 - t0
+        t_sim += t2 - t1
+        insns += len(lowered.program)
+    return t_lower, t_sim, insns
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--per-layer", type=int, default=40)
@@ -46,9 +63,6 @@ def main() -> None:
     args = ap.parse_args()
     hw = HardwareConfig.resolve(args.hw)
     rng = random.Random(args.seed)
-    print(f"{'layer':<14}{'evals/s':>9}{'lower ms':>10}{'sim ms':>8}{'insns':>8}")
-    rates = []
-    tot_lower = tot_sim = 0.0
     layers = resnet18_layers()
     # Warm up: numba loads (or, on a fresh checkout, compiles) the engines on first use;
     # that one-time cost is reported apart, not charged to the first layer.
@@ -56,21 +70,16 @@ def main() -> None:
     tpl = get_template(layers[0], hw)
     simulate(lower(layers[0], tpl.to_schedule(tpl.default_config()), hw).program, hw)
     print(f"first evaluation (JIT load or compile): {time.perf_counter() - t0:.2f} s")
+    print(f"{'layer':<14}{'evals/s':>9}{'lower ms':>10}{'sim ms':>8}{'insns':>8}")
+    rates = []
+    tot_lower = tot_sim = 0.0
     for wl in layers:
         tpl = get_template(wl, hw)
-        configs = random_legal_configs(tpl, rng, args.per_layer)
-        t_lower = t_sim = 0.0
-        insns = 0
-        for config in configs:
-            t0 = time.perf_counter()
-            lowered = lower(wl, tpl.to_schedule(config), hw)
-            t1 = time.perf_counter()
-            simulate(lowered.program, hw)
-            t2 = time.perf_counter()
-            t_lower += t1 - t0
-            t_sim += t2 - t1
-            insns += len(lowered.program.instructions)
-        n = len(configs)
+        # Each config is evaluated once, as in tuning (a second time would find its loop
+        # tree cached).
+        schedules = [tpl.to_schedule(c) for c in random_legal_configs(tpl, rng, args.per_layer)]
+        t_lower, t_sim, insns = time_layer(wl, hw, schedules)
+        n = len(schedules)
         rate = n / (t_lower + t_sim)
         rates.append((rate, wl.name))
         tot_lower += t_lower

@@ -4,9 +4,10 @@ The engines that must be fast (lowering's command queue, the timing model, the c
 work on this table instead of on instruction objects; the objects are built from it only
 when something asks for them (the functional simulator, export, printing).
 
-A row is ``[class, *fields, pop_prev, pop_next, push_prev, push_next]``: the class code
-(:data:`MEM`, :data:`GEMM`, :data:`ALU`, :data:`FINISH`), then the class' own fields in
-declaration order (zero-padded to :data:`NFIELDS`), then the four dependency flags.
+A row is ``[class, *fields, flags]``: the class code (:data:`MEM`, :data:`GEMM`,
+:data:`ALU`, :data:`FINISH`), then the class' own fields in declaration order (zero-padded
+to :data:`NFIELDS`), then the four dependency flags as bits (:data:`POP_PREV` ...
+:data:`PUSH_NEXT`) of one column, :data:`FLAGS`.
 
 Example:
     >>> from simulator.isa import FinishInsn, MemId, MemInsn, Opcode
@@ -14,7 +15,7 @@ Example:
     ...          FinishInsn(pop_prev=True))
     >>> table = rows_of(insns)
     >>> table.shape, instructions_of(table) == insns
-    ((2, 17), True)
+    ((2, 14), True)
 """
 
 from __future__ import annotations
@@ -32,9 +33,10 @@ _FLAG_NAMES = ("pop_prev", "pop_next", "push_prev", "push_next")
 #: Own (non-flag) fields per class, in declaration order.
 _OWN = tuple(tuple(f.name for f in fields(c) if f.name not in _FLAG_NAMES) for c in _CLASSES)
 NFIELDS = max(len(names) for names in _OWN)
-WIDTH = 1 + NFIELDS + 4
-#: Column of each flag.
-POP_PREV, POP_NEXT, PUSH_PREV, PUSH_NEXT = range(1 + NFIELDS, WIDTH)
+FLAGS = 1 + NFIELDS  # the flags' column
+WIDTH = FLAGS + 1
+#: Bit of each flag in the FLAGS column (in _FLAG_NAMES order).
+POP_PREV, POP_NEXT, PUSH_PREV, PUSH_NEXT = 1, 2, 4, 8
 
 
 def column(cls: type, name: str) -> int:
@@ -51,8 +53,8 @@ def rows_of(instructions: Sequence[Instruction]) -> np.ndarray:
         if row is None:
             code = _CLASSES.index(type(insn))
             own = [int(getattr(insn, n)) for n in _OWN[code]]
-            row = memo[id(insn)] = ([code, *own, *[0] * (NFIELDS - len(own))]
-                                    + [int(getattr(insn, n)) for n in _FLAG_NAMES])
+            flags = sum(1 << k for k, n in enumerate(_FLAG_NAMES) if getattr(insn, n))
+            row = memo[id(insn)] = [code, *own, *[0] * (NFIELDS - len(own)), flags]
         out[i] = row
     return out
 
@@ -70,7 +72,7 @@ def _builder(code: int):
 
     def build(row: list[int]) -> Instruction:
         own = [f(v) for f, v in zip(convert, row[1:1 + nown], strict=True)]
-        return cls(*own, *(bool(v) for v in row[1 + NFIELDS:]))
+        return cls(*own, *(bool(row[FLAGS] >> k & 1) for k in range(len(_FLAG_NAMES))))
     return build
 
 

@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, fields, replace
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -193,8 +194,16 @@ _FETCH_PRIORITY = 0  # fetch wins every read-channel tie
 _NO_READ = 9  # priority of a candidate that does not read
 
 
+@lru_cache(maxsize=64)
+def _board_profile(hw: HardwareConfig) -> TimingProfile:
+    return TimingProfile.for_hw(hw)
+
+
+@lru_cache(maxsize=64)
 def _profile_vector(p: TimingProfile) -> np.ndarray:
-    return np.array([getattr(p, name) for name in _PROFILE_FIELDS], np.int64)
+    vector = np.array([getattr(p, name) for name in _PROFILE_FIELDS], np.int64)
+    vector.flags.writeable = False
+    return vector
 
 
 @njit(cache=True)
@@ -323,8 +332,7 @@ def _costs(rows, elem, priority, out_bytes, P, pop_mask, push_mask, out):
                 m = 2
             elif mem == 1 or mem == 2:  # WGT, INP
                 m = 0
-        bits = (rows[i, R.POP_PREV] | rows[i, R.POP_NEXT] << 1 | rows[i, R.PUSH_PREV] << 2
-                | rows[i, R.PUSH_NEXT] << 3)
+        bits = rows[i, R.FLAGS]
         mod[i] = m
         kind[i] = _PLAIN
         pre[i] = xfer[i] = post[i] = 0
@@ -529,6 +537,7 @@ def _engine(costs, P, insn_bytes, scratch):
             pops_done, npushed, fetch_next, chunk_end)
 
 
+@lru_cache(maxsize=64)
 def _elem_tables(hw: HardwareConfig) -> tuple[np.ndarray, np.ndarray]:
     """Bytes per element and read priority, indexed by MemId."""
     elem = np.zeros(len(MemId), np.int64)
@@ -536,13 +545,14 @@ def _elem_tables(hw: HardwareConfig) -> tuple[np.ndarray, np.ndarray]:
     for mem in MemId:
         elem[mem] = hw.uop_elem_bytes if mem == MemId.UOP else mem_elem_bytes(mem, hw)
         prio[mem] = _PRIORITY.get(mem, _NO_READ)
+    elem.flags.writeable = prio.flags.writeable = False
     return elem, prio
 
 
 def simulate(program: Program, hw: HardwareConfig, profile: TimingProfile | None = None,
              trace: bool = False) -> TimingResult:
     """Time ``program`` on ``hw``; ``trace=True`` also records one row per instruction."""
-    p = profile or TimingProfile.for_hw(hw)
+    p = profile or _board_profile(hw)
     rows = program.rows
     n = len(rows)
     if not n or rows[-1, 0] != R.FINISH:

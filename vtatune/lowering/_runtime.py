@@ -43,7 +43,7 @@ from simulator.isa import AluOp, MemId, Opcode, Uop
 
 LOAD, COMPUTE, STORE = 1, 2, 3
 #: Loop-variable slots a queue program may use.
-NSLOTS = 8
+NSLOTS = 6
 
 
 @dataclass(frozen=True)
@@ -307,10 +307,8 @@ def _append(rows, st, stage, code, f0, f1, f2, f3, f4, f5, f6, f7, f8, f9,
     rows[n, 10] = f9
     rows[n, 11] = f10
     rows[n, 12] = f11
-    rows[n, R.POP_PREV] = st[_PEND + 2 * stage]
-    rows[n, R.POP_NEXT] = st[_PEND + 2 * stage + 1]
-    rows[n, R.PUSH_PREV] = 0
-    rows[n, R.PUSH_NEXT] = 0
+    rows[n, R.FLAGS] = (st[_PEND + 2 * stage] * R.POP_PREV
+                        + st[_PEND + 2 * stage + 1] * R.POP_NEXT)
     st[_PEND + 2 * stage] = 0
     st[_PEND + 2 * stage + 1] = 0
     st[_N] = n + 1
@@ -346,12 +344,12 @@ def _dep_pop(rows, st, src, dst):
 @njit(cache=True)
 def _dep_push(rows, st, src, dst):
     _commit(rows, st, src)
-    col = R.PUSH_NEXT if src < dst else R.PUSH_PREV
-    if st[_LAST] == src and rows[st[_N] - 1, col] == 0:
-        rows[st[_N] - 1, col] = 1
+    bit = R.PUSH_NEXT if src < dst else R.PUSH_PREV
+    if st[_LAST] == src and not rows[st[_N] - 1, R.FLAGS] & bit:
+        rows[st[_N] - 1, R.FLAGS] |= bit
         return
     _nop(rows, st, src)
-    rows[st[_N] - 1, col] = 1
+    rows[st[_N] - 1, R.FLAGS] |= bit
 
 
 @njit(cache=True)

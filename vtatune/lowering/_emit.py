@@ -17,7 +17,7 @@ from simulator.program import Program, layout_tensors
 from ..workloads import GemmWorkload
 from ._ir import Dep, For, Stage, Threaded, expand_threads, insert_deps, loop
 from ._plan import Plan, context, pattern_2d, window
-from ._runtime import COMPUTE, LOAD, STORE, CommandQueue
+from ._runtime import COMPUTE, LOAD, STORE, CommandQueue, window_tables
 
 #: Slots of the loop variables (a variable outside its loop is 0).
 _SLOT = {"b": 0, "h": 1, "c": 2, "w": 3, "bi": 4, "k0": 5}
@@ -32,10 +32,11 @@ class _Leaf:
 
 
 @lru_cache(maxsize=4096)
-def _tree(outer: tuple[tuple[str, int], ...], k0: int, tile_b: int, bias: bool,
-          clip_order: str, nthreads: int) -> list:
-    """The loop tree with TVM's dependencies and vthreads: a function of the loop structure
-    only, so schedules that share it share one tree (it is never mutated)."""
+def _steps(outer: tuple[tuple[str, int], ...], k0: int, tile_b: int, bias: bool,
+           clip_order: str, nthreads: int) -> tuple[tuple, ...]:
+    """The loop tree with TVM's dependencies and vthreads, as the flat sequence of steps
+    that records it: a function of the loop structure only, so schedules that share it
+    share one sequence."""
     inner = [Stage(COMPUTE, [_Leaf("reset")])]
     inner += loop("k0", k0, [Stage(LOAD, [_Leaf("load_inp"), _Leaf("load_wgt")]),
                              Stage(COMPUTE, [_Leaf("gemm")])])
@@ -49,7 +50,29 @@ def _tree(outer: tuple[tuple[str, int], ...], k0: int, tile_b: int, bias: bool,
     body = tile
     for axis, count in reversed(outer):
         body = loop(axis, count, body)
-    return expand_threads(insert_deps(body), nthreads)
+    steps: list[tuple] = []
+    _flatten(expand_threads(insert_deps(body), nthreads), None, steps)
+    return tuple(steps)
+
+
+_LOOP, _END, _PUSH, _POP, _LEAF = range(5)
+
+
+def _flatten(items, thread: int | None, out: list[tuple]) -> None:
+    """Steps of ``items`` (loops, thread-bound stage scopes, deps, leaves) in order."""
+    for item in items:
+        if isinstance(item, For):
+            out.append((_LOOP, _SLOT[item.var], item.extent))
+            _flatten(item.body, thread, out)
+            out.append((_END, 0, 0))
+        elif isinstance(item, Threaded):
+            _flatten(item.node.ops, item.thread, out)
+        elif isinstance(item, Dep):
+            out.append((_PUSH if item.push else _POP, item.src, item.dst))
+        elif isinstance(item, _Leaf):
+            out.append((_LEAF, item.name, thread))
+        else:  # pragma: no cover
+            raise TypeError(item)
 
 
 @lru_cache(maxsize=256)
@@ -73,14 +96,34 @@ def _tensors(workload, hw, bias: bool):
     return layout_tensors(specs, align)
 
 
-def _windows(g, ntiles: int, size: int, extent: int):
+def _windows(p: int, s: int, k: int, ntiles: int, size: int, extent: int):
     """Per tile: (first row, id of its (rows, pads) shape); and the shapes by id."""
     ids: dict[tuple[int, int, int], int] = {}
     starts = []
     for tile in range(ntiles):
-        y0, n, p0, p1 = window(g.p, g.s, g.k, tile, size, extent)
+        y0, n, p0, p1 = window(p, s, k, tile, size, extent)
         starts.append((y0, ids.setdefault((n, p0, p1), len(ids))))
     return starts, list(ids)
+
+
+@lru_cache(maxsize=1024)
+def _input_windows(p: int, s: int, k: int, oh: int, ow: int, gh: int, gw: int, tile_h: int,
+                   tile_w: int, tile_ci: int, split: bool):
+    """The queue's window tables of the input loads (see CommandQueue.set_windows)."""
+    ywin, yshapes = _windows(p, s, k, oh // tile_h, tile_h, gh)
+    xwin, xshapes = _windows(p, s, k, ow // tile_w, tile_w, gw)
+    shapes = []  # [y id][x id] -> (y_size, x_size, x_stride, y_pad_0, y_pad_1, x_pad_0, x_pad_1)
+    for ny, py0, py1 in yshapes:
+        row = []
+        for nx, px0, px1 in xshapes:
+            if p > 0:
+                row.append((ny, nx, gw, py0, py1, px0, px1))
+            elif split:
+                row.append((*pattern_2d([(ny, gw), (nx, 1)]), 0, 0, 0, 0))
+            else:
+                row.append((*pattern_2d([(tile_ci, gh * gw), (ny, gw), (nx, 1)]), 0, 0, 0, 0))
+        shapes.append(row)
+    return window_tables(ywin, xwin, shapes)
 
 
 def emit(plan: Plan) -> Program:
@@ -103,51 +146,59 @@ def emit(plan: Plan) -> Program:
         return divmod(t, oc_n)
 
     # --- input loads: windows per tile row / column, DMA shape per window pair -----------
-    ywin, yshapes = _windows(g, g.oh // tile_h, tile_h, g.h)
-    xwin, xshapes = _windows(g, g.ow // tile_w, tile_w, g.w)
     split = g.p > 0 or plan.inp_split
-    shapes = []  # [y id][x id] -> (y_size, x_size, x_stride, y_pad_0, y_pad_1, x_pad_0, x_pad_1)
-    for ny, py0, py1 in yshapes:
-        row = []
-        for nx, px0, px1 in xshapes:
-            if g.p > 0:
-                row.append((ny, nx, gw, py0, py1, px0, px1))
-            elif split:
-                row.append((*pattern_2d([(ny, gw), (nx, 1)]), 0, 0, 0, 0))
-            else:
-                row.append((*pattern_2d([(tile_ci, gh * gw), (ny, gw), (nx, 1)]), 0, 0, 0, 0))
-        shapes.append(row)
+    q.set_windows(_input_windows(g.p, g.s, g.k, g.oh, g.ow, gh, gw, tile_h, tile_w, tile_ci,
+                                 split))
     chan = [(c * g.eh * g.ew, c * gh * gw) for c in range(tile_ci if split else 1)]
     INP, WGT = MemId.INP, MemId.WGT
-    q.set_windows(ywin, xwin, shapes)
+
+    # DRAM addresses as functions of the loop variables e and the thread's coordinates
+    # (t_h, t_oc): linear in e, so the queue gets each as its constant and coefficients.
+    def inp_address(e, t_h, t_oc):
+        # The window adds the tile's (y0 * gw + x0) and gives the DMA shape.
+        return inp0 + ((e[_B] * tile_b + e[_BI]) * cib + e[_K0] * tile_ci) * gh * gw
+
+    def wgt_address(e, t_h, t_oc):
+        return wgt0 + ((e[_C] * oc_n + t_oc) * tile_co * cib + e[_K0] * tile_ci) * kk
+
+    def bias_address(e, t_h, t_oc):
+        return bias0 + (e[_B] * tile_b + e[_BI]) * cob + (e[_C] * oc_n + t_oc) * tile_co
+
+    def out_address(e, t_h, t_oc):
+        return out0 + (((e[_B] * tile_b * cob + (e[_C] * oc_n + t_oc) * tile_co) * g.oh
+                        + (e[_H] * h_n + t_h) * tile_h) * g.ow + e[_W] * tile_w)
+
+    def affine(address, t):
+        """(constant, coefficients) of ``address`` for thread t (coefficients are the
+        same for every thread: computed once)."""
+        coefs = coef_cache.get(address)
+        if coefs is None:
+            coefs = coef_cache[address] = _coefficients(address)
+        return address(_ZERO, *thread_coords(t)), coefs
+
+    coef_cache: dict = {}
+    kk = g.k * g.k
 
     def load_inp(t):
-        t_h, _ = thread_coords(t)
         sram0 = plan.inp_base(t)
-        # The window adds the tile's (y0 * gw + x0) and gives the DMA shape.
-        const, coefs = _affine(lambda e: inp0 + ((e[_B] * tile_b + e[_BI]) * cib
-                                                 + e[_K0] * tile_ci) * gh * gw)
+        t_h, _ = thread_coords(t)
+        const, coefs = affine(inp_address, t)
         for ds, dd in chan:
             # The loads are a function of (dram, shape) exactly: skip a resident tile.
             q.load_2d(INP, sram0 + ds, const + dd, 0, 0, 0, coefs=coefs, reuse=reuse,
                       window=(gw, _H, h_n, t_h, _W))
 
-    kk = g.k * g.k
     wy, wx, wst = pattern_2d([(tile_co, cib * kk), (tile_ci, kk), (kk, 1)])
 
     def load_wgt(t):
-        _, t_oc = thread_coords(t)
-        const, coefs = _affine(lambda e: wgt0 + ((e[_C] * oc_n + t_oc) * tile_co * cib
-                                                 + e[_K0] * tile_ci) * kk)
+        const, coefs = affine(wgt_address, t)
         q.load_2d(WGT, plan.wgt_base(t), const, wy, wx, wst, coefs=coefs, reuse=reuse)
 
     by, bx, bst = pattern_2d([(tile_b, cob), (tile_co, 1)])
     ACC = MemId.ACC
 
     def load_bias(t):
-        _, t_oc = thread_coords(t)
-        const, coefs = _affine(lambda e: bias0 + (e[_B] * tile_b + e[_BI]) * cob
-                               + (e[_C] * oc_n + t_oc) * tile_co)
+        const, coefs = affine(bias_address, t)
         q.load_2d(ACC, plan.bias_base(t), const, by, bx, bst, coefs=coefs)
 
     # A kernel depends only on (thread, batch row): one per row, chosen by the bi loop.
@@ -175,11 +226,8 @@ def emit(plan: Plan) -> Program:
     sy, sx, sst = plan.store_pattern
 
     def store(t):
-        t_h, t_oc = thread_coords(t)
         acc = plan.acc_base(t)
-        const, coefs = _affine(
-            lambda e: out0 + (((e[_B] * tile_b * cob + (e[_C] * oc_n + t_oc) * tile_co) * g.oh
-                               + (e[_H] * h_n + t_h) * tile_h) * g.ow + e[_W] * tile_w))
+        const, coefs = affine(out_address, t)
         for so, do in offsets:
             q.store_2d(acc + so, const + do, sy, sx, sst, coefs=coefs)
 
@@ -188,39 +236,34 @@ def emit(plan: Plan) -> Program:
               "gemm": kernel_leaf("gemm", plan.gemm_kernel), "load_inp": load_inp,
               "load_wgt": load_wgt, "load_bias": load_bias, "store": store,
               **{name: alu(name) for name in ("shr", "add", "min", "max")}}
-    tree = _tree(tuple((axis, g.counts[axis]) for axis in sch.outer_order),
-                 g.cib // sch.tile_ci, sch.tile_b, plan.bias, sch.clip_order, plan.nthreads)
-    _record(tree, q, None, makers)
+    steps = _steps(tuple((axis, g.counts[axis]) for axis in sch.outer_order),
+                   g.cib // sch.tile_ci, sch.tile_b, plan.bias, sch.clip_order, plan.nthreads)
+    for kind, a, b in steps:
+        if kind == _LEAF:
+            makers[a](b)
+        elif kind == _LOOP:
+            q.begin_loop(a, b)
+        elif kind == _END:
+            q.end_loop()
+        elif kind == _PUSH:
+            q.dep_push(a, b)
+        else:
+            q.dep_pop(a, b)
     q.synchronize()
     table, uops = q.run()
     return Program(table, uops, tensors, dram_bytes)
 
 
-def _affine(address) -> tuple[int, dict[int, int]]:
-    """(constant, per-slot coefficients) of an address linear in the loop variables."""
-    zero = [0] * len(_SLOT)
-    const = address(zero)
+_ZERO = (0,) * len(_SLOT)
+
+
+def _coefficients(address) -> dict[int, int]:
+    """Per-slot coefficients of ``address(e, t_h, t_oc)``, linear in the loop variables e."""
+    const = address(_ZERO, 0, 0)
     coefs = {}
     for slot in range(len(_SLOT)):
-        unit = list(zero)
+        unit = [0] * len(_SLOT)
         unit[slot] = 1
-        if c := address(unit) - const:
+        if c := address(unit, 0, 0) - const:
             coefs[slot] = c
-    return const, coefs
-
-
-def _record(items, q: CommandQueue, thread: int | None, makers: dict) -> None:
-    """Record ``items`` (loops, thread-bound stage scopes, deps, leaves) into the queue."""
-    for item in items:
-        if isinstance(item, For):
-            q.begin_loop(_SLOT[item.var], item.extent)
-            _record(item.body, q, thread, makers)
-            q.end_loop()
-        elif isinstance(item, Threaded):
-            _record(item.node.ops, q, item.thread, makers)
-        elif isinstance(item, Dep):
-            (q.dep_push if item.push else q.dep_pop)(item.src, item.dst)
-        elif isinstance(item, _Leaf):
-            makers[item.name](thread)
-        else:  # pragma: no cover
-            raise TypeError(item)
+    return coefs

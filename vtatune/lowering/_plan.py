@@ -169,33 +169,46 @@ class Plan:
         base = (self.acc_base(t) + bi * self.acc_tile // self.schedule.tile_b, 0, 0)
         return _fold_kernel(self.reset_axes, base, reset=True)
 
-    def alu_kernels(self, t: int) -> list[tuple[str, Kernel]]:
-        a = self.acc_base(t)
-        on_acc = np.array([[a, a, 0]], np.int64)  # one uop: acc[a] op= imm
-        shr = Kernel(on_acc, self.alu_flat, alu_op=AluOp.SHR, use_imm=True, imm=8)
-        clip_max = (1 << (self.hw.out_width - 1)) - 1
-        mn = Kernel(on_acc, self.alu_flat, alu_op=AluOp.MIN, use_imm=True, imm=clip_max)
-        mx = Kernel(on_acc, self.alu_flat, alu_op=AluOp.MAX, use_imm=True, imm=0)
-        ops = [("shr", shr)]
-        if self.bias:
-            add = Kernel(np.array([[a, self.bias_base(t), 0]], np.int64), self.alu_bias,
-                         alu_op=AluOp.ADD)
-            ops.append(("add", add))
-        ops += [("min", mn), ("max", mx)] if self.schedule.clip_order == "min_max" else \
-            [("max", mx), ("min", mn)]
-        return ops
+    def alu_kernels(self, t: int) -> tuple[tuple[str, Kernel], ...]:
+        """Thread t's epilogue kernels in order: shift, bias add, clip."""
+        return _alu_kernels(self.acc_base(t), self.bias_base(t) if self.bias else None,
+                            self.alu_flat, self.alu_bias, self.hw.out_width,
+                            self.schedule.clip_order)
+
+
+@lru_cache(maxsize=1024)
+def _alu_kernels(a: int, bias_at: int | None, flat, bias_loops, out_width: int,
+                 clip_order: str) -> tuple[tuple[str, Kernel], ...]:
+    on_acc = np.array([[a, a, 0]], np.int64)  # one uop: acc[a] op= imm
+    shr = Kernel(on_acc, flat, alu_op=AluOp.SHR, use_imm=True, imm=8)
+    clip_max = (1 << (out_width - 1)) - 1
+    mn = Kernel(on_acc, flat, alu_op=AluOp.MIN, use_imm=True, imm=clip_max)
+    mx = Kernel(on_acc, flat, alu_op=AluOp.MAX, use_imm=True, imm=0)
+    ops = [("shr", shr)]
+    if bias_at is not None:
+        ops.append(("add", Kernel(np.array([[a, bias_at, 0]], np.int64), bias_loops,
+                                  alu_op=AluOp.ADD)))
+    ops += [("min", mn), ("max", mx)] if clip_order == "min_max" else [("max", mx), ("min", mn)]
+    return tuple(ops)
 
 
 def _fold_kernel(axes, base: tuple[int, int, int], reset: bool) -> Kernel:
     """The two outermost loops fold into the instruction; the rest unroll into uops."""
-    folded = [KernelLoop(e, *c) if not reset else KernelLoop(e, c[0], 0, 0)
-              for _, e, c in axes[:2]]
+    folded, offs = _kernel_shape(axes, reset)
     if reset:  # a reset uop only names its ACC row
-        offs = _unrolled(tuple((e, (c[0], 0, 0)) for _, e, c in axes[2:]))
         base = (base[0], 0, 0)
-    else:
-        offs = _unrolled(tuple((e, c) for _, e, c in axes[2:]))
-    return Kernel(offs + np.array(base, np.int64), tuple(folded), reset=reset)
+    return Kernel(offs + np.array(base, np.int64), folded, reset=reset)
+
+
+@lru_cache(maxsize=1024)
+def _kernel_shape(axes, reset: bool) -> tuple[tuple[KernelLoop, ...], np.ndarray]:
+    """(folded loops, uop offsets) of the kernel over ``axes``: every thread and batch row
+    shares them, only the base differs."""
+    folded = tuple(KernelLoop(e, *c) if not reset else KernelLoop(e, c[0], 0, 0)
+                   for _, e, c in axes[:2])
+    if reset:
+        return folded, _unrolled(tuple((e, (c[0], 0, 0)) for _, e, c in axes[2:]))
+    return folded, _unrolled(tuple((e, c) for _, e, c in axes[2:]))
 
 
 @lru_cache(maxsize=256)

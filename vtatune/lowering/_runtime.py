@@ -33,6 +33,7 @@ Example:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 from numba import njit
@@ -72,7 +73,8 @@ class Kernel:
         table = self.uop_table
         if not isinstance(table, np.ndarray):
             table = np.array([(u.dst, u.src, u.wgt) for u in table], np.int64)
-        table = table.reshape(-1, 3)
+        if table.ndim != 2:
+            table = table.reshape(-1, 3)
         table.flags.writeable = False
         object.__setattr__(self, "uop_table", table)
 
@@ -112,6 +114,31 @@ def _alu_fields(kernel: Kernel) -> tuple:
             out.extent, inn.extent, out.dst, inn.dst, out.src, inn.src)
 
 
+@lru_cache(maxsize=1024)
+def _instruction_fields(loops, reset, alu_op, use_imm, imm) -> tuple[int, ...]:
+    """(is ALU, then the 10 instruction fields) of a kernel's GEMM or ALU: a function of its
+    loops and flags, not of its uops, so one entry serves every thread and batch row."""
+    kernel = Kernel(np.zeros((0, 3), np.int64), loops, reset, alu_op, use_imm, imm)
+    alu = alu_op is not None
+    f = _alu_fields(kernel) if alu else _gemm_fields(kernel)
+    return (int(alu), *(int(v) for v in f), *[0] * (10 - len(f)))
+
+
+def window_tables(ywin, xwin, shapes) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """Tables of windowed loads: per row tile ``(y0, y id)``, per column tile ``(x0, x id)``,
+    and ``shapes[y id][x id] = (y, x, stride, y_pad_0, y_pad_1, x_pad_0, x_pad_1)``."""
+    nx = len(shapes[0])
+    flat = [tuple(s) for row in shapes for s in row]
+    # Column 7: one id per distinct shape (a reused load compares shapes by value).
+    first: dict[tuple, int] = {}
+    table = [(*s, first.setdefault(s, i)) for i, s in enumerate(flat)]
+    arrays = (np.array(ywin, np.int64).reshape(-1, 2), np.array(xwin, np.int64).reshape(-1, 2),
+              np.array(table, np.int64).reshape(-1, 8))
+    for a in arrays:
+        a.flags.writeable = False
+    return (*arrays, nx)
+
+
 # --- the loop program ------------------------------------------------------------------------
 # ops: [code, a, b, c]
 _OP_LOOP, _OP_END, _OP_PUSH, _OP_POP, _OP_DMA, _OP_KERNEL, _OP_SYNC = range(7)
@@ -123,7 +150,7 @@ _D_COEF = 5  # NSLOTS coefficients of the loop variables in the DRAM address
 (_D_Y, _D_X, _D_STRIDE, _D_Y0, _D_Y1, _D_X0, _D_X1, _D_REUSE, _D_WINDOW, _D_GW, _D_YSLOT,
  _D_YMUL, _D_YOFF, _D_XSLOT) = range(_D_COEF + NSLOTS, _D_COEF + NSLOTS + 14)
 _D_WIDTH = _D_XSLOT + 1
-# Kernel table columns: [is_alu, uop count, 10 instruction fields].
+# Kernel table columns: [uop count, is_alu, 10 instruction fields].
 _K_WIDTH = 12
 _STAGE_OF_MEM = {MemId.INP: LOAD, MemId.WGT: LOAD}
 
@@ -134,9 +161,9 @@ class CommandQueue:
     Calls mirror the runtime's API: :meth:`dep_pop`, :meth:`dep_push`, :meth:`load_2d`,
     :meth:`store_2d`, :meth:`push_gemm`, :meth:`push_alu`, :meth:`synchronize`. A DMA's
     DRAM address is ``dram + sum(coefs[s] * v[s])`` over the enclosing loop variables; a
-    windowed input load (:meth:`set_windows`) also adds its tile's window origin and takes
-    its shape from the window table. ``reuse=True`` skips a load identical to the one this
-    call site issued last (the tile is still resident)."""
+    windowed input load (:meth:`set_windows`, :func:`window_tables`) also adds its tile's
+    window origin and takes its shape from the window table. ``reuse=True`` skips a load
+    identical to the one this call site issued last (the tile is still resident)."""
 
     def __init__(self, hw: HardwareConfig) -> None:
         self.hw = hw
@@ -172,18 +199,9 @@ class CommandQueue:
         self._ops.append(op)
         self._row_estimate += self._runs[-1]
 
-    def set_windows(self, ywin, xwin, shapes) -> None:
-        """Tables of windowed loads: per row tile ``(y0, y id)``, per column tile
-        ``(x0, x id)``, and ``shapes[y id][x id] = (y, x, stride, y_pad_0, y_pad_1,
-        x_pad_0, x_pad_1)``."""
-        nx = len(shapes[0])
-        flat = [tuple(s) for row in shapes for s in row]
-        # Column 7: one id per distinct shape (a reused load compares shapes by value).
-        first: dict[tuple, int] = {}
-        table = [(*s, first.setdefault(s, i)) for i, s in enumerate(flat)]
-        self._windows = (np.array(ywin, np.int64).reshape(-1, 2),
-                         np.array(xwin, np.int64).reshape(-1, 2),
-                         np.array(table, np.int64).reshape(-1, 8), nx)
+    def set_windows(self, tables) -> None:
+        """The tables of windowed loads, from :func:`window_tables`."""
+        self._windows = tables
 
     # --- runtime calls ----------------------------------------------------------------------
     def dep_pop(self, src: int, dst: int) -> None:
@@ -245,12 +263,9 @@ class CommandQueue:
 
     # --- running ------------------------------------------------------------------------
     def _kernel_table(self) -> np.ndarray:
-        rows = [[0] * _K_WIDTH]
-        for kernel in self._kernels:
-            alu = kernel.alu_op is not None
-            f = _alu_fields(kernel) if alu else _gemm_fields(kernel)
-            rows.append([int(alu), len(kernel), *(int(v) for v in f), *[0] * (10 - len(f))])
-        return np.array(rows[1:] or rows, np.int64)
+        rows = [(len(k), *_instruction_fields(k.loops, k.reset, k.alu_op, k.use_imm, k.imm))
+                for k in self._kernels]
+        return np.array(rows or [(0,) * _K_WIDTH], np.int64)
 
     def run(self) -> tuple[np.ndarray, np.ndarray]:
         """The instruction table (:mod:`simulator.rows`) and the micro-op area as
@@ -420,7 +435,7 @@ def _execute(ops, dmas, ywin, xwin, shapes, nx, kernels, uop_depth, rows):
                 k += env[ops[pc, 2]]
             if res_begin[k] < 0:
                 # Make it resident: LOAD UOP on a miss, the runtime's simple eviction.
-                n = kernels[k, 1]
+                n = kernels[k, 0]
                 if n > uop_depth:
                     return st[_N], order[:norder], k
                 if st[_SRAM_END] + n > uop_depth:
@@ -460,8 +475,8 @@ def _execute(ops, dmas, ywin, xwin, shapes, nx, kernels, uop_depth, rows):
                 _append(rows, st, COMPUTE, R.MEM, 0, 0, begin, dram_off[k], 1, n,
                         n, 0, 0, 0, 0, 0)
             begin, end = res_begin[k], res_end[k]
-            kf = kernels  # [is_alu, uops, fields...]
-            if kf[k, 0]:  # ALU: op, use_imm, imm, reset, then the loops
+            kf = kernels  # [uops, is_alu, fields...]
+            if kf[k, 1]:  # ALU: op, use_imm, imm, reset, then the loops
                 _append(rows, st, COMPUTE, R.ALU, kf[k, 2], kf[k, 3], kf[k, 4], kf[k, 5],
                         begin, end, kf[k, 6], kf[k, 7], kf[k, 8], kf[k, 9], kf[k, 10], kf[k, 11])
             else:  # GEMM: reset, then the loops

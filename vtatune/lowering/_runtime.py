@@ -401,9 +401,21 @@ def _execute(ops, dmas, ywin, xwin, shapes, nx, kernels, uop_depth, rows):
             else:
                 env[slot] = 0
         elif code == _OP_PUSH:
-            _dep_push(rows, st, ops[pc, 1], ops[pc, 2])
+            src, dst = ops[pc, 1], ops[pc, 2]
+            bit = R.PUSH_NEXT if src < dst else R.PUSH_PREV
+            # The common case inline: no pending pop on src, flag free on its last row.
+            last = st[_N] - 1
+            if (st[_LAST] == src and not st[_PEND + 2 * src] and not st[_PEND + 2 * src + 1]
+                    and not rows[last, R.FLAGS] & bit):
+                rows[last, R.FLAGS] |= bit
+            else:
+                _dep_push(rows, st, src, dst)
         elif code == _OP_POP:
-            _dep_pop(rows, st, ops[pc, 1], ops[pc, 2])
+            src, dst = ops[pc, 1], ops[pc, 2]
+            at = _PEND + 2 * dst + (0 if src < dst else 1)
+            if st[at]:
+                _commit(rows, st, dst)
+            st[at] = 1
         elif code == _OP_DMA:
             di = ops[pc, 1]
             dram = dmas[di, _D_DRAM]

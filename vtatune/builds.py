@@ -308,7 +308,7 @@ def simulate(target: Any, hw: HardwareConfig | None = None, *,
     seconds = timing.seconds(hw)
     gops = 2 * macs / seconds / 1e9 if macs and seconds else 0.0
     return Simulation(timing.cycles, seconds, gops, timing.utilization, counters,
-                      len(program.instructions))
+                      len(program))
 
 
 def _program_of(target: Any) -> tuple[Any, int | None]:

@@ -65,4 +65,4 @@ def evaluate(workload: Workload, schedule: Schedule, hw: HardwareConfig, *, bias
     return Evaluation(
         "ok", cycles=timing.cycles, seconds=seconds, gops=2 * workload.macs / seconds / 1e9,
         utilization=timing.utilization, counters=counters.as_dict(),
-        instructions=len(lowered.program.instructions))
+        instructions=len(lowered.program))

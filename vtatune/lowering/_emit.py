@@ -216,20 +216,24 @@ def emit(plan: Plan) -> Program:
             q.push_alu(("alu", name, t), alu_kernels[t][name])
         return make
 
-    store_sizes = [d[0] for d in plan.store_loops]
-    store_strides = [d[1] for d in plan.store_loops]
+    # A tile is stored by one DMA per element of its looped dims (outermost first): the
+    # queue gets one store inside those loops, on the slots after the tile loops'.
     # SRAM strides of the looped store dims: the ACC tile is dense (b, co, h, w).
-    acc_strides = [tile_co * tile_h * tile_w, tile_h * tile_w, tile_w, 1][: len(store_sizes)]
-    offsets = [(0, 0)]  # (sram, dram) offset per store, innermost dim fastest
-    for size, a_st, d_st in zip(store_sizes, acc_strides, store_strides, strict=True):
-        offsets = [(so + i * a_st, do + i * d_st) for so, do in offsets for i in range(size)]
+    acc_strides = [tile_co * tile_h * tile_w, tile_h * tile_w, tile_w, 1]
+    looped = zip(plan.store_loops, acc_strides[:len(plan.store_loops)], strict=True)
+    store_loops = [(len(_SLOT) + j, size, a_st, d_st)
+                   for j, ((size, d_st), a_st) in enumerate(looped) if size > 1]
     sy, sx, sst = plan.store_pattern
 
     def store(t):
-        acc = plan.acc_base(t)
         const, coefs = affine(out_address, t)
-        for so, do in offsets:
-            q.store_2d(acc + so, const + do, sy, sx, sst, coefs=coefs)
+        for slot, size, _, _ in store_loops:
+            q.begin_loop(slot, size)
+        q.store_2d(plan.acc_base(t), const, sy, sx, sst,
+                   coefs={**coefs, **{slot: d_st for slot, _, _, d_st in store_loops}},
+                   sram_coefs={slot: a_st for slot, _, a_st, _ in store_loops})
+        for _ in store_loops:
+            q.end_loop()
 
     # --- the loop tree, recorded leaf by leaf -------------------------------------------
     makers = {"reset": kernel_leaf("reset", plan.reset_kernel),

@@ -44,7 +44,7 @@ from simulator.isa import AluOp, MemId, Opcode, Uop
 
 LOAD, COMPUTE, STORE = 1, 2, 3
 #: Loop-variable slots a queue program may use.
-NSLOTS = 6
+NSLOTS = 10
 
 
 @dataclass(frozen=True)
@@ -147,9 +147,10 @@ _OP_MAX_ROWS = 7
 # DMA table columns.
 (_D_OPCODE, _D_MEM, _D_STAGE, _D_SRAM, _D_DRAM) = range(5)
 _D_COEF = 5  # NSLOTS coefficients of the loop variables in the DRAM address
+_D_SCOEF = _D_COEF + NSLOTS  # NSLOTS coefficients in the SRAM address
 (_D_Y, _D_X, _D_STRIDE, _D_Y0, _D_Y1, _D_X0, _D_X1, _D_REUSE, _D_WINDOW, _D_GW, _D_YSLOT,
- _D_YMUL, _D_YOFF, _D_XSLOT) = range(_D_COEF + NSLOTS, _D_COEF + NSLOTS + 14)
-_D_WIDTH = _D_XSLOT + 1
+ _D_YMUL, _D_YOFF, _D_XSLOT, _D_SRAM_LOOPS) = range(_D_SCOEF + NSLOTS, _D_SCOEF + NSLOTS + 15)
+_D_WIDTH = _D_SRAM_LOOPS + 1
 # Kernel table columns: [uop count, is_alu, 10 instruction fields].
 _K_WIDTH = 12
 _STAGE_OF_MEM = {MemId.INP: LOAD, MemId.WGT: LOAD}
@@ -213,12 +214,16 @@ class CommandQueue:
         self._call((_OP_PUSH, src, dst, 0))
 
     def _dma(self, opcode: Opcode, mem: MemId, stage: int, sram: int, dram: int, y: int,
-             x: int, stride: int, pads, coefs, reuse: bool, window) -> None:
+             x: int, stride: int, pads, coefs, reuse: bool, window, sram_coefs=None) -> None:
         row = [0] * _D_WIDTH
         row[_D_OPCODE], row[_D_MEM], row[_D_STAGE] = int(opcode), int(mem), stage
         row[_D_SRAM], row[_D_DRAM] = sram, dram
         for slot, coef in (coefs or {}).items():
             row[_D_COEF + slot] = coef
+        if sram_coefs:
+            row[_D_SRAM_LOOPS] = 1
+            for slot, coef in sram_coefs.items():
+                row[_D_SCOEF + slot] = coef
         row[_D_Y], row[_D_X], row[_D_STRIDE] = y, x, stride
         row[_D_Y0], row[_D_Y1], row[_D_X0], row[_D_X1] = pads
         row[_D_REUSE] = int(reuse)
@@ -237,9 +242,11 @@ class CommandQueue:
                   stride, pads, coefs, reuse, window)
 
     def store_2d(self, sram: int, dram: int, y: int, x: int, stride: int, *,
-                 coefs=None) -> None:
+                 coefs=None, sram_coefs=None) -> None:
+        """``sram_coefs``: per-slot coefficients of the SRAM address, as ``coefs`` are of
+        the DRAM address (a tile stored row by row is one call inside loops)."""
         self._dma(Opcode.STORE, MemId.OUT, STORE, sram, dram, y, x, stride, (0, 0, 0, 0),
-                  coefs, False, None)
+                  coefs, False, None, sram_coefs)
 
     def kernel_id(self, key: tuple, kernel: Kernel) -> int:
         """The id of the kernel cached under ``key`` (registered on first sight)."""
@@ -421,6 +428,10 @@ def _execute(ops, dmas, ywin, xwin, shapes, nx, kernels, uop_depth, rows):
             dram = dmas[di, _D_DRAM]
             for s in range(NSLOTS):
                 dram += dmas[di, _D_COEF + s] * env[s]
+            sram = dmas[di, _D_SRAM]
+            if dmas[di, _D_SRAM_LOOPS]:
+                for s in range(NSLOTS):
+                    sram += dmas[di, _D_SCOEF + s] * env[s]
             y, x, stride = dmas[di, _D_Y], dmas[di, _D_X], dmas[di, _D_STRIDE]
             y0, y1 = dmas[di, _D_Y0], dmas[di, _D_Y1]
             x0, x1 = dmas[di, _D_X0], dmas[di, _D_X1]
@@ -440,7 +451,7 @@ def _execute(ops, dmas, ywin, xwin, shapes, nx, kernels, uop_depth, rows):
                 last_dram[di] = dram
                 last_shape[di] = sid
             _append(rows, st, dmas[di, _D_STAGE], R.MEM, dmas[di, _D_OPCODE],
-                    dmas[di, _D_MEM], dmas[di, _D_SRAM], dram, y, x, stride, y0, y1, x0, x1, 0)
+                    dmas[di, _D_MEM], sram, dram, y, x, stride, y0, y1, x0, x1, 0)
         elif code == _OP_KERNEL:
             k = ops[pc, 1]
             if ops[pc, 2] >= 0:

@@ -19,6 +19,8 @@ import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
 
 def main() -> None:
     ap = argparse.ArgumentParser()

@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 import numpy as np
+from numba import njit
 
 from . import rows as R
 from .errors import DeadlockError, ProgramError
@@ -80,33 +81,46 @@ class FsimCounters:
 
 def count(program: Program, hw: HardwareConfig) -> FsimCounters:
     """The fsim counters of a program, from its instructions alone (no execution needed)."""
-    t = program.rows
-    cls = t[:, 0]
-    mem_rows = t[cls == R.MEM]
-    elems = mem_rows[:, column(MemInsn, "x_size")] * mem_rows[:, column(MemInsn, "y_size")]
-    store = mem_rows[:, column(MemInsn, "opcode")] == Opcode.STORE
-    mem = mem_rows[:, column(MemInsn, "mem")]
-
-    def loaded(*mems: MemId) -> int:
-        return int(elems[~store & np.isin(mem, mems)].sum())
-
-    def uop_iterations(code: int, kind: type) -> tuple[np.ndarray, np.ndarray]:
-        k = t[cls == code]
-        return (k[:, column(kind, "iter_out")] * k[:, column(kind, "iter_in")]
-                * (k[:, column(kind, "uop_end")] - k[:, column(kind, "uop_bgn")]),
-                k[:, column(kind, "reset")])
-
-    gemm, reset = uop_iterations(R.GEMM, GemmInsn)
-    alu, _ = uop_iterations(R.ALU, AluInsn)
+    loaded, stored, gemm, alu = _count(program.rows)
     return FsimCounters(
-        inp_load_nbytes=loaded(MemId.INP) * hw.inp_elem_bytes,
-        wgt_load_nbytes=loaded(MemId.WGT) * hw.wgt_elem_bytes,
-        acc_load_nbytes=loaded(MemId.ACC, MemId.ACC_8BIT) * hw.acc_elem_bytes,
-        uop_load_nbytes=loaded(MemId.UOP) * hw.uop_elem_bytes,
-        out_store_nbytes=int(elems[store].sum()) * hw.out_elem_bytes,
-        gemm_counter=int(gemm[reset == 0].sum()),
-        alu_counter=int(alu.sum()),
+        inp_load_nbytes=int(loaded[MemId.INP]) * hw.inp_elem_bytes,
+        wgt_load_nbytes=int(loaded[MemId.WGT]) * hw.wgt_elem_bytes,
+        acc_load_nbytes=int(loaded[MemId.ACC] + loaded[MemId.ACC_8BIT]) * hw.acc_elem_bytes,
+        uop_load_nbytes=int(loaded[MemId.UOP]) * hw.uop_elem_bytes,
+        out_store_nbytes=int(stored) * hw.out_elem_bytes,
+        gemm_counter=int(gemm),
+        alu_counter=int(alu),
     )
+
+
+_OPCODE, _MEM = column(MemInsn, "opcode"), column(MemInsn, "mem")
+_X, _Y = column(MemInsn, "x_size"), column(MemInsn, "y_size")
+_RESET = column(GemmInsn, "reset")
+_GEMM_LOOP = tuple(column(GemmInsn, f) for f in ("iter_out", "iter_in", "uop_bgn", "uop_end"))
+_ALU_LOOP = tuple(column(AluInsn, f) for f in ("iter_out", "iter_in", "uop_bgn", "uop_end"))
+
+
+@njit(cache=True)
+def _count(rows):
+    """(elements loaded per MemId, elements stored, GEMM and ALU micro-op iterations)."""
+    loaded = np.zeros(8, np.int64)
+    stored = gemm = alu = 0
+    go, gi, gb, ge = _GEMM_LOOP
+    ao, ai, ab, ae = _ALU_LOOP
+    for i in range(rows.shape[0]):
+        cls = rows[i, 0]
+        if cls == R.MEM:
+            n = rows[i, _X] * rows[i, _Y]
+            if rows[i, _OPCODE] == Opcode.STORE:
+                stored += n
+            else:
+                loaded[rows[i, _MEM]] += n
+        elif cls == R.GEMM:
+            if not rows[i, _RESET]:
+                gemm += rows[i, go] * rows[i, gi] * (rows[i, ge] - rows[i, gb])
+        elif cls == R.ALU:
+            alu += rows[i, ao] * rows[i, ai] * (rows[i, ae] - rows[i, ab])
+    return loaded, stored, gemm, alu
 
 
 def execution_order(program: Program) -> list[int]:

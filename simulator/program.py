@@ -46,26 +46,30 @@ class Program:
     def __init__(self, instructions: Sequence[Instruction] | np.ndarray,
                  uops: Sequence[Uop] | np.ndarray, tensors: tuple[DramTensor, ...],
                  dram_bytes: int) -> None:
+        """``instructions``: instruction objects or their table; ``uops``: :class:`Uop`
+        values or (dst, src, wgt) rows. A table or uop array passed in becomes read-only
+        (the program shares it)."""
+        set_ = object.__setattr__
         if isinstance(instructions, np.ndarray):
-            if instructions.ndim != 2 or instructions.shape[1] != WIDTH:
+            table = np.ascontiguousarray(instructions, dtype=np.int64)
+            if table.ndim != 2 or table.shape[1] != WIDTH:
                 raise ValueError(f"an instruction table has {WIDTH} columns")
-            instructions.flags.writeable = False
-            set_ = object.__setattr__
-            set_(self, "_rows", instructions)
+            table.flags.writeable = False
+            set_(self, "_rows", table)
             set_(self, "_instructions", None)
         else:
-            object.__setattr__(self, "_rows", None)
-            object.__setattr__(self, "_instructions", tuple(instructions))
+            set_(self, "_rows", None)
+            set_(self, "_instructions", tuple(instructions))
         if isinstance(uops, np.ndarray):
-            uops = uops.reshape(-1, 3)
-            uops.flags.writeable = False
-            object.__setattr__(self, "_uop_table", uops)
-            object.__setattr__(self, "_uops", None)
+            area = np.ascontiguousarray(uops, dtype=np.int64).reshape(-1, 3)
+            area.flags.writeable = False
+            set_(self, "_uop_table", area)
+            set_(self, "_uops", None)
         else:
-            object.__setattr__(self, "_uop_table", None)
-            object.__setattr__(self, "_uops", tuple(uops))
-        object.__setattr__(self, "tensors", tuple(tensors))
-        object.__setattr__(self, "dram_bytes", dram_bytes)
+            set_(self, "_uop_table", None)
+            set_(self, "_uops", tuple(uops))
+        set_(self, "tensors", tuple(tensors))
+        set_(self, "dram_bytes", dram_bytes)
 
     def __setattr__(self, name, value):
         raise AttributeError(f"a Program is immutable (cannot set {name})")

@@ -29,6 +29,11 @@ The engine is deterministic: the same program and profile always give the same c
 A pop that can never be satisfied, or fetch blocked forever on a full queue, raises
 :class:`DeadlockError` naming the instruction.
 
+Speed: the engine runs on the program's instruction table (:mod:`simulator.rows`) in two
+numba-compiled passes — :func:`_costs` prices every instruction, :func:`_engine` runs the
+events — at a few tens of nanoseconds per instruction. ``tests/_slow_timing.py`` keeps the
+plain-Python engine it replaced; the two give identical results on every test program.
+
 Example:
     >>> from simulator.hardware import DEFAULT
     >>> from simulator.isa import FinishInsn, MemId, MemInsn, Opcode

@@ -8,7 +8,7 @@ Example:
     >>> import tempfile, pathlib
     >>> path = pathlib.Path(tempfile.mkdtemp()) / "demo.jsonl"
     >>> with RecordWriter(path) as log:
-    ...     log.write({"status": "ok", "cycles": 10})
+    ...     log.write({"schema": 1, "status": "ok", "cycles": 10})
     >>> [r["cycles"] for _, r in read_records(path)]
     [10]
 

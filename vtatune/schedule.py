@@ -29,6 +29,7 @@ AutoTVM's ``conv2d_packed`` point is ``outer_order="bhcw"``, ``gemm_order="ci,w,
 (:func:`from_autotvm`); ``dense_packed`` is the same with h = w = 1.
 
 Example:
+    >>> from vtatune.workloads import WORKLOADS
     >>> s = from_autotvm({"tile_b": [-1, 1], "tile_h": [-1, 7], "tile_w": [-1, 14],
     ...                   "tile_ci": [-1, 1], "tile_co": [-1, 8], "oc_nthread": 2,
     ...                   "h_nthread": 1}, WORKLOADS["conv2d"]["resnet18.C8"])

@@ -21,13 +21,11 @@ Example:
     >>> q = CommandQueue(DEFAULT)
     >>> q.begin_loop(0, 3)                      # for v in range(3):
     >>> q.load_2d(MemId.INP, 0, 100, 1, 4, 4, coefs={0: 4})  #   load inp[100 + 4 v]
-    >>> q.dep_push(LOAD, COMPUTE)
-    >>> q.dep_pop(LOAD, COMPUTE)
     >>> q.end_loop()
-    >>> q.synchronize()
+    >>> q.synchronize()                         # the end-of-stream handshake and FINISH
     >>> table, uops = q.run()
-    >>> table[:, 4].tolist()                    # dram_base of each instruction
-    [100, 104, 108, 0, 0]
+    >>> table[:3, 4].tolist()                   # dram_base of the three loads
+    [100, 104, 108]
 """
 
 from __future__ import annotations

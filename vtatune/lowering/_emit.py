@@ -32,15 +32,20 @@ class _Leaf:
 
 
 @lru_cache(maxsize=4096)
-def _steps(outer: tuple[tuple[str, int], ...], k0: int, tile_b: int, bias: bool,
-           clip_order: str, nthreads: int) -> tuple[tuple, ...]:
+def _steps(looped: tuple[str, ...], bias: bool, clip_order: str,
+           nthreads: int) -> tuple[tuple, ...]:
     """The loop tree with TVM's dependencies and vthreads, as the flat sequence of steps
-    that records it: a function of the loop structure only, so schedules that share it
-    share one sequence."""
+    that records it. ``looped``: the tile loops that exist (extent > 1), outermost first,
+    among the outer axes then ``bi`` and ``k0``. Dependencies depend on which loops exist,
+    not on their extents, so a loop step names its slot and the extent is filled in when
+    recording: every schedule with the same loop structure shares one sequence."""
+    def maybe(axis, body):  # any extent > 1 gives the structure of a loop
+        return loop(axis, 2 if axis in looped else 1, body)
+
     inner = [Stage(COMPUTE, [_Leaf("reset")])]
-    inner += loop("k0", k0, [Stage(LOAD, [_Leaf("load_inp"), _Leaf("load_wgt")]),
-                             Stage(COMPUTE, [_Leaf("gemm")])])
-    tile = loop("bi", tile_b, inner)
+    inner += maybe("k0", [Stage(LOAD, [_Leaf("load_inp"), _Leaf("load_wgt")]),
+                          Stage(COMPUTE, [_Leaf("gemm")])])
+    tile = maybe("bi", inner)
     epilogue = [_Leaf("shr")]
     if bias:
         epilogue += [_Leaf("load_bias"), _Leaf("add")]
@@ -48,8 +53,8 @@ def _steps(outer: tuple[tuple[str, int], ...], k0: int, tile_b: int, bias: bool,
                                     else ("max", "min"))]
     tile += [Stage(COMPUTE, epilogue), Stage(STORE, [_Leaf("store")])]
     body = tile
-    for axis, count in reversed(outer):
-        body = loop(axis, count, body)
+    for axis in reversed([a for a in looped if a not in ("bi", "k0")]):
+        body = loop(axis, 2, body)
     steps: list[tuple] = []
     _flatten(expand_threads(insert_deps(body), nthreads), None, steps)
     return tuple(steps)
@@ -62,7 +67,7 @@ def _flatten(items, thread: int | None, out: list[tuple]) -> None:
     """Steps of ``items`` (loops, thread-bound stage scopes, deps, leaves) in order."""
     for item in items:
         if isinstance(item, For):
-            out.append((_LOOP, _SLOT[item.var], item.extent))
+            out.append((_LOOP, _SLOT[item.var], 0))  # the extent is the schedule's
             _flatten(item.body, thread, out)
             out.append((_END, 0, 0))
         elif isinstance(item, Threaded):
@@ -240,13 +245,14 @@ def emit(plan: Plan) -> Program:
               "gemm": kernel_leaf("gemm", plan.gemm_kernel), "load_inp": load_inp,
               "load_wgt": load_wgt, "load_bias": load_bias, "store": store,
               **{name: alu(name) for name in ("shr", "add", "min", "max")}}
-    steps = _steps(tuple((axis, g.counts[axis]) for axis in sch.outer_order),
-                   g.cib // sch.tile_ci, sch.tile_b, plan.bias, sch.clip_order, plan.nthreads)
-    for kind, a, b in steps:
+    extents = {_SLOT[axis]: g.counts[axis] for axis in sch.outer_order}
+    extents[_SLOT["bi"]], extents[_SLOT["k0"]] = sch.tile_b, g.cib // sch.tile_ci
+    looped = tuple(axis for axis in (*sch.outer_order, "bi", "k0") if extents[_SLOT[axis]] > 1)
+    for kind, a, b in _steps(looped, plan.bias, sch.clip_order, plan.nthreads):
         if kind == _LEAF:
             makers[a](b)
         elif kind == _LOOP:
-            q.begin_loop(a, b)
+            q.begin_loop(a, extents[a])
         elif kind == _END:
             q.end_loop()
         elif kind == _PUSH:

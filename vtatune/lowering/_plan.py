@@ -192,8 +192,10 @@ def _alu_kernels(a: int, bias_at: int | None, flat, bias_loops, out_width: int,
     return tuple(ops)
 
 
+@lru_cache(maxsize=4096)
 def _fold_kernel(axes, base: tuple[int, int, int], reset: bool) -> Kernel:
-    """The two outermost loops fold into the instruction; the rest unroll into uops."""
+    """The two outermost loops fold into the instruction; the rest unroll into uops.
+    (Cached: a kernel is an immutable value, shared by every schedule that builds it.)"""
     folded, offs = _kernel_shape(axes, reset)
     if reset:  # a reset uop only names its ACC row
         base = (base[0], 0, 0)

@@ -31,7 +31,6 @@ Example:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
 
 import numpy as np
 from numba import njit
@@ -112,14 +111,16 @@ def _alu_fields(kernel: Kernel) -> tuple:
             out.extent, inn.extent, out.dst, inn.dst, out.src, inn.src)
 
 
-@lru_cache(maxsize=1024)
-def _instruction_fields(loops, reset, alu_op, use_imm, imm) -> tuple[int, ...]:
-    """(is ALU, then the 10 instruction fields) of a kernel's GEMM or ALU: a function of its
-    loops and flags, not of its uops, so one entry serves every thread and batch row."""
-    kernel = Kernel(np.zeros((0, 3), np.int64), loops, reset, alu_op, use_imm, imm)
-    alu = alu_op is not None
-    f = _alu_fields(kernel) if alu else _gemm_fields(kernel)
-    return (int(alu), *(int(v) for v in f), *[0] * (10 - len(f)))
+def _table_row(kernel: Kernel) -> tuple[int, ...]:
+    """(uop count, is ALU, then the 10 instruction fields) of a kernel's GEMM or ALU; kept
+    on the kernel, which is immutable (kernels are cached and reused across schedules)."""
+    row = kernel.__dict__.get("_table_row")
+    if row is None:
+        alu = kernel.alu_op is not None
+        f = _alu_fields(kernel) if alu else _gemm_fields(kernel)
+        row = (len(kernel), int(alu), *(int(v) for v in f), *[0] * (10 - len(f)))
+        object.__setattr__(kernel, "_table_row", row)
+    return row
 
 
 def window_tables(ywin, xwin, shapes) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
@@ -268,9 +269,7 @@ class CommandQueue:
 
     # --- running ------------------------------------------------------------------------
     def _kernel_table(self) -> np.ndarray:
-        rows = [(len(k), *_instruction_fields(k.loops, k.reset, k.alu_op, k.use_imm, k.imm))
-                for k in self._kernels]
-        return np.array(rows or [(0,) * _K_WIDTH], np.int64)
+        return np.array([_table_row(k) for k in self._kernels] or [(0,) * _K_WIDTH], np.int64)
 
     def run(self) -> tuple[np.ndarray, np.ndarray]:
         """The instruction table (:mod:`simulator.rows`) and the micro-op area as

@@ -141,7 +141,7 @@ def window_tables(ywin, xwin, shapes) -> tuple[np.ndarray, np.ndarray, np.ndarra
 # --- the loop program ------------------------------------------------------------------------
 # ops: [code, a, b, c]
 _OP_LOOP, _OP_END, _OP_PUSH, _OP_POP, _OP_DMA, _OP_KERNEL, _OP_SYNC = range(7)
-# Most instructions one op can emit (a push may first commit a pending pop as a NOP).
+# Most instructions one op can emit (synchronize: its pushes, pops, NOPs and FINISH).
 _OP_MAX_ROWS = 7
 # DMA table columns.
 (_D_OPCODE, _D_MEM, _D_STAGE, _D_SRAM, _D_DRAM) = range(5)

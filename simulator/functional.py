@@ -22,7 +22,6 @@ from .errors import DeadlockError, ProgramError
 from .hardware import HardwareConfig
 from .isa import AluInsn, AluOp, FinishInsn, GemmInsn, Instruction, MemId, MemInsn, Module, Opcode
 from .program import Program, mem_elem_bytes
-from .rows import column
 
 #: The token FIFOs: name -> (producer, consumer).
 FIFOS = {
@@ -93,33 +92,26 @@ def count(program: Program, hw: HardwareConfig) -> FsimCounters:
     )
 
 
-_OPCODE, _MEM = column(MemInsn, "opcode"), column(MemInsn, "mem")
-_X, _Y = column(MemInsn, "x_size"), column(MemInsn, "y_size")
-_RESET = column(GemmInsn, "reset")
-_GEMM_LOOP = tuple(column(GemmInsn, f) for f in ("iter_out", "iter_in", "uop_bgn", "uop_end"))
-_ALU_LOOP = tuple(column(AluInsn, f) for f in ("iter_out", "iter_in", "uop_bgn", "uop_end"))
-
-
 @njit(cache=True)
 def _count(rows):
     """(elements loaded per MemId, elements stored, GEMM and ALU micro-op iterations)."""
     loaded = np.zeros(8, np.int64)
     stored = gemm = alu = 0
-    go, gi, gb, ge = _GEMM_LOOP
-    ao, ai, ab, ae = _ALU_LOOP
     for i in range(rows.shape[0]):
         cls = rows[i, 0]
         if cls == R.MEM:
-            n = rows[i, _X] * rows[i, _Y]
-            if rows[i, _OPCODE] == Opcode.STORE:
+            n = rows[i, R.MEM_X] * rows[i, R.MEM_Y]
+            if rows[i, R.MEM_OPCODE] == Opcode.STORE:
                 stored += n
             else:
-                loaded[rows[i, _MEM]] += n
+                loaded[rows[i, R.MEM_MEM]] += n
         elif cls == R.GEMM:
-            if not rows[i, _RESET]:
-                gemm += rows[i, go] * rows[i, gi] * (rows[i, ge] - rows[i, gb])
+            if not rows[i, R.GEMM_RESET]:
+                gemm += (rows[i, R.GEMM_ITER_OUT] * rows[i, R.GEMM_ITER_IN]
+                         * (rows[i, R.GEMM_UOP_END] - rows[i, R.GEMM_UOP_BGN]))
         elif cls == R.ALU:
-            alu += rows[i, ao] * rows[i, ai] * (rows[i, ae] - rows[i, ab])
+            alu += (rows[i, R.ALU_ITER_OUT] * rows[i, R.ALU_ITER_IN]
+                    * (rows[i, R.ALU_UOP_END] - rows[i, R.ALU_UOP_BGN]))
     return loaded, stored, gemm, alu
 
 

@@ -44,6 +44,17 @@ def column(cls: type, name: str) -> int:
     return 1 + _OWN[_CLASSES.index(cls)].index(name)
 
 
+# The columns the compiled engines read (timing, counters), named once.
+(MEM_OPCODE, MEM_MEM, MEM_DRAM, MEM_Y, MEM_X, MEM_STRIDE, MEM_Y0, MEM_Y1, MEM_X0,
+ MEM_X1) = (column(MemInsn, f) for f in ("opcode", "mem", "dram_base", "y_size", "x_size",
+                                         "x_stride", "y_pad_0", "y_pad_1", "x_pad_0",
+                                         "x_pad_1"))
+GEMM_RESET, GEMM_UOP_BGN, GEMM_UOP_END, GEMM_ITER_OUT, GEMM_ITER_IN = (
+    column(GemmInsn, f) for f in ("reset", "uop_bgn", "uop_end", "iter_out", "iter_in"))
+ALU_USE_IMM, ALU_UOP_BGN, ALU_UOP_END, ALU_ITER_OUT, ALU_ITER_IN = (
+    column(AluInsn, f) for f in ("use_imm", "uop_bgn", "uop_end", "iter_out", "iter_in"))
+
+
 def rows_of(instructions: Sequence[Instruction]) -> np.ndarray:
     """The table of an instruction sequence (equal instructions give equal rows)."""
     out = np.zeros((len(instructions), WIDTH), np.int64)

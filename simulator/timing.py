@@ -305,8 +305,6 @@ def _flag_masks() -> tuple[np.ndarray, np.ndarray]:
 
 
 _POP_MASK, _PUSH_MASK = _flag_masks()
-_MEM_OPCODE, _MEM_MEM, _MEM_SRAM, _MEM_DRAM, _MEM_Y, _MEM_X, _MEM_STRIDE = range(1, 8)
-_MEM_Y0, _MEM_Y1, _MEM_X0, _MEM_X1 = range(8, 12)
 
 
 @njit(cache=True)
@@ -331,11 +329,11 @@ def _costs(rows, elem, priority, out_bytes, P, pop_mask, push_mask, out):
     for i in range(n):
         cls = rows[i, 0]
         m = 1
-        if cls == 0:  # LOAD / STORE
-            mem = rows[i, _MEM_MEM]
-            if rows[i, _MEM_OPCODE] == 1:
+        if cls == R.MEM:  # LOAD / STORE
+            mem = rows[i, R.MEM_MEM]
+            if rows[i, R.MEM_OPCODE] == Opcode.STORE:
                 m = 2
-            elif mem == 1 or mem == 2:  # WGT, INP
+            elif mem == MemId.WGT or mem == MemId.INP:
                 m = 0
         bits = rows[i, R.FLAGS]
         mod[i] = m
@@ -348,13 +346,13 @@ def _costs(rows, elem, priority, out_bytes, P, pop_mask, push_mask, out):
             if bad < 0:
                 bad = i
             continue
-        if cls == 0:
-            x, y = rows[i, _MEM_X], rows[i, _MEM_Y]
+        if cls == R.MEM:
+            x, y = rows[i, R.MEM_X], rows[i, R.MEM_Y]
             if x == 0:
                 pre[i] = P[_NOP]
                 continue
             eb = out_bytes if m == 2 else elem[mem]
-            off, rb, sb = rows[i, _MEM_DRAM] * eb % boundary, x * eb, rows[i, _MEM_STRIDE] * eb
+            off, rb, sb = rows[i, R.MEM_DRAM] * eb % boundary, x * eb, rows[i, R.MEM_STRIDE] * eb
             if (last_key[mem, 0] == off and last_key[mem, 1] == rb and last_key[mem, 2] == sb
                     and last_key[mem, 3] == y):
                 cycles, bursts = last_val[mem, 0], last_val[mem, 2]
@@ -372,19 +370,21 @@ def _costs(rows, elem, priority, out_bytes, P, pop_mask, push_mask, out):
                 kind[i] = _READ
                 pre[i] = P[_OVERHEAD]
                 xfer[i] = cycles
-                padded = ((rows[i, _MEM_Y0] + y + rows[i, _MEM_Y1])
-                          * (rows[i, _MEM_X0] + x + rows[i, _MEM_X1]))
+                padded = ((rows[i, R.MEM_Y0] + y + rows[i, R.MEM_Y1])
+                          * (rows[i, R.MEM_X0] + x + rows[i, R.MEM_X1]))
                 post[i] = (padded - x * y) * P[_PAD]
                 prio[i] = priority[mem]
                 read_bytes += x * y * eb
-        elif cls == 1:  # GEMM: reset, uop_bgn, uop_end, iter_out, iter_in, ...
-            iters = rows[i, 4] * rows[i, 5] * (rows[i, 3] - rows[i, 2])
+        elif cls == R.GEMM:
+            iters = (rows[i, R.GEMM_ITER_OUT] * rows[i, R.GEMM_ITER_IN]
+                     * (rows[i, R.GEMM_UOP_END] - rows[i, R.GEMM_UOP_BGN]))
             pre[i] = P[_OVERHEAD] + P[_GEMM_PIPE] + iters
-            if not rows[i, 1]:
+            if not rows[i, R.GEMM_RESET]:
                 gemm_cycles += iters
-        elif cls == 2:  # ALU: alu_op, use_imm, imm, reset, uop_bgn, uop_end, iters...
-            iters = rows[i, 7] * rows[i, 8] * (rows[i, 6] - rows[i, 5])
-            per = P[_ALU_IMM] if rows[i, 2] else P[_ALU_REG]
+        elif cls == R.ALU:
+            iters = (rows[i, R.ALU_ITER_OUT] * rows[i, R.ALU_ITER_IN]
+                     * (rows[i, R.ALU_UOP_END] - rows[i, R.ALU_UOP_BGN]))
+            per = P[_ALU_IMM] if rows[i, R.ALU_USE_IMM] else P[_ALU_REG]
             pre[i] = P[_OVERHEAD] + P[_ALU_PIPE] + iters * per
         else:  # FINISH
             pre[i] = P[_OVERHEAD]
@@ -548,7 +548,7 @@ def _elem_tables(hw: HardwareConfig) -> tuple[np.ndarray, np.ndarray]:
     elem = np.zeros(len(MemId), np.int64)
     prio = np.zeros(len(MemId), np.int64)
     for mem in MemId:
-        elem[mem] = hw.uop_elem_bytes if mem == MemId.UOP else mem_elem_bytes(mem, hw)
+        elem[mem] = mem_elem_bytes(mem, hw)
         prio[mem] = _PRIORITY.get(mem, _NO_READ)
     elem.flags.writeable = prio.flags.writeable = False
     return elem, prio

@@ -338,11 +338,11 @@ def _append(rows, st, stage, code, f0, f1, f2, f3, f4, f5, f6, f7, f8, f9,
 def _nop(rows, st, stage):
     """A NOP of ``stage`` (carrying its pending pops)."""
     if stage == STORE:
-        opcode, mem = 1, 4  # STORE OUT
+        opcode, mem = Opcode.STORE, MemId.OUT
     elif stage == LOAD:
-        opcode, mem = 0, 2  # LOAD INP
+        opcode, mem = Opcode.LOAD, MemId.INP
     else:
-        opcode, mem = 0, 0  # LOAD UOP
+        opcode, mem = Opcode.LOAD, MemId.UOP
     _append(rows, st, stage, R.MEM, opcode, mem, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
 
 
@@ -492,8 +492,8 @@ def _execute(ops, dmas, ywin, xwin, shapes, nx, kernels, uop_depth, rows):
                 cache[evict] = k
                 st[_CACHE_LEN] = length - removed + 1
                 st[_CACHE_IDX] = evict + 1
-                _append(rows, st, COMPUTE, R.MEM, 0, 0, begin, dram_off[k], 1, n,
-                        n, 0, 0, 0, 0, 0)
+                _append(rows, st, COMPUTE, R.MEM, Opcode.LOAD, MemId.UOP, begin, dram_off[k],
+                        1, n, n, 0, 0, 0, 0, 0)
             begin, end = res_begin[k], res_end[k]
             kf = kernels  # [uops, is_alu, fields...]
             if kf[k, 1]:  # ALU: op, use_imm, imm, reset, then the loops

@@ -15,9 +15,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 import numpy as np
-from numba import njit
 
 from . import rows as R
+from ._jit import njit
 from .errors import DeadlockError, ProgramError
 from .hardware import HardwareConfig
 from .isa import AluInsn, AluOp, FinishInsn, GemmInsn, Instruction, MemId, MemInsn, Module, Opcode

@@ -54,9 +54,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from numba import njit
 
 from . import rows as R
+from ._jit import njit
 from ._jsonfile import load_json
 from .errors import ConfigError, DeadlockError, ProgramError
 from .functional import FIFOS, pops_of, pushes_of

@@ -33,9 +33,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from numba import njit
 
 from simulator import rows as R
+from simulator._jit import njit
 from simulator.hardware import HardwareConfig
 from simulator.isa import AluOp, MemId, Opcode, Uop
 

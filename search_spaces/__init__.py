@@ -3,8 +3,8 @@
 A :class:`Template` is plain data plus pure functions, so any search strategy can use it:
 knobs with fixed ordered choices (ints and strings: Optuna-categorical friendly), a config
 is ``{knob name: choice}``, ``to_schedule`` / ``from_schedule`` convert, ``check`` /
-``legal`` decide legality with arithmetic only (the one rule function of
-``vtatune.lowering._plan``, ~10-20 µs), and ``legal_configs`` / ``count_legal`` enumerate.
+``legal`` decide legality with arithmetic only (the one rule function,
+``vtatune.lowering.rules``, ~10-20 µs), and ``legal_configs`` / ``count_legal`` enumerate.
 
 Example:
     >>> from simulator.hardware import DEFAULT

@@ -15,7 +15,7 @@ from typing import Any
 
 from simulator.hardware import HardwareConfig
 from vtatune.errors import IllegalSchedule, ScheduleError
-from vtatune.lowering._plan import Context, context, rules
+from vtatune.lowering import Context, context, rules
 from vtatune.schedule import (
     AUTOTVM_GEMM_ORDER,
     AUTOTVM_OUTER_ORDER,
@@ -34,7 +34,7 @@ SPACES = ("full", "autotvm")
 _CONV_PROBE = WORKLOADS["conv2d"]["tutorial"]
 VERSION = "v1"
 
-#: Knobs of the full space that no legality rule reads (``vtatune.lowering._plan.rules``):
+#: Knobs of the full space that no legality rule reads (``vtatune.lowering.rules``):
 #: the outer loop order. (The store granularity is read: TVM-strict schedules have a store
 #: rule, and the ``field_width`` rule bounds a store's stride.) Legality enumeration
 #: multiplies them out.

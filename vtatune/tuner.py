@@ -29,7 +29,8 @@ from .records import RecordWriter, read_records, target_key
 from .schedule import Schedule, tutorial_schedule
 from .workloads import Workload, resnet18_layers, resolve
 
-__all__ = ["SAMPLERS", "TuneResult", "TunerError", "default_log_path", "tune", "tune_network"]
+__all__ = ["DEFAULT_SAMPLER", "SAMPLERS", "TuneResult", "TunerError", "default_log_path", "tune",
+           "tune_network"]
 
 from ._tuner._samplers import DEFAULT_SAMPLER, SAMPLERS, check_sampler  # noqa: E402
 

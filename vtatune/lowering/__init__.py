@@ -23,7 +23,7 @@ from ..errors import IllegalSchedule
 from ..schedule import Schedule
 from ..workloads import Workload
 from ._emit import emit
-from ._plan import Plan, plan
+from ._plan import Context, Plan, context, plan, rules
 
 
 @dataclass(frozen=True)
@@ -64,4 +64,4 @@ def lower(workload: Workload, schedule: Schedule, hw: HardwareConfig, bias: bool
     return Lowered(workload, schedule, hw, bias, program, p)
 
 
-__all__ = ["IllegalSchedule", "Lowered", "Plan", "check", "lower"]
+__all__ = ["Context", "IllegalSchedule", "Lowered", "Plan", "check", "context", "lower", "rules"]

@@ -1,22 +1,16 @@
-"""The tuning commands: ``conv2d`` / ``gemm`` (tune), ``replay`` and ``best``."""
+"""``conv2d`` / ``gemm``: tune schedules of one workload (or every layer of a network)."""
 
 from __future__ import annotations
 
 import argparse
-import json
-import sys
-import warnings
 from typing import Any
 
-from ..errors import VtatuneError
-from ._samplers import DEFAULT_SAMPLER, SAMPLERS
+from ._common import UsageError, add_shape_flags, resolve_workload, warnings_one_line
 
 
-class _Usage(VtatuneError):
-    pass
+def register(sub: Any) -> None:
+    from ..tuner import DEFAULT_SAMPLER, SAMPLERS
 
-
-def add_parsers(sub: Any, add_shape_flags: Any) -> None:
     for op, what in (("conv2d", "the seed conv2d layer (1x256x14x14 -> 256, 3x3)"),
                      ("gemm", "the 1x1024x1024 GEMM")):
         p = sub.add_parser(op, help=f"tune {op} schedules (default: {what})")
@@ -45,22 +39,7 @@ def add_parsers(sub: Any, add_shape_flags: Any) -> None:
                        help="vtatune's space or AutoTVM's conv2d_packed/dense_packed space")
         p.add_argument("--bias", action="store_true", help="add the per-channel int32 bias")
         p.add_argument("--quiet", action="store_true", help="no progress bar")
-    rp = sub.add_parser("replay", help="re-simulate a log's records and verify them")
-    rp.add_argument("log")
-    rp.add_argument("--best", action="store_true",
-                    help="only the best record per workload and hardware")
-    rp.add_argument("--jobs", type=int, default=1, metavar="N")
-    bp = sub.add_parser("best", help="the best config per workload and hardware in a log")
-    bp.add_argument("log")
-    bp.add_argument("--json", action="store_true", help="one JSON record per line")
-
-
-def _warnings_one_line() -> None:
-    def show(message: Any, category: Any, filename: str, lineno: int, file: Any = None,
-             line: Any = None) -> None:
-        print(f"vtatune: warning: {message}", file=sys.stderr)
-
-    warnings.showwarning = show
+        p.set_defaults(func=cmd_tune)
 
 
 def _quiet_optuna() -> None:
@@ -69,17 +48,17 @@ def _quiet_optuna() -> None:
     optuna.logging.set_verbosity(optuna.logging.WARNING)
 
 
-def cmd_tune(args: argparse.Namespace, resolve_workload: Any) -> int:
+def cmd_tune(args: argparse.Namespace) -> int:
     from simulator.hardware import HardwareConfig
 
     from ..tuner import tune, tune_network
 
     _quiet_optuna()
-    _warnings_one_line()
+    warnings_one_line()
     if args.trials < 1:
-        raise _Usage(f"--trials must be at least 1, got {args.trials}")
+        raise UsageError(f"--trials must be at least 1, got {args.trials}")
     if args.jobs < 1:
-        raise _Usage(f"--jobs must be at least 1, got {args.jobs}")
+        raise UsageError(f"--jobs must be at least 1, got {args.jobs}")
     hw = HardwareConfig.resolve(args.hw)
     common = {"trials": args.trials, "sampler": args.sampler, "seed": args.seed,
               "jobs": args.jobs, "storage": args.storage, "resume": args.resume,
@@ -88,7 +67,7 @@ def cmd_tune(args: argparse.Namespace, resolve_workload: Any) -> int:
         if args.workload or any(getattr(args, k, None) is not None for k in
                                 ("height", "width", "in_channels", "out_channels", "kernel",
                                  "pad", "stride", "batch")):
-            raise _Usage("--network tunes the network's own layers: drop --workload and "
+            raise UsageError("--network tunes the network's own layers: drop --workload and "
                          "shape flags")
         results = tune_network(args.network, hw, log=args.log, **common)
     else:
@@ -156,56 +135,3 @@ def print_table(results: list[Any]) -> None:
         print(f"replay    python -m vtatune replay {log} --best")
 
 
-def cmd_replay(args: argparse.Namespace) -> int:
-    from ..records import replay
-
-    _warnings_one_line()
-    if args.jobs < 1:
-        raise _Usage(f"--jobs must be at least 1, got {args.jobs}")
-    report = replay(args.log, best=args.best, jobs=args.jobs)
-    what = "best records" if args.best else "ok records"
-    for m in report.mismatches:
-        print(f"{args.log}:{m.line}: {m.what}", file=sys.stderr)
-    if not report.ok:
-        lines = ", ".join(str(m.line) for m in report.mismatches)
-        print(f"vtatune: replay: {len(report.mismatches)} of {report.replayed} {what} differ "
-              f"(lines {lines})", file=sys.stderr)
-        return 1
-    print(f"replayed {report.replayed} {what} of {args.log}: cycles and counters identical")
-    return 0
-
-
-def _hw_flag(config: dict[str, Any]) -> str:
-    from simulator.hardware import DEFAULT, PRESETS, HardwareConfig
-
-    hw = HardwareConfig.from_dict(config)
-    if hw == DEFAULT:
-        return ""
-    name = next((n for n, p in PRESETS.items() if p == hw), None)
-    return f" --hw {name}" if name else " --hw vta_config.json"
-
-
-def cmd_best(args: argparse.Namespace) -> int:
-    from ..records import best_records, read_records
-
-    _warnings_one_line()
-    best = best_records(read_records(args.log))
-    if not best:
-        raise _Usage(f"{args.log} has no ok record")
-    for b in best:
-        r = b.record
-        if args.json:
-            print(json.dumps(r, separators=(",", ":")))
-            continue
-        w, hw = r["workload"], r["hw"]
-        print(f"{w.get('name') or w['key']} ({w['key']}) on {hw['model']}"
-              f"{' with bias' if r.get('bias') else ''}")
-        print(f"  cycles {r['cycles']:,}  {r['seconds'] * 1e3:.3f} ms  {r['gops']:.2f} GOPS  "
-              f"util {r['utilization']:.1%}  (line {b.line}, trial {r['trial']}, "
-              f"study {r['study']})")
-        print(f"  config {json.dumps(r['config'])}")
-        print(f"  simulate: python -m vtatune simulate {w['operator']} "
-              + " ".join(f"--{k.replace('_', '-')} {v}" for k, v in w["shape"].items())
-              + _hw_flag(hw["config"]) + (" --bias" if r.get("bias") else "")
-              + f" --schedule '{json.dumps(r['schedule'], separators=(',', ':'))}'")
-    return 0

@@ -1,89 +1,27 @@
-"""Command line: ``python -m vtatune {simulate,...}``.
-
-Bad input prints one line ``vtatune: error: ...`` and exits with status 2; a failed
-``--verify`` exits with status 1.
-"""
+"""``simulate``: lower a schedule (or load an exported program) and run it on the VTA model."""
 
 from __future__ import annotations
 
 import argparse
 import json
-import sys
 from typing import Any
 
-from simulator.errors import VTAError
 from simulator.functional import count
 from simulator.hardware import HardwareConfig
 from simulator.timing import TimingProfile, simulate
 
-from . import __version__
-from .errors import VtatuneError, WorkloadError
-from .lowering import lower
-from .lowering._vadd import VaddWorkload, lower_vadd
-from .schedule import Schedule, parse_schedule
-from .timeline import draw_timeline, timing_report, write_trace_csv
-from .workloads import Conv2dWorkload, GemmWorkload, Workload, get_workload
-
-CONV_FLAGS = ("batch", "height", "width", "in_channels", "out_channels", "kernel", "pad",
-              "stride")
-GEMM_FLAGS = ("batch", "in_channels", "out_channels")
+from ..lowering import lower
+from ..lowering._vadd import VaddWorkload, lower_vadd
+from ..schedule import Schedule
+from ..timeline import draw_timeline, timing_report, write_trace_csv
+from ._common import UsageError, add_shape_flags, resolve_schedule, resolve_workload
 
 
-class UsageError(VtatuneError):
-    pass
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse that reports errors in one line with exit status 2."""
-
-    def error(self, message: str) -> None:  # type: ignore[override]
-        raise UsageError(message)
-
-
-def _add_shape_flags(p: argparse.ArgumentParser) -> None:
-    for name in CONV_FLAGS:
-        p.add_argument(f"--{name.replace('_', '-')}", type=int, dest=name, metavar="N",
-                       help=argparse.SUPPRESS if name != "batch" else "shape flags: --batch "
-                       "--height --width --in-channels --out-channels --kernel --pad --stride "
-                       "(conv2d); --batch --in-channels --out-channels (gemm)")
-
-
-def resolve_workload(operator: str, args: argparse.Namespace) -> Workload:
-    """A named workload, optionally reshaped by shape flags."""
-    base = get_workload(operator, args.workload or "tutorial")
-    flags = CONV_FLAGS if operator == "conv2d" else GEMM_FLAGS
-    given = {k: getattr(args, k) for k in CONV_FLAGS if getattr(args, k, None) is not None}
-    extra = sorted(set(given) - set(flags))
-    if extra:
-        raise UsageError(f"--{extra[0].replace('_', '-')} does not apply to {operator}")
-    if not given:
-        return base
-    shape = {**base.shape_args(), **given}
-    cls = Conv2dWorkload if operator == "conv2d" else GemmWorkload
-    return cls(**shape, name="")
-
-
-def resolve_schedule(spec: str | None, workload: Workload, hw: HardwareConfig,
-                     bias: bool) -> Schedule:
-    if spec is None:
-        spec = "tutorial" if workload.name == "tutorial" else "default"
-    parsed = parse_schedule(spec, workload, hw)
-    if parsed == "default":
-        from .defaults import default_schedule
-
-        return default_schedule(workload, hw, bias)
-    return parsed
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="vtatune", description="Schedule search engine for the VTA "
-                                                 "accelerator.")
-    parser.add_argument("--version", action="version", version=f"vtatune {__version__}")
-    sub = parser.add_subparsers(dest="command", parser_class=_Parser)
+def register(sub: Any) -> None:
     sim = sub.add_parser("simulate", help="lower a schedule and run it on the VTA model")
     sim.add_argument("operator", nargs="?", choices=("gemm", "conv2d", "vadd"))
     sim.add_argument("--workload", help="named workload (tutorial, resnet18.C2 ... C11)")
-    _add_shape_flags(sim)
+    add_shape_flags(sim)
     sim.add_argument("--elements", type=int, default=1024, help="vadd length (default 1024)")
     sim.add_argument("--schedule", help="tutorial, default, a JSON object of knobs, "
                                         '{"autotvm": {...}} or @file (default: tutorial for '
@@ -99,13 +37,15 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--trace", metavar="FILE.csv", help="write one row per instruction")
     sim.add_argument("--timeline", metavar="FILE.png",
                      help="draw the modules as lanes over time (needs matplotlib)")
-    from ._tuner._cli import add_parsers
+    sim.add_argument("--program", metavar="FILE",
+                     help="run an exported program.bin (or program.json)")
+    sim.set_defaults(func=run)
 
-    add_parsers(sub, _add_shape_flags)
-    from . import _cli_tools
 
-    _cli_tools.add_parsers(sub, _add_shape_flags, sim)
-    return parser
+def run(args: argparse.Namespace) -> int:
+    if args.program is not None or args.operator is None:
+        return cmd_simulate_program(args)
+    return cmd_simulate(args)
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
@@ -159,7 +99,7 @@ def _verify(wl, lowered, program, hw, seed: int) -> bool:
 
     from simulator.functional import run
 
-    from .reference import verify
+    from ..reference import verify
 
     if lowered is not None:
         return verify(lowered, seed).ok
@@ -198,35 +138,56 @@ def _print_summary(report: dict[str, Any], wl) -> None:
                                "NO: output differs from numpy"))
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    try:
-        args = parser.parse_args(argv)
-        if args.command is None:
-            parser.print_help()
-            return 2
-        if args.command == "simulate":
-            if args.program is not None or args.operator is None:
-                from ._cli_tools import cmd_simulate_program
+def cmd_simulate_program(args: argparse.Namespace) -> int:
+    from ..builds import simulate as simulate_build
+    from ..export import load_bin, load_json
 
-                return cmd_simulate_program(args)
-            return cmd_simulate(args)
-        if args.command in ("build", "analyze", "export", "import"):
-            from ._cli_tools import run
+    if args.program is None:
+        raise UsageError("simulate needs an operator (gemm, conv2d, vadd) or --program FILE")
+    if args.operator is not None:
+        raise UsageError("give an operator or --program, not both")
+    loaded = (load_json if args.program.endswith(".json") else load_bin)(args.program)
+    hw = loaded.hw
+    profile = TimingProfile.for_hw(hw)
+    if args.profile:
+        profile = TimingProfile.from_json(args.profile, profile)
+    sim = simulate_build(loaded, profile=profile)
+    wl = loaded.workload
+    report: dict[str, Any] = {
+        "program": args.program, "hw": {"target": hw.target, "bitstream": hw.bitstream,
+                                        "model": hw.target_model, "clock_mhz": hw.clock_mhz},
+        "workload": loaded.meta.get("workload"), "bias": loaded.bias,
+        "counters": sim.counters, "instructions": loaded.program.instruction_mix(),
+        "cycles": sim.cycles, "seconds": sim.seconds, "gops": sim.gops,
+        "utilization": sim.utilization}
+    status = 0
+    if args.verify:
+        if wl is None:
+            raise UsageError(f"{args.program}: no workload in the metadata, cannot --verify")
+        from types import SimpleNamespace
 
-            return run(args, resolve_workload)
-        if args.command in ("conv2d", "gemm", "replay", "best"):
-            from ._tuner import _cli
+        from ..reference import verify
 
-            if args.command == "replay":
-                return _cli.cmd_replay(args)
-            if args.command == "best":
-                return _cli.cmd_best(args)
-            return _cli.cmd_tune(args, resolve_workload)
-        raise UsageError(f"unknown command {args.command}")  # pragma: no cover
-    except (VTAError, WorkloadError) as exc:
-        print(f"vtatune: error: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("vtatune: interrupted", file=sys.stderr)
-        return 130
+        v = verify(SimpleNamespace(workload=wl, hw=hw, bias=loaded.bias,
+                                   program=loaded.program), args.seed)
+        report["verified"] = v.ok
+        status = 0 if v.ok else 1
+    if args.json:
+        print(json.dumps(report))
+        return status
+    print(f"program    {args.program}")
+    if wl is not None:
+        print(f"workload   {wl.describe()}{' with bias' if loaded.bias else ''}")
+    print(f"hardware   {hw.target_model}")
+    print("counters")
+    for k, v in sim.counters.items():
+        print(f"  {k:<17} {v:>12}")
+    mix = report["instructions"]
+    print(f"instructions {mix['total']}: " + ", ".join(
+        f"{k} {v}" for k, v in mix.items() if k != "total"))
+    print(f"cycles     {sim.cycles} ({sim.seconds * 1e3:.3f} ms at {hw.clock_mhz:g} MHz, "
+          f"{sim.gops:.2f} GOPS, utilization {sim.utilization:.1%})")
+    if "verified" in report:
+        print("verified   " + ("yes (bit-exact with numpy)" if report["verified"] else
+                               "NO: output differs from numpy"))
+    return status

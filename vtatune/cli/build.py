@@ -1,0 +1,60 @@
+"""``build``: a workload with the best tuned schedule, exported as program.json/.bin/.c."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from ._common import add_shape_flags, resolve_workload, warnings_one_line
+
+
+def register(sub: Any) -> None:
+    b = sub.add_parser("build", help="build a workload with the best tuned schedule and "
+                                     "export program.json/.bin/.c")
+    b.add_argument("operator", choices=("gemm", "conv2d"))
+    b.add_argument("--workload", help="named workload (tutorial, resnet18.C2 ... C11)")
+    add_shape_flags(b)
+    b.add_argument("--hw", help="hardware preset or vta_config.json (default pynq)")
+    b.add_argument("--bias", action="store_true", help="add the per-channel int32 bias")
+    b.add_argument("--log", action="append", default=[], metavar="LOG",
+                   help="tuning log (repeatable); the best ok record for this workload and "
+                        "hardware is used, else the default schedule (with a warning)")
+    b.add_argument("--out", required=True, metavar="DIR", help="output directory")
+    b.add_argument("--verify", action="store_true",
+                   help="run the build on random data and compare with numpy")
+    b.set_defaults(func=cmd_build)
+
+
+def cmd_build(args: argparse.Namespace) -> int:
+    from simulator.hardware import HardwareConfig
+
+    from ..builds import build, simulate
+
+    warnings_one_line()
+
+    hw = HardwareConfig.resolve(args.hw)
+    wl = resolve_workload(args.operator, args)
+    b = build(wl, hw, log=args.log or None, bias=args.bias)
+    paths = b.export(args.out)
+    sim = simulate(b)
+    print(f"workload   {wl.describe()}")
+    print(f"hardware   {hw.target_model}")
+    print(f"schedule   {b.schedule.short()}")
+    print(f"from       {b.provenance.describe()}")
+    print(f"cycles     {sim.cycles:,} ({sim.seconds * 1e3:.3f} ms, {sim.gops:.2f} GOPS, "
+          f"utilization {sim.utilization:.1%}), {sim.instructions} instructions")
+    if b.provenance.record is not None and b.provenance.record.get("cycles") != sim.cycles:
+        print(f"note       the log recorded {b.provenance.record.get('cycles')} cycles",
+              file=sys.stderr)
+    for kind in ("json", "bin", "c", "header"):
+        print(f"wrote      {paths[kind]}")
+    if args.verify:
+        from ..reference import random_operands, reference_output
+
+        ops = random_operands(wl, args.bias, 0)
+        ok = bool((b.run(ops.data, ops.weight, ops.bias)
+                   == reference_output(wl, ops)).all())
+        print("verified   " + ("yes (bit-exact with numpy)" if ok else "NO"))
+        return 0 if ok else 1
+    return 0

@@ -186,6 +186,8 @@ class Uop:
     wgt: int = 0
 
 
+UOP_BITS = 32
+
 # --- binary layouts ----------------------------------------------------------------------
 _FLAGS = (("pop_prev", 1), ("pop_next", 1), ("push_prev", 1), ("push_next", 1))
 
@@ -243,6 +245,26 @@ def _layouts(hw: HardwareConfig) -> dict[Opcode, tuple[tuple[str, int, int], ...
         Opcode.ALU: place(alu),
         Opcode.FINISH: place(gemm),
     }
+
+
+def check_encodable(hw: HardwareConfig) -> None:
+    """Raise EncodingError, with the bits, when ``hw``'s instructions or micro-ops cannot be
+    encoded: an instruction is 128 bits (two 64-bit words no field straddles) and a micro-op
+    32 bits (ACC, INP and WGT index fields, each log2 of its buffer's depth).
+
+    >>> from simulator.hardware import DEFAULT
+    >>> from dataclasses import replace
+    >>> check_encodable(replace(DEFAULT, log_inp_buff_size=16))
+    Traceback (most recent call last):
+    ...
+    simulator.errors.EncodingError: micro-op fields need 33 bits (acc 11 + inp 12 + wgt 10), \
+a micro-op has 32
+    """
+    dst, src, wgt = _uop_widths(hw)
+    if dst + src + wgt > UOP_BITS:
+        raise EncodingError(f"micro-op fields need {dst + src + wgt} bits (acc {dst} + inp "
+                            f"{src} + wgt {wgt}), a micro-op has {UOP_BITS}")
+    _layouts(hw)
 
 
 def loop_limit() -> int:

@@ -74,6 +74,9 @@ class TuneResult:
     duplicate_asks: int
     wall_seconds: float
     sim_seconds: float
+    study_id: str = ""
+    other_trials: int = 0
+    notes: tuple[str, ...] = ()
 
     @property
     def best_cycles(self) -> int | None:
@@ -168,14 +171,16 @@ def tune(workload: Workload | str, hw: HardwareConfig | str | None = None, *,
         seed = secrets.randbits(31)
     t0 = time.perf_counter()
     template = get_template(wl, hw, bias=bias, space=space)
-    store, desc, flush = open_storage(storage, log_path)
-    search = Search(template=template, workload=wl, hw=hw, bias=bias, trials=trials,
-                    sampler=sampler, seed=seed, jobs=jobs, log=log_path, storage=store,
-                    storage_desc=desc, flush=flush, shared=storage is not None, resume=resume,
-                    allow_others=_network is not None, progress=progress,
-                    label=wl.name or wl.key())
-    with RecordWriter(log_path) as writer, parallel_pool(jobs) as pool:
-        search.run(writer, pool)
+    store = open_storage(storage, log_path)
+    try:
+        search = Search(template=template, workload=wl, hw=hw, bias=bias, trials=trials,
+                        sampler=sampler, seed=seed, jobs=jobs, log=log_path, store=store,
+                        resume=resume, allow_others=_network is not None, progress=progress,
+                        label=wl.name or wl.key())
+        with RecordWriter(log_path) as writer, parallel_pool(jobs) as pool:
+            search.run(writer, pool)
+    finally:
+        store.close()
     wall = time.perf_counter() - t0
     best = search.best_entry()
     best_config = search.config_of(best[0]) if best else None
@@ -186,15 +191,18 @@ def tune(workload: Workload | str, hw: HardwareConfig | str | None = None, *,
     tut = _tutorial(wl, hw, bias)
     return TuneResult(
         workload=wl, hw=hw, bias=bias, template=template.name, study=search.study_name,
-        storage=desc, log=str(log_path), sampler=search.sampler_name, seed=search.seed,
+        storage=store.desc, log=str(log_path), sampler=search.sampler_name, seed=search.seed,
         requested=trials, trials=search.done, new_trials=search.stats.simulated,
         legal_space=search.legal_space, exhausted=search.exhausted,
         interrupted=search.interrupted, resumed=search.resumed, best_config=best_config,
         best_schedule=template.to_schedule(best_config) if best_config else None,
         best=search.evaluation_of(best_config) if best_config else None,
         default_cycles=default_cycles, tutorial=tut, asks=search.stats.asks,
-        illegal_asks=search.stats.illegal, duplicate_asks=search.stats.duplicate,
-        wall_seconds=wall, sim_seconds=search.stats.sim_seconds)
+        illegal_asks=search.stats.illegal,
+        duplicate_asks=search.stats.duplicate + search.stats.gave_way,
+        wall_seconds=wall, sim_seconds=search.stats.sim_seconds, study_id=search.study_id,
+        other_trials=max(0, search.done - search.done_at_start - search.stats.simulated),
+        notes=tuple(search.notes))
 
 
 def _tutorial(wl: Workload, hw: HardwareConfig, bias: bool) -> Evaluation | None:

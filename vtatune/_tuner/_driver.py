@@ -8,12 +8,26 @@ Why the loop looks like this:
   ``status=illegal`` and the log records it once, with the rule that fails.
 - A config already evaluated in the study is told its cached value and never simulated
   again; it does not count towards ``trials``.
+- Several workers may share the study (same problem, same storage). Before each batch the
+  worker re-reads the study: configs the others finished join the cache, configs they are
+  running are off limits (the guided sampler's "legal and untried" filter sees both). Each
+  asked trial carries its config from the start (params, and a ``config`` user attr in
+  plain values); right before simulating, the worker re-reads the running trials and gives
+  way (the trial fails as ``status=duplicate``) when another trial holds the same config.
+  Of two workers racing for one config, at least one sees the other, so at most one
+  simulates it.
+- Fixed configs (the default schedule, warm starts, the unstick handout) are asked through
+  Optuna's PartialFixedSampler, never through the study's shared WAITING queue, so no two
+  workers can pop the same queued trial.
+- Running trials send heartbeats; any worker fails the trials of a worker that died
+  (``fail_stale_trials``), and their configs become available again.
 - A sampler that only proposes wasted points for ``STUCK`` asks in a row (``STUCK_AGAIN``
   once it has been stuck before) is handed an unevaluated legal config (seeded order);
   when the legal space is smaller than what is left to do, the rest of it is queued at
   once. So a tiny space cannot spin forever.
 - Each simulated trial is written to the log (one line, one system call) before it is
-  told to the study: a killed run keeps it in the log, and resume finds it there.
+  told to the study: a killed run keeps it in the log, and the next start of the study
+  adds it back (the log is the source of truth).
 """
 
 from __future__ import annotations
@@ -25,6 +39,7 @@ import secrets
 import signal
 import threading
 import time
+import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,7 +60,7 @@ from ..records import (
 from ._progress import Progress
 from ._samplers import GuidedSampler, encoding_for, make_sampler
 from ._space import Codec, Config, Key
-from ._storage import pick_study_name, problem_of
+from ._storage import HEARTBEAT_SECONDS, Store, open_study
 
 STUCK = 64  # wasted asks in a row before the loop hands the sampler a fresh legal config
 # Once a sampler has been stuck, it usually stays so (CMA-ES converged on one point keeps
@@ -68,6 +83,7 @@ class Stats:
     asks: int = 0
     illegal: int = 0
     duplicate: int = 0
+    gave_way: int = 0  # asks dropped because another worker was running the config
     simulated: int = 0
     sim_seconds: float = 0.0
     evaluations: dict[Key, Any] = field(default_factory=dict)  # this run's Evaluations
@@ -82,18 +98,58 @@ def simulate(workload: Any, schedule: Any, hw: Any, bias: bool) -> tuple[Any, fl
     return ev, time.perf_counter() - t0
 
 
+class _Heartbeats:
+    """Records a heartbeat for this worker's running trials every interval (a thread)."""
+
+    def __init__(self, storage: Any, interval: float) -> None:
+        self._storage, self._interval = storage, interval
+        self._ids: set[int] = set()
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def add(self, trial_id: int) -> None:
+        with self._lock:
+            self._ids.add(trial_id)
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._beat, daemon=True,
+                                            name="vtatune-heartbeat")
+            self._thread.start()
+
+    def discard(self, trial_id: int) -> None:
+        with self._lock:
+            self._ids.discard(trial_id)
+
+    def _beat(self) -> None:
+        while not self._stop.wait(self._interval):
+            with self._lock:
+                ids = sorted(self._ids)
+            for trial_id in ids:
+                with contextlib.suppress(Exception):  # the main thread reports outages
+                    self._storage.record_heartbeat(trial_id)
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+
+def _quietly(fn: Callable[..., Any], *args: Any) -> Any:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        return fn(*args)
+
+
 class Search:
-    """One study of one problem (workload x hardware x template x bias)."""
+    """One worker's share of one study (workload x hardware x template x space x bias)."""
 
     def __init__(self, *, template: Any, workload: Any, hw: Any, bias: bool, trials: int,
-                 sampler: str, seed: int, jobs: int, log: Path, storage: Any,
-                 storage_desc: str, flush: Callable[[], None], shared: bool, resume: bool,
-                 allow_others: bool, progress: bool, label: str) -> None:
+                 sampler: str, seed: int | None, jobs: int, log: Path, store: Store,
+                 resume: bool, allow_others: bool, progress: bool, label: str) -> None:
         self.template, self.workload, self.hw, self.bias = template, workload, hw, bias
-        self.target, self.sampler_name, self.seed, self.jobs = trials, sampler, seed, jobs
-        self.log_path, self.storage, self.storage_desc = log, storage, storage_desc
-        self.shared, self.label, self.show_progress = shared, label, progress
-        self.flush = flush
+        self.target, self.sampler_name, self.jobs = trials, sampler, jobs
+        self.log_path, self.store, self.storage_desc = log, store, store.desc
+        self.label, self.show_progress = label, progress
         self.problem = {
             "workload_key": workload.key(), "workload": workload_fields(workload),
             "hw_model": hw.target_model, "hw": hw_fields(hw), "template": template.name,
@@ -101,33 +157,40 @@ class Search:
         }
         base = f"{workload.operator}.{workload.name or workload.key()}.{hw.target_model}." \
                f"{template.space}{'.bias' if bias else ''}"
-        name, exists = pick_study_name(storage, base, self.problem, resume, storage_desc,
-                                       allow_others)
-        self.study_name, self.resumed = name, exists
-        attrs: dict[str, Any] = {}
-        if exists:
-            attrs = problem_of(optuna.load_study(study_name=name, storage=storage)
-                               .user_attrs) or {}
-            self.sampler_name = sampler if sampler else attrs.get("sampler", "tpe")
-            if self.seed is None:
-                self.seed = attrs.get("seed")
-        if self.seed is None:
+        study_seed = seed if seed is not None else secrets.randbits(31)
+        opened = open_study(store.storage, base, self.problem, store.desc,
+                            allow_others=allow_others, resume=resume,
+                            extra={"encoding": encoding_for(sampler), "sampler": sampler,
+                                   "seed": study_seed})
+        self.study, self.study_name, self.study_id = opened.study, opened.name, opened.id
+        self.created = opened.created
+        self.resumed = not opened.created
+        attrs = opened.attrs
+        _quietly(optuna.storages.fail_stale_trials, self.study)  # trials of dead workers
+        existing = self.study.get_trials(deepcopy=False)
+        if opened.created:
+            self.seed = study_seed
+        elif existing and not any(t.state == TrialState.RUNNING for t in existing):
+            self.seed = seed if seed is not None else attrs.get("seed", study_seed)
+        else:
+            # Other workers are at it: a seed of its own, so this worker's proposals differ.
             self.seed = secrets.randbits(31)
         encoding = attrs.get("encoding") or encoding_for(self.sampler_name)
         self.codec = Codec(template, encoding)
         self.distributions = self.codec.distributions()
-        self.sampler = make_sampler(self.sampler_name, self.seed, parallel=jobs > 1)
-        self.study = optuna.create_study(
-            study_name=name, storage=storage, direction="minimize", load_if_exists=True,
-            sampler=self.sampler)
-        if not exists:
-            self.study.set_user_attr("vtatune", {**self.problem, "encoding": encoding,
-                                                 "sampler": self.sampler_name,
-                                                 "seed": self.seed})
-        self.flush()
+        self.sampler = make_sampler(self.sampler_name, self.seed,
+                                    parallel=jobs > 1 or store.journal is None)
+        self.study.sampler = self.sampler
+        interval = store.storage.get_heartbeat_interval() or HEARTBEAT_SECONDS
+        self._beats = _Heartbeats(store.storage, interval)
+        self._stale_every, self._next_stale = float(interval), time.monotonic() + interval
         self._rng = random.Random(self.seed)
         self.cache: dict[Key, Entry] = {}
+        self._synced: set[int] = set()  # finished trials already in the cache
+        self._mine: set[int] = set()  # trial numbers this worker asked and has not told
+        self._elsewhere: set[Key] = set()  # configs other workers are running
         self.stats = Stats()
+        self.notes: list[str] = []
         self.default_config: Config | None = None
         self._queue: list[Config] = []
         self._inflight: set[Key] = set()  # asked in the current batch, not yet told
@@ -136,8 +199,12 @@ class Search:
         self.exhausted = False
         self.interrupted = False
         self._sync()
-        if exists:
-            self._sync_log()
+        self._import_log(resume)
+        self.done_at_start = self.done
+        if not opened.created and not resume and self.done:
+            self.notes.append(f"joined the existing study {self.study_name} in "
+                              f"{store.desc} ({self.done} trials already; --log or --storage "
+                              "elsewhere starts a fresh one)")
         try:
             self.default_config = template.default_config()
         except VtatuneError:  # no default schedule fits this workload: search without it
@@ -153,8 +220,8 @@ class Search:
         self._record_base = {
             "schema": 1, "workload": self.problem["workload"], "hw": self.problem["hw"],
             "bias": bool(bias), "template": template.name, "space": template.space,
-            "study": name, "sampler": self.sampler_name, "seed": self.seed,
-            "version": __version__,
+            "study": self.study_name, "study_id": self.study_id,
+            "sampler": self.sampler_name, "seed": self.seed, "version": __version__,
         }
 
     def _guide(self, sampler: GuidedSampler) -> None:
@@ -172,9 +239,7 @@ class Search:
         def accept(params: dict[str, Any]) -> bool:
             try:
                 config = codec.from_params({**single, **params})
-                k = codec.key(config)
-                return (k not in self.cache and k not in self._inflight
-                        and template.legal(config))
+                return self._untried(codec.key(config)) and template.legal(config)
             except (KeyError, IndexError, TypeError, VtatuneError):
                 return False
 
@@ -190,39 +255,108 @@ class Search:
         except VtatuneError:  # a template the cost model cannot read: no warm start
             pass
 
+    def _untried(self, k: Key) -> bool:
+        """Neither evaluated in the study, nor asked by this worker, nor running elsewhere:
+        the "untried" of the guided sampler's "legal and untried" rule."""
+        return k not in self.cache and k not in self._inflight and k not in self._elsewhere
+
     # --- study state ----------------------------------------------------------------------
+    def _key_of(self, t: Any) -> Key | None:
+        try:
+            return self.codec.key(self.codec.from_params(t.params))
+        except (KeyError, IndexError, TypeError):
+            return None  # another problem's params, or an ask still being written
+
     def _sync(self) -> None:
-        """Rebuild the cache from the study (resume; other workers on a shared storage)."""
-        for t in self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
+        """Catch up with the study: finished trials (earlier runs, other workers) join the
+        cache; the configs other workers are running are noted."""
+        elsewhere: set[Key] = set()
+        for t in self.study.get_trials(deepcopy=False,
+                                       states=(TrialState.COMPLETE, TrialState.RUNNING)):
+            if t.state == TrialState.RUNNING:
+                if t.number not in self._mine:
+                    k = self._key_of(t)
+                    if k is not None:
+                        elsewhere.add(k)
+                continue
+            if t.number in self._synced:
+                continue
+            self._synced.add(t.number)
             status = t.user_attrs.get("status", "ok")
-            if status == "duplicate" or not t.params:
+            k = self._key_of(t)
+            if status == "duplicate" or k is None or t.value is None:
                 continue
-            try:
-                config = self.codec.from_params(t.params)
-            except (KeyError, IndexError):
-                continue
-            k = self.codec.key(config)
             if k not in self.cache:
                 self.cache[k] = Entry(status, float(t.value), t.number)
+        self._elsewhere = elsewhere
 
-    def _sync_log(self) -> None:
-        """Trials logged but never told (killed between the two) are not simulated again."""
+    def _belongs(self, r: dict[str, Any]) -> bool:
+        """A log record of this problem (any study)."""
+        try:
+            return (r["workload"]["key"] == self.problem["workload_key"]
+                    and r["hw"]["model"] == self.problem["hw_model"]
+                    and bool(r.get("bias", False)) == self.problem["bias"]
+                    and r.get("template") == self.problem["template"]
+                    and r.get("space", "full") == self.problem["space"]
+                    and isinstance(r.get("config"), dict))
+        except (KeyError, TypeError):
+            return False
+
+    def _import_log(self, resume: bool) -> None:
+        """The log is the source of truth: trials of this study it holds that the study lacks
+        (a worker killed between logging and telling, a storage outage) are added back, and
+        with ``resume`` also those of earlier studies of this problem (a journal that was
+        lost or never shipped). Other studies' records are only counted for the table."""
         if not self.log_path.exists():
             return
-        late = []
+        found: dict[Key, dict[str, Any]] = {}
+        foreign: set[Key] = set()
         for _, r in read_records(self.log_path):
-            if r.get("study") != self.study_name or not isinstance(r.get("config"), dict):
+            if not self._belongs(r):
                 continue
-            k = self.codec.key(r["config"])
-            if k not in self.cache:
-                late.append((k, r))
-        for k, r in late:
-            if r.get("status") == "ok":
-                self.cache[k] = Entry("ok", float(r["cycles"]), int(r.get("trial", -1)))
-        for k, r in late:
-            if r.get("status") != "ok":
-                self.cache[k] = Entry("error" if r.get("status") == "error" else "illegal",
-                                      self._penalty(), int(r.get("trial", -1)))
+            sid = r.get("study_id")
+            ours = sid == self.study_id or (
+                sid is None and not self.created and r.get("study") == self.study_name)
+            try:
+                k = self.codec.key(r["config"])
+            except (KeyError, TypeError):
+                continue
+            if not ours and not resume:
+                foreign.add(k)
+                continue
+            if k in self.cache or k in self._elsewhere:
+                continue
+            if k not in found or (r.get("status") == "ok" and found[k].get("status") != "ok"):
+                found[k] = r
+        if foreign - set(self.cache):
+            self.notes.append(f"{self.log_path} also holds {len(foreign - set(self.cache))} "
+                              "configs of another study of this problem that this study does "
+                              "not include (--resume starts from them)")
+        if not found:
+            return
+        rows = sorted(found.items(), key=lambda kr: kr[1].get("status") != "ok")
+        trials = []
+        for k, r in rows:
+            status = r.get("status") if r.get("status") in ("ok", "error") else "illegal"
+            value = float(r["cycles"]) if status == "ok" else self._penalty()
+            attrs = {"config": r["config"], "status": status, "from_log": str(self.log_path)}
+            if status == "ok":
+                attrs["cycles"] = int(r["cycles"])
+            try:
+                trials.append((k, status, value, optuna.trial.create_trial(
+                    params=self.codec.to_params(r["config"]),
+                    distributions=self.distributions, value=value, user_attrs=attrs)))
+            except (KeyError, ValueError, TypeError):
+                continue  # a config this template version no longer has
+        with self.store.batch():
+            self.study.add_trials([t for *_, t in trials])
+        self._sync()
+        for k, status, value, _ in trials:
+            self.cache.setdefault(k, Entry(status, value, -1))
+        imported = sum(1 for _, s, _, _ in trials if s != "illegal")
+        if imported and (resume or self.created):
+            self.notes.append(f"added {imported} trials from {self.log_path} that the study "
+                              "lacked (the log is the source of truth)")
 
     @property
     def done(self) -> int:
@@ -241,24 +375,37 @@ class Search:
     def _next_fixed(self) -> Config | None:
         while self._queue:
             c = self._queue.pop(0)
-            if self.codec.key(c) not in self.cache:
+            if self._untried(self.codec.key(c)):
                 return c
         if self._brute is not None:
             for c in self._brute:
-                if self.codec.key(c) not in self.cache:
+                if self._untried(self.codec.key(c)):
                     return c
             self.exhausted = True
         return None
 
     def _ask(self) -> tuple[optuna.trial.Trial, Config] | None:
         fixed = self._next_fixed()
-        if fixed is not None:
-            self.study.enqueue_trial(self.codec.to_params(fixed), skip_if_exists=False)
-        elif self._brute is not None:
+        if fixed is None and self._brute is not None:
             return None
-        trial = self.study.ask(self.distributions)
+        with self.store.batch():
+            if fixed is not None:
+                # This worker's own handout, not the study's shared WAITING queue.
+                self.study.sampler = _quietly(optuna.samplers.PartialFixedSampler,
+                                              self.codec.to_params(fixed), self.sampler)
+            try:
+                with warnings.catch_warnings():  # we drive heartbeats ourselves
+                    warnings.filterwarnings("ignore", "Heartbeat of storage")
+                    trial = self.study.ask(self.distributions)
+            finally:
+                self.study.sampler = self.sampler
+            self._mine.add(trial.number)
+            config = self.codec.from_params(trial.params)
+            trial.set_user_attr("config", config)
+            self.store.storage.record_heartbeat(trial._trial_id)
+        self._beats.add(trial._trial_id)
         self.stats.asks += 1
-        return trial, self.codec.from_params(trial.params)
+        return trial, config
 
     def _unstick(self) -> None:
         """The sampler only wastes asks: queue an unevaluated legal config, or stop.
@@ -270,15 +417,18 @@ class Search:
         rng = self._rng
         for _ in range(256):
             c = {k.name: rng.choice(k.choices) for k in self.template.knobs}
-            if self.codec.key(c) not in self.cache and self.template.legal(c):
+            if self._untried(self.codec.key(c)) and self.template.legal(c):
                 self._queue.append(c)
                 return
         pending = [c for c in self.template.legal_configs()
                    if self.codec.key(c) not in self.cache]
         self.legal_space = sum(1 for e in self.cache.values() if e.status != "illegal") \
             + len(pending)
+        pending = [c for c in pending if self.codec.key(c) not in self._elsewhere]
         if not pending:
-            self.exhausted = True
+            self.exhausted = not self._elsewhere
+            if self._elsewhere:
+                time.sleep(0.05)  # the rest is running elsewhere: wait for it to finish
         elif len(pending) <= self.target - self.done:
             self._queue.extend(pending)
         else:
@@ -290,12 +440,37 @@ class Search:
                 "schedule": self.template.to_schedule(config).to_dict(), **ev.as_dict(),
                 "trial": trial, "timestamp": now()}
 
+    def _tell(self, trial: optuna.trial.Trial, status: str, value: float | None,
+              cycles: int | None = None, rule: str | None = None) -> None:
+        """Finish a trial with its status (and cycles, rule) as user attrs; ``value`` None
+        fails it (a config another worker holds)."""
+        with self.store.batch():
+            trial.set_user_attr("status", status)
+            if cycles is not None:
+                trial.set_user_attr("cycles", cycles)
+            if rule is not None:
+                trial.set_user_attr("rule", rule)
+            if value is None:
+                self.study.tell(trial, state=TrialState.FAIL)
+            else:
+                self.study.tell(trial, value)
+        self._mine.discard(trial.number)
+        self._beats.discard(trial._trial_id)
+
     def _tell_wasted(self, trial: optuna.trial.Trial, status: str, value: float) -> None:
-        trial.set_user_attr("status", status)
-        self.study.tell(trial, value)
+        self._tell(trial, status, value)
+
+    def _fail_stale(self) -> None:
+        if time.monotonic() >= self._next_stale:
+            self._next_stale = time.monotonic() + self._stale_every
+            _quietly(optuna.storages.fail_stale_trials, self.study)
 
     # --- the loop -------------------------------------------------------------------------
     def run(self, writer: RecordWriter, parallel: Callable[..., list[Any]] | None) -> None:
+        if self.done >= self.target and not self.exhausted:
+            self.notes.append(f"the study already holds {self.done} trials (--trials "
+                              f"{self.target}): nothing to simulate; a larger --trials "
+                              "continues it")
         progress = Progress(self.label, self.target, self.done, enabled=self.show_progress)
         best = self.best_entry()
         progress.update(self.done, int(best[1].value) if best else None)
@@ -306,8 +481,8 @@ class Search:
                 wasted_in_a_row = 0
                 unstuck = False
                 while self.done < self.target and not self.exhausted and not stop.flag:
-                    if self.shared:
-                        self._sync()
+                    self._fail_stale()
+                    self._sync()
                     room = min(max(1, 2 * self.jobs if self.jobs > 1 else 1),
                                self.target - self.done)
                     batch: list[tuple[optuna.trial.Trial, Config, Key]] = []
@@ -319,7 +494,12 @@ class Search:
                         trial, config = got
                         asked.append(trial)
                         k = self.codec.key(config)
-                        if k in self.cache or any(k == b[2] for b in batch):
+                        if k in self._elsewhere:
+                            self.stats.gave_way += 1
+                            wasted_in_a_row += 1
+                            self._tell(trial, "duplicate", None)
+                            asked.remove(trial)
+                        elif k in self.cache or any(k == b[2] for b in batch):
                             self.stats.duplicate += 1
                             wasted_in_a_row += 1
                             if k in self.cache:
@@ -336,7 +516,8 @@ class Search:
                                 wasted_in_a_row += 1
                                 self._log_illegal(writer, trial.number, config, exc)
                                 self.cache[k] = Entry("illegal", self._penalty(), trial.number)
-                                self._tell_wasted(trial, "illegal", self.cache[k].value)
+                                self._tell(trial, "illegal", self.cache[k].value,
+                                           rule=getattr(exc, "rule", None))
                                 asked.remove(trial)
                             else:
                                 batch.append((trial, config, k))
@@ -347,6 +528,8 @@ class Search:
                             unstuck = True
                             self._unstick()
                     if batch:
+                        batch = self._claim(batch, asked)
+                    if batch:
                         self._evaluate(batch, writer, parallel)
                         for trial, _, _ in batch:
                             asked.remove(trial)
@@ -354,7 +537,6 @@ class Search:
                     for trial, k in repeats:
                         self._tell_wasted(trial, "duplicate", self.cache[k].value)
                         asked.remove(trial)
-                    self.flush()
                     best = self.best_entry()
                     progress.update(self.done, int(best[1].value) if best else None)
         except KeyboardInterrupt:
@@ -363,9 +545,33 @@ class Search:
             for trial in asked:  # asked but not finished (interrupted): leave no RUNNING trial
                 with contextlib.suppress(Exception):
                     self.study.tell(trial, state=TrialState.FAIL)
+            self._beats.close()
             self.interrupted = stop.flag
-            self.flush()
             progress.close()
+        others = self.done - self.done_at_start - self.stats.simulated
+        if others > 0:
+            self.notes.append(f"other workers added {others} trials to this study during this "
+                              f"run ({self.stats.simulated} simulated here)")
+
+    def _claim(self, batch: list[tuple[optuna.trial.Trial, Config, Key]],
+               asked: list[optuna.trial.Trial]) -> list[tuple[optuna.trial.Trial, Config, Key]]:
+        """Right before simulating, re-read the study: a config another worker finished or is
+        running is given up (its trial told as a duplicate), so it is simulated once."""
+        self._sync()
+        keep = []
+        for trial, config, k in batch:
+            if k in self.cache:
+                self.stats.duplicate += 1
+                self._tell_wasted(trial, "duplicate", self.cache[k].value)
+            elif k in self._elsewhere:
+                self.stats.gave_way += 1
+                self._tell(trial, "duplicate", None)
+            else:
+                keep.append((trial, config, k))
+                continue
+            asked.remove(trial)
+            self._inflight.discard(k)
+        return keep
 
     def _log_illegal(self, writer: RecordWriter, trial: int, config: Config,
                      exc: Exception) -> None:
@@ -392,7 +598,7 @@ class Search:
             if ev.status == "ok":
                 entry = Entry("ok", float(ev.cycles), trial.number)
                 self.stats.evaluations[k] = ev
-                self.study.tell(trial, entry.value)
+                self._tell(trial, "ok", entry.value, cycles=int(ev.cycles))
             else:
                 # A legal config the simulator could not run: it costs a trial, like AutoTVM's
                 # error_no != 0 records, and the sampler learns to avoid it.
@@ -402,8 +608,9 @@ class Search:
 
     # --- results --------------------------------------------------------------------------
     def evaluation_of(self, config: Config) -> Any:
-        """The Evaluation of a config evaluated in this study: this run's, else the log's,
-        else (a study resumed from another log) simulated once more."""
+        """The Evaluation of a config evaluated in this study: this run's, else the log's
+        (any record of this problem: the simulator is deterministic), else simulated once
+        more (a study other workers logged elsewhere)."""
         k = self.codec.key(config)
         if k in self.stats.evaluations:
             return self.stats.evaluations[k]
@@ -411,7 +618,7 @@ class Search:
 
         if self.log_path.exists():
             for _, r in read_records(self.log_path):
-                if (r.get("study") == self.study_name and r.get("status") == "ok"
+                if (r.get("status") == "ok" and self._belongs(r)
                         and self.codec.key(r["config"]) == k):
                     return Evaluation.from_dict(r)
         ev, _ = simulate(self.workload, self.template.to_schedule(config), self.hw, self.bias)

@@ -120,6 +120,10 @@ def print_table(results: list[Any]) -> None:
         if r.interrupted:
             print(f"note      {label}: interrupted; {r.trials} trials kept in the log and "
                   f"study (--resume continues)")
+        for note in r.notes:
+            print(f"note      {label}: {note}")
+        if len(results) == 1:
+            print(f"study     {r.study} (id {r.study_id[:12]}) in {r.storage}")
     asks = sum(r.asks for r in results)
     wasted = sum(r.illegal_asks + r.duplicate_asks for r in results)
     wall = sum(r.wall_seconds for r in results)

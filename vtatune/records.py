@@ -17,11 +17,14 @@ Schema (``schema`` = 1): ``schema``, ``workload`` {operator, name, key, shape},
 (the knobs), ``schedule`` (every Schedule field), ``status`` (``ok`` / ``illegal`` /
 ``error``), ``rule``, ``error``, ``cycles``, ``seconds``, ``gops``, ``utilization``,
 ``counters`` (fsim's seven), ``instructions``, ``trial``, ``timestamp`` (ISO 8601, UTC),
-``study``, ``sampler``, ``seed``, ``version`` (of vtatune).
+``study``, ``study_id`` (unique per study; absent in logs of older versions), ``sampler``,
+``seed``, ``version`` (of vtatune).
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import os
 import warnings
@@ -104,11 +107,25 @@ class RecordWriter:
             with open(self.path, "rb") as f:
                 f.seek(size - 1)
                 if f.read(1) != b"\n":
-                    os.write(self._fd, b"\n")
+                    try:
+                        os.write(self._fd, b"\n")
+                    except OSError as exc:
+                        raise LogError(f"cannot write log {self.path}: {exc.strerror}") from None
 
     def write(self, record: dict[str, Any]) -> None:
-        line = json.dumps(record, separators=(",", ":"), allow_nan=False) + "\n"
-        os.write(self._fd, line.encode())
+        """Append one line; a failed or short write (a full disk) is cut back off the file and
+        raises LogError, so the log never holds a partial record."""
+        data = (json.dumps(record, separators=(",", ":"), allow_nan=False) + "\n").encode()
+        start = os.fstat(self._fd).st_size
+        try:
+            written = os.write(self._fd, data)
+            if written != len(data):
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                if os.fstat(self._fd).st_size > start:
+                    os.ftruncate(self._fd, start)
+            raise LogError(f"cannot write log {self.path}: {exc.strerror or exc}") from None
 
     def close(self) -> None:
         if self._fd >= 0:

@@ -483,8 +483,13 @@ class Search:
                 while self.done < self.target and not self.exhausted and not stop.flag:
                     self._fail_stale()
                     self._sync()
+                    # Configs other workers are running count towards the study's total
+                    # (they finish them, or die and heartbeats hand them back).
                     room = min(max(1, 2 * self.jobs if self.jobs > 1 else 1),
-                               self.target - self.done)
+                               self.target - self.done - len(self._elsewhere))
+                    if room <= 0:
+                        time.sleep(0.05)
+                        continue
                     batch: list[tuple[optuna.trial.Trial, Config, Key]] = []
                     repeats: list[tuple[optuna.trial.Trial, Key]] = []
                     while len(batch) < room and not self.exhausted and not stop.flag:

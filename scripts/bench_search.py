@@ -49,32 +49,7 @@ CACHE = RESULTS / "cache"
 LAYERS = [f"C{i}" for i in range(2, 12)] + ["gemm.tutorial", "gemm.dense128"]
 SAMPLERS = ["guided", "tpe", "random", "cmaes", "gp"]
 
-# TopHub's board-tuned configs for ResNet-18 on pynq 1x16 (TVM's vta_v0.10 TopHub log,
-# its ResNet-18 section; the first three rows are also in the VTA notes, section 9), as
-# AutoTVM [outer, inner] splits.
-TOPHUB = {
-    "C2": {"tile_b": [1, 1], "tile_h": [7, 8], "tile_w": [1, 56], "tile_ci": [4, 1],
-           "tile_co": [2, 2], "oc_nthread": 2, "h_nthread": 1},
-    "C3": {"tile_b": [1, 1], "tile_h": [4, 7], "tile_w": [1, 28], "tile_ci": [4, 1],
-           "tile_co": [2, 4], "oc_nthread": 2, "h_nthread": 1},
-    "C4": {"tile_b": [1, 1], "tile_h": [4, 7], "tile_w": [1, 28], "tile_ci": [4, 1],
-           "tile_co": [2, 4], "oc_nthread": 1, "h_nthread": 2},
-    "C5": {"tile_b": [1, 1], "tile_h": [2, 14], "tile_w": [1, 28], "tile_ci": [8, 1],
-           "tile_co": [4, 2], "oc_nthread": 1, "h_nthread": 2},
-    "C6": {"tile_b": [1, 1], "tile_h": [1, 14], "tile_w": [1, 14], "tile_ci": [8, 1],
-           "tile_co": [4, 4], "oc_nthread": 2, "h_nthread": 1},
-    "C7": {"tile_b": [1, 1], "tile_h": [2, 7], "tile_w": [1, 14], "tile_ci": [8, 1],
-           "tile_co": [2, 8], "oc_nthread": 2, "h_nthread": 1},
-    "C8": {"tile_b": [1, 1], "tile_h": [1, 14], "tile_w": [1, 14], "tile_ci": [16, 1],
-           "tile_co": [4, 4], "oc_nthread": 2, "h_nthread": 1},
-    "C9": {"tile_b": [1, 1], "tile_h": [1, 7], "tile_w": [1, 7], "tile_ci": [16, 1],
-           "tile_co": [2, 16], "oc_nthread": 2, "h_nthread": 1},
-    "C10": {"tile_b": [1, 1], "tile_h": [1, 7], "tile_w": [1, 7], "tile_ci": [16, 1],
-           "tile_co": [2, 16], "oc_nthread": 2, "h_nthread": 1},
-    "C11": {"tile_b": [1, 1], "tile_h": [1, 7], "tile_w": [1, 7], "tile_ci": [32, 1],
-           "tile_co": [2, 16], "oc_nthread": 2, "h_nthread": 1},
-}
-
+from vtatune.tophub import TOPHUB  # noqa: E402  (TopHub's ResNet-18 configs, pynq 1x16)
 
 # --- workloads, cache ------------------------------------------------------------------------
 

@@ -17,7 +17,9 @@ __version__ = "0.1.0"
 
 _LAZY = {
     "tune": "vtatune.tuner",
-    "tune_network": "vtatune.tuner",
+    "tune_network": "vtatune.network_tuning",
+    "NetworkResult": "vtatune.network_tuning",
+    "load_network": "vtatune.networks",
     "TuneResult": "vtatune.tuner",
     "SAMPLERS": "vtatune.tuner",
     "replay": "vtatune.records",

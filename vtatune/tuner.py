@@ -27,10 +27,10 @@ from .errors import VtatuneError
 from .evaluate import Evaluation, evaluate
 from .records import RecordWriter, read_records, target_key
 from .schedule import Schedule, tutorial_schedule
-from .workloads import Workload, resnet18_layers, resolve
+from .workloads import Workload, resolve
 
-__all__ = ["DEFAULT_SAMPLER", "SAMPLERS", "TuneResult", "TunerError", "default_log_path", "tune",
-           "tune_network"]
+__all__ = ["DEFAULT_SAMPLER", "SAMPLERS", "OpenStudy", "TuneResult", "TunerError",
+           "default_log_path", "tune"]
 
 from ._tuner._samplers import DEFAULT_SAMPLER, SAMPLERS, check_sampler  # noqa: E402
 
@@ -139,8 +139,7 @@ def _check_log_belongs(log: Path, workloads: list[Workload], hw: HardwareConfig,
 def tune(workload: Workload | str, hw: HardwareConfig | str | None = None, *,
          trials: int = 200, sampler: str = DEFAULT_SAMPLER, seed: int | None = None, jobs: int = 1,
          log: str | Path | None = None, storage: str | None = None, resume: bool = False,
-         space: str = "full", bias: bool = False, progress: bool = False,
-         _network: list[Workload] | None = None) -> TuneResult:
+         space: str = "full", bias: bool = False, progress: bool = False) -> TuneResult:
     """Tune one workload on one hardware config; see the module docstring.
 
     ``workload``: a Workload or ``"conv2d"``, ``"gemm"``, ``"conv2d:resnet18.C8"``.
@@ -151,9 +150,7 @@ def tune(workload: Workload | str, hw: HardwareConfig | str | None = None, *,
     several workers (default: a journal file beside the log). ``resume``: continue the
     newest study of this problem in the storage.
     """
-    from search_spaces import get_template
-
-    from ._tuner._driver import Search, parallel_pool
+    from ._tuner._driver import parallel_pool
     from ._tuner._storage import open_storage
 
     if not isinstance(trials, int) or trials < 1:
@@ -166,43 +163,96 @@ def tune(workload: Workload | str, hw: HardwareConfig | str | None = None, *,
         raise TunerError(f"unknown space {space!r} (known: full, autotvm)")
     log_path = Path(log) if log is not None else default_log_path(wl, hw, space, bias)
     if resume:
-        _check_log_belongs(log_path, _network or [wl], hw, bias)
+        _check_log_belongs(log_path, [wl], hw, bias)
     if seed is None and not resume:
         seed = secrets.randbits(31)
     t0 = time.perf_counter()
-    template = get_template(wl, hw, bias=bias, space=space)
     store = open_storage(storage, log_path)
     try:
-        search = Search(template=template, workload=wl, hw=hw, bias=bias, trials=trials,
-                        sampler=sampler, seed=seed, jobs=jobs, log=log_path, store=store,
-                        resume=resume, allow_others=_network is not None, progress=progress,
-                        label=wl.name or wl.key())
+        study = OpenStudy(wl, hw, store, log=log_path, sampler=sampler, seed=seed, jobs=jobs,
+                          resume=resume, space=space, bias=bias, allow_others=False,
+                          progress=progress)
         with RecordWriter(log_path) as writer, parallel_pool(jobs) as pool:
-            search.run(writer, pool)
+            study.run(trials, writer, pool)
     finally:
         store.close()
-    wall = time.perf_counter() - t0
-    best = search.best_entry()
-    best_config = search.config_of(best[0]) if best else None
-    default_cycles = None
-    if search.default_config is not None:
-        e = search.cache.get(search.codec.key(search.default_config))
-        default_cycles = int(e.value) if e is not None and e.status == "ok" else None
-    tut = _tutorial(wl, hw, bias)
-    return TuneResult(
-        workload=wl, hw=hw, bias=bias, template=template.name, study=search.study_name,
-        storage=store.desc, log=str(log_path), sampler=search.sampler_name, seed=search.seed,
-        requested=trials, trials=search.done, new_trials=search.stats.simulated,
-        legal_space=search.legal_space, exhausted=search.exhausted,
-        interrupted=search.interrupted, resumed=search.resumed, best_config=best_config,
-        best_schedule=template.to_schedule(best_config) if best_config else None,
-        best=search.evaluation_of(best_config) if best_config else None,
-        default_cycles=default_cycles, tutorial=tut, asks=search.stats.asks,
-        illegal_asks=search.stats.illegal,
-        duplicate_asks=search.stats.duplicate + search.stats.gave_way,
-        wall_seconds=wall, sim_seconds=search.stats.sim_seconds, study_id=search.study_id,
-        other_trials=max(0, search.done - search.done_at_start - search.stats.simulated),
-        notes=tuple(search.notes))
+    return study.result(trials, time.perf_counter() - t0)
+
+
+class OpenStudy:
+    """One study of one problem, opened on a storage and kept open between runs.
+
+    :func:`tune` is one ``OpenStudy``, one :meth:`run` and its :meth:`result`; the network
+    tuner (:mod:`vtatune.network_tuning`) keeps one per task in one storage and log and
+    runs each further, round by round. ``store`` is what
+    ``vtatune._tuner._storage.open_storage`` gives (the caller closes it); ``allow_others``:
+    the storage may hold studies of other problems (a network's other tasks).
+    """
+
+    def __init__(self, workload: Workload, hw: HardwareConfig, store: Any, *, log: Path,
+                 sampler: str, seed: int | None, jobs: int, resume: bool, space: str,
+                 bias: bool, allow_others: bool, progress: bool) -> None:
+        from search_spaces import get_template
+
+        from ._tuner._driver import Search
+
+        self.workload, self.hw, self.bias = workload, hw, bias
+        self.template = get_template(workload, hw, bias=bias, space=space)
+        self.search = Search(template=self.template, workload=workload, hw=hw, bias=bias,
+                             trials=0, sampler=sampler, seed=seed, jobs=jobs, log=log,
+                             store=store, resume=resume, allow_others=allow_others,
+                             progress=progress, label=workload.name or workload.key())
+
+    def run(self, trials: int, writer: RecordWriter, pool: Any) -> None:
+        """Tune until the study holds ``trials`` distinct legal configs (or the whole legal
+        space, or Ctrl-C: then :attr:`interrupted`)."""
+        self.search.target = trials
+        self.search.run(writer, pool)
+
+    @property
+    def trials(self) -> int:
+        """Distinct legal configs evaluated in the study (all runs, all workers)."""
+        return self.search.done
+
+    @property
+    def best_cycles(self) -> int | None:
+        best = self.search.best_entry()
+        return int(best[1].value) if best else None
+
+    @property
+    def exhausted(self) -> bool:
+        """Every legal config of the space has been evaluated."""
+        s = self.search
+        return s.exhausted or (s.legal_space is not None and s.done >= s.legal_space)
+
+    @property
+    def interrupted(self) -> bool:
+        return self.search.interrupted
+
+    def result(self, requested: int, wall_seconds: float) -> TuneResult:
+        search, wl, hw, bias = self.search, self.workload, self.hw, self.bias
+        best = search.best_entry()
+        best_config = search.config_of(best[0]) if best else None
+        default_cycles = None
+        if search.default_config is not None:
+            e = search.cache.get(search.codec.key(search.default_config))
+            default_cycles = int(e.value) if e is not None and e.status == "ok" else None
+        return TuneResult(
+            workload=wl, hw=hw, bias=bias, template=self.template.name,
+            study=search.study_name, storage=search.storage_desc, log=str(search.log_path),
+            sampler=search.sampler_name, seed=search.seed, requested=requested,
+            trials=search.done, new_trials=search.stats.simulated,
+            legal_space=search.legal_space, exhausted=search.exhausted,
+            interrupted=search.interrupted, resumed=search.resumed, best_config=best_config,
+            best_schedule=self.template.to_schedule(best_config) if best_config else None,
+            best=search.evaluation_of(best_config) if best_config else None,
+            default_cycles=default_cycles, tutorial=_tutorial(wl, hw, bias),
+            asks=search.stats.asks, illegal_asks=search.stats.illegal,
+            duplicate_asks=search.stats.duplicate + search.stats.gave_way,
+            wall_seconds=wall_seconds, sim_seconds=search.stats.sim_seconds,
+            study_id=search.study_id,
+            other_trials=max(0, search.done - search.done_at_start - search.stats.simulated),
+            notes=tuple(search.notes))
 
 
 def _tutorial(wl: Workload, hw: HardwareConfig, bias: bool) -> Evaluation | None:
@@ -212,27 +262,3 @@ def _tutorial(wl: Workload, hw: HardwareConfig, bias: bool) -> Evaluation | None
     except VtatuneError:
         return None
     return ev if ev.status == "ok" else None
-
-
-def tune_network(network: str = "resnet18", hw: HardwareConfig | str | None = None, *,
-                 log: str | Path | None = None, **kwargs: Any) -> list[TuneResult]:
-    """One study per conv layer of ``network`` (ResNet-18's C2..C11), all in one log.
-
-    Stops after the layer in progress when interrupted (the result list is shorter).
-    """
-    if network != "resnet18":
-        raise TunerError(f"unknown network {network!r} (known: resnet18)")
-    hw = hw if isinstance(hw, HardwareConfig) else HardwareConfig.resolve(hw)
-    layers = resnet18_layers()
-    space, bias = kwargs.get("space", "full"), kwargs.get("bias", False)
-    if log is None:
-        parts = ["resnet18", hw.target_model, *([space] if space != "full" else []),
-                 *(["bias"] if bias else [])]
-        log = Path("logs") / ("-".join(parts) + ".jsonl")
-    results = []
-    for layer in layers:
-        r = tune(layer, hw, log=log, _network=layers, **kwargs)
-        results.append(r)
-        if r.interrupted:
-            break
-    return results

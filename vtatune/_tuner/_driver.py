@@ -132,6 +132,8 @@ class _Heartbeats:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=5)
+        # A study run again (a network's task, round after round) beats again.
+        self._thread, self._stop = None, threading.Event()
 
 
 def _quietly(fn: Callable[..., Any], *args: Any) -> Any:

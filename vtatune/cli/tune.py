@@ -51,7 +51,8 @@ def _quiet_optuna() -> None:
 def cmd_tune(args: argparse.Namespace) -> int:
     from simulator.hardware import HardwareConfig
 
-    from ..tuner import tune, tune_network
+    from ..network_tuning import tune_network
+    from ..tuner import tune
 
     _quiet_optuna()
     warnings_one_line()
@@ -69,7 +70,11 @@ def cmd_tune(args: argparse.Namespace) -> int:
                                  "pad", "stride", "batch")):
             raise UsageError("--network tunes the network's own layers: drop --workload and "
                          "shape flags")
-        results = tune_network(args.network, hw, log=args.log, **common)
+        # Each task one round of --trials, in turn: the per-layer budget of a single layer.
+        net = tune_network(args.network, hw, trials_per_task=args.trials,
+                           round_trials=args.trials, scheduler="round-robin", patience=None,
+                           log=args.log, **{k: v for k, v in common.items() if k != "trials"})
+        results = [t.result for t in net.tasks if t.result is not None]
     else:
         wl = resolve_workload(args.operator, args)
         wl.check(hw)

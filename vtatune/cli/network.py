@@ -1,0 +1,237 @@
+"""``network``: list a network's tasks, or tune the whole network over one trial budget."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from typing import Any
+
+from ._common import UsageError, warnings_one_line
+
+DESCRIPTION = """\
+Tune a whole network: a catalogue network by name or an ONNX model file.
+
+Each layer VTA can run (TVM's graph-packing rules: channels per group multiples of the
+block, batch a multiple of BATCH; the first convolution and depthwise convolutions stay
+on the CPU) becomes a task; identical layers are one task with a multiplicity. --trials
+is the network's total, shared out by the task scheduler (gradient: Ansor's, on the
+objective sum of multiplicity x cycles; round-robin). A task that has converged stops
+taking trials. One study per task, all in one storage and one log.
+
+Without NAME, lists the catalogue."""
+
+EPILOG = """\
+examples:
+  python -m vtatune network resnet18 --list
+  python -m vtatune network resnet50 --trials-per-task 20 --plot resnet50.png
+  python -m vtatune network model.onnx --hw ultra96 --trials 400 --json
+  python -m vtatune network resnet50 --trials 800 --resume      # continue to 800 in all"""
+
+
+class _Formatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
+    pass
+
+
+def register(sub: Any) -> None:
+    from ..network_tuning import DEFAULT_PATIENCE, DEFAULT_ROUND, DEFAULT_TRIALS_PER_TASK
+    from ..task_scheduler import SCHEDULERS
+    from ..tuner import DEFAULT_SAMPLER, SAMPLERS
+
+    p = sub.add_parser("network", help="list or tune a whole network (catalogue or ONNX)",
+                       description=DESCRIPTION, epilog=EPILOG, formatter_class=_Formatter)
+    p.add_argument("network", nargs="?", metavar="NAME|MODEL.onnx",
+                   help="a catalogue network or an ONNX model file")
+    p.add_argument("--list", action="store_true", help="print the tasks and CPU layers only")
+    p.add_argument("--hw", default="pynq", help="hardware preset or vta_config.json")
+    p.add_argument("--batch", type=int, metavar="N",
+                   help="batch of a catalogue network (default 1; an ONNX model has its own)")
+    p.add_argument("--trials", type=int, metavar="N",
+                   help="the network's total trials (default: --trials-per-task x tasks)")
+    p.add_argument("--trials-per-task", type=int, metavar="N",
+                   help=f"average trials per tunable task (default {DEFAULT_TRIALS_PER_TASK})")
+    p.add_argument("--scheduler", choices=tuple(SCHEDULERS), default="gradient",
+                   help="how the budget is shared out")
+    p.add_argument("--round", type=int, default=DEFAULT_ROUND, metavar="N", dest="round_trials",
+                   help="trials a task gets per turn")
+    p.add_argument("--patience", type=int, default=DEFAULT_PATIENCE, metavar="N",
+                   help="rounds without improvement after which a task has converged "
+                        "(0: never)")
+    p.add_argument("--sampler", default=DEFAULT_SAMPLER, metavar="NAME",
+                   help=f"each task's sampler: {', '.join(SAMPLERS)}")
+    p.add_argument("--seed", type=int, help="sampler seed (a serial run is reproducible)")
+    p.add_argument("--jobs", type=int, default=1, metavar="N", help="simulation processes")
+    p.add_argument("--log", help="JSON-lines log (default logs/<network>-<hw>.jsonl)")
+    p.add_argument("--storage", metavar="URL",
+                   help="Optuna storage URL shared by workers (default: a journal file "
+                        "beside the log)")
+    p.add_argument("--resume", action="store_true",
+                   help="continue the network's studies; their trials count towards --trials")
+    p.add_argument("--space", choices=("full", "autotvm"), default="full",
+                   help="vtatune's space or AutoTVM's")
+    p.add_argument("--bias", action="store_true", help="add the per-channel int32 bias")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--plot", metavar="FILE.png",
+                   help="bar chart of where the network's time goes (needs matplotlib)")
+    p.add_argument("--quiet", action="store_true", help="no progress line")
+    p.set_defaults(func=cmd_network)
+
+
+def cmd_network(args: argparse.Namespace) -> int:
+    from ..networks import NETWORKS, load_network
+
+    warnings_one_line()
+    if args.network is None:
+        width = max(map(len, NETWORKS))
+        for name, spec in NETWORKS.items():
+            print(f"{name:<{width}}  {spec.source}")
+        return 0
+    for flag in ("batch", "trials", "trials_per_task", "round_trials", "jobs"):
+        v = getattr(args, flag)
+        if v is not None and v < 1:
+            raise UsageError(f"--{flag.replace('_', '-')} must be at least 1, got {v}")
+    if args.patience < 0:
+        raise UsageError(f"--patience must be at least 0, got {args.patience}")
+    if args.trials is not None and args.trials_per_task is not None:
+        raise UsageError("give --trials (the network's total) or --trials-per-task, not both")
+    if args.plot and args.list:
+        raise UsageError("--plot draws a tuned network: drop --list")
+    net = load_network(args.network, args.hw, batch=args.batch)
+    if args.list:
+        if args.json:
+            print(json.dumps(network_json(net)))
+        else:
+            print_network(net)
+        return 0
+    import optuna
+
+    from ..network_tuning import tune_network
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    if args.plot:
+        from ..network_plot import check_matplotlib
+
+        check_matplotlib()
+    result = tune_network(
+        net, trials=args.trials, trials_per_task=args.trials_per_task,
+        scheduler=args.scheduler, round_trials=args.round_trials,
+        patience=args.patience or None, sampler=args.sampler, seed=args.seed, jobs=args.jobs,
+        log=args.log, storage=args.storage, resume=args.resume, space=args.space,
+        bias=args.bias, progress=not (args.quiet or args.json))
+    if args.plot:
+        from ..network_plot import draw_network
+
+        draw_network(result, args.plot)
+    if args.json:
+        print(json.dumps(result.as_dict()))
+    else:
+        print_result(result)
+        if args.plot:
+            print(f"plot      {args.plot}")
+    return 130 if result.interrupted else 0
+
+
+def _shape(wl: Any) -> str:
+    return wl.describe().removeprefix(f"{wl.name} ").removeprefix(f"{wl.operator} ")
+
+
+def network_json(net: Any) -> dict[str, Any]:
+    """The ``--list --json`` object: the network's tasks and CPU layers."""
+    hw = net.hw
+    return {"network": net.name, "source": net.source,
+            "hw": {"target": hw.target, "bitstream": hw.bitstream, "model": hw.target_model,
+                   "clock_mhz": hw.clock_mhz},
+            "tasks": [{"name": t.name, "operator": t.operator,
+                       "shape": t.workload.shape_args(), "multiplicity": t.multiplicity,
+                       "layers": list(t.layers), "skipped": t.skip} for t in net.tasks],
+            "cpu": [{"name": c.name, "operator": c.operator, "shape": c.shape,
+                     "reason": c.reason} for c in net.cpu],
+            "notes": list(net.notes)}
+
+
+def _table(head: tuple[str, ...], rows: list[tuple[str, ...]]) -> None:
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h)
+              for i, h in enumerate(head)]
+
+    def line(cells: tuple[str, ...]) -> str:
+        return "  ".join(c.ljust(w) if i < 3 else c.rjust(w)
+                         for i, (c, w) in enumerate(zip(cells, widths, strict=True))).rstrip()
+
+    print(line(head))
+    for r in rows:
+        print(line(r))
+
+
+def _print_cpu(net: Any) -> None:
+    if not net.cpu:
+        return
+    print(f"on the CPU ({len(net.cpu)} layers):")
+    width = max(len(c.name) for c in net.cpu)
+    for c in net.cpu:
+        print(f"  {c.name:<{width}}  {c.shape}: {c.reason}")
+
+
+def print_network(net: Any) -> None:
+    hw = net.hw
+    print(f"network   {net.name} on {hw.target_model}: {net.vta_layers} layers on VTA in "
+          f"{len(net.tasks)} tasks, {len(net.cpu)} on the CPU")
+    print(f"source    {net.source}")
+    for note in net.notes:
+        print(f"note      {note}")
+    rows = [(t.name, t.operator, _shape(t.workload), str(t.multiplicity),
+             ", ".join(t.layers[:3]) + (", ..." if len(t.layers) > 3 else ""),
+             t.skip or "tunable") for t in net.tasks]
+    if rows:
+        head = ("task", "operator", "shape", "count", "layers", "status")
+        widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(head)]
+        print("  ".join(h.ljust(w) for h, w in zip(head, widths, strict=True)).rstrip())
+        for r in rows:
+            print("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
+    _print_cpu(net)
+
+
+def _fmt(v: float | None, spec: str, unit: str = "") -> str:
+    return "-" if v is None else format(v, spec) + unit
+
+
+def print_result(r: Any) -> None:
+    net, hw = r.network, r.hw
+    total = r.total_cycles
+    rows = []
+    for t in r.tasks:
+        ms = t.seconds(hw)
+        rows.append((
+            t.task.name, t.task.operator, _shape(t.task.workload), str(t.task.multiplicity),
+            str(t.trials), _fmt(t.best_cycles, ",d"), _fmt(ms * 1e3 if ms else None, ".3f"),
+            _fmt(t.network_cycles / total * 100 if t.network_cycles and total else None,
+                 ".1f", "%"),
+            _fmt(t.default_cycles / t.best_cycles if t.best_cycles and t.default_cycles
+                 else None, ".2f", "x"),
+            _fmt(t.tophub_cycles / t.best_cycles if t.best_cycles and t.tophub_cycles
+                 else None, ".2f", "x"),
+            t.skipped or t.dead or ""))
+    _table(("task", "operator", "shape", "count", "trials", "best cycles", "ms", "share",
+            "vs default", "vs TopHub", "state"), rows)
+    tuned = [t for t in r.tasks if t.best_cycles]
+    print(f"network   {net.name} on {hw.target_model} at {hw.clock_mhz:g} MHz: VTA time "
+          f"{total:,} cycles = {r.total_ms:.3f} ms ({sum(t.task.multiplicity for t in tuned)} "
+          f"layers in {len(tuned)} tasks)")
+    sd, st = r.speedup_default, r.speedup_tophub
+    top = sum(1 for t in r.tasks if t.tophub_cycles and t.best_cycles)
+    print(f"speed-up  {_fmt(sd, '.2f', 'x')} over the default schedules"
+          + (f", {st:.2f}x over TopHub on its {top} layers" if st else ""))
+    skipped = [t for t in r.tasks if t.skipped]
+    if skipped:
+        print(f"note      {len(skipped)} task(s) not tuned and not counted: "
+              + "; ".join(f"{t.task.name}: {t.skipped}" for t in skipped))
+    _print_cpu(net)
+    print(f"search    {r.trials} trials ({r.requested} asked; {r.scheduler}, sampler "
+          f"{r.sampler}, seed {r.seed}); stopped: {r.stopped}; {r.wall_seconds:.1f} s wall, "
+          f"{r.sim_seconds:.1f} s simulating")
+    if r.interrupted:
+        print("note      interrupted; every finished trial is kept (--resume continues)")
+    if r.storage:
+        print(f"log       {r.log}")
+        print(f"replay    python -m vtatune replay {r.log} --best")
+    if not math.isfinite(r.history[-1][1] if r.history else 0.0):
+        print("note      some task found no legal config")

@@ -43,10 +43,14 @@ LEGALITY_FREE = ("outer_order",)
 #: Rules whose failure with every *other* knob at its smallest choice (tiles 1, one thread)
 #: proves that no completion is legal: SRAM footprints only grow with tiles and threads, and
 #: an even thread split exists iff it exists with tile 1 (the most tiles).
-_MONOTONE_RULES = frozenset({"inp_capacity", "wgt_capacity", "acc_capacity", "thread_split"})
+#: (``uop_kernel_keys`` and ``tvm_dense_tensorize`` read only tile_b, resp. tile_co and
+#: oc_nthread, and fail for every larger value.)
+_MONOTONE_RULES = frozenset({"inp_capacity", "wgt_capacity", "acc_capacity", "thread_split",
+                             "uop_kernel_keys", "tvm_dense_tensorize"})
 
 #: Rules decided before the micro-op kernels: they do not read ``gemm_order``.
-_ORDER_FREE_RULES = frozenset({"tile_divides", "thread_split", "inp_capacity", "wgt_capacity",
+_ORDER_FREE_RULES = frozenset({"tile_divides", "thread_split", "tvm_dense_tensorize",
+                               "uop_kernel_keys", "inp_capacity", "wgt_capacity",
                                "acc_capacity", "tvm_vthread_inplace", "dma_pattern"})
 
 #: Spaces whose relevant part is at most this big are pruned exactly (by enumeration).

@@ -5,12 +5,19 @@ An exported record is what TVM's ``autotvm.apply_history_best`` reads: the targe
 of the hardware (``ext_dev -device=vta -keys=cpu -model=<target>_<bitstream>``), the task
 (``conv2d_packed.vta`` with args ``[data, kernel, strides, padding, dilation, layout,
 out_dtype]``, or ``dense_packed.vta`` with ``[data, weight, None, out_dtype]``; tensors in
-VTA's packed layout), the config entity with its index in the template's space (knobs in
-definition order, the first varying fastest), and the simulated time in seconds at the
-board clock as the cost. For each workload, the fastest record the AutoTVM template can
-express (:func:`vtatune.schedule.to_autotvm`) is exported; a log with none (tuned in
-vtatune's full space) exports the fastest AutoTVM point among its tile and thread
-choices, re-simulated with TVM's loop orders.
+VTA's packed layout), the config entity in TVM's knob order (conv2d_packed: tile_b, tile_h,
+tile_w, tile_ci, tile_co, oc_nthread, h_nthread; dense_packed: tile_b, tile_ci, tile_co,
+oc_nthread) with its index in the template's space (mixed radix, the first knob varying
+fastest, as ``ConfigSpace.get`` reads it), and the simulated time in seconds at the board
+clock as the cost. For each workload, the fastest record that TVM's template can express
+and build is exported; a log with none (tuned in vtatune's full space) exports the fastest
+buildable AutoTVM point nearest its records' tile and thread choices, re-simulated with
+TVM's loop orders.
+
+Import reads whole AutoTVM logs such as TopHub's ``vta_v0.10.log``: records of the tasks in
+:data:`TASKS` on a VTA target are simulated; records of other tasks or targets are skipped
+with one warning that counts them; a split whose outer x inner is not the axis length is
+applied with its inner factor, as TVM's ``split(axis, factor=inner)`` does (one warning).
 
 Example:
     >>> export_autotvm("logs/resnet18.jsonl", "resnet18.autotvm.log")  # doctest: +SKIP
@@ -23,7 +30,8 @@ from __future__ import annotations
 import json
 import re
 import warnings
-from collections.abc import Iterable
+from collections import Counter
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -32,15 +40,15 @@ from typing import Any
 from simulator.hardware import HardwareConfig
 
 from . import __version__
-from .errors import VtatuneError
+from .errors import IllegalSchedule, VtatuneError
 from .evaluate import Evaluation, evaluate
+from .lowering import check
 from .records import RecordWarning, hw_from, read_records, schedule_from, workload_from
 from .schedule import (
     CONV_AUTOTVM_KNOBS,
     DENSE_AUTOTVM_KNOBS,
     Schedule,
     from_autotvm,
-    from_autotvm_defaults,
     to_autotvm,
 )
 from .workloads import WORKLOADS, Conv2dWorkload, GemmWorkload, Workload
@@ -48,7 +56,6 @@ from .workloads import WORKLOADS, Conv2dWorkload, GemmWorkload, Workload
 #: TVM version whose VTA templates the lowering reproduces (the fsim reference data's).
 TVM_VERSION = "0.14.0"
 MAX_WARNINGS = 10  # skipped-line warnings per file before a count
-TASKS = {"conv2d": "conv2d_packed.vta", "gemm": "dense_packed.vta"}
 _MODEL = re.compile(r"^([a-z0-9]+)_(\d+)x(\d+)_i(\d+)w(\d+)a(\d+)_(\d+)_(\d+)_(\d+)_(\d+)$")
 
 
@@ -76,19 +83,76 @@ def hw_from_model(model: str) -> HardwareConfig:
                           log_wgt_buff_size=wbuf, log_acc_buff_size=abuf)
 
 
-# --- the AutoTVM view of a workload ---------------------------------------------------------
-def task_args(workload: Workload, hw: HardwareConfig) -> list[Any]:
-    """The task's args as AutoTVM serialises them (tensors in VTA's packed layouts)."""
+# --- the AutoTVM tasks ------------------------------------------------------------------
+def _conv2d_args(w: Workload, hw: HardwareConfig) -> list[Any]:
     b, bi, bo = hw.batch, hw.block_in, hw.block_out
-    if isinstance(workload, GemmWorkload):
-        return [["TENSOR", [workload.batch // b, workload.in_channels // bi, b, bi], "int8"],
-                ["TENSOR", [workload.out_channels // bo, workload.in_channels // bi, bo, bi],
-                 "int8"], None, "int32"]
-    w = workload
+    assert isinstance(w, Conv2dWorkload)
     return [["TENSOR", [w.batch // b, w.in_channels // bi, w.height, w.width, b, bi], "int8"],
             ["TENSOR", [w.out_channels // bo, w.in_channels // bi, w.kernel, w.kernel, bo, bi],
              "int8"],
             [w.stride, w.stride], [w.pad] * 4, [1, 1], f"NCHW{b}n{bi}c", "int32"]
+
+
+def _conv2d_workload(args: Any) -> tuple[Workload, tuple[int, int]]:
+    (_, d, _), (_, k, _), strides, pads = args[0], args[1], args[2], args[3]
+    nb, cib, h, w, b, bi = d
+    cob, _, kh, kw, bo, _ = k
+    if kh != kw or len(set(pads)) != 1 or strides[0] != strides[1]:
+        raise AutotvmError("only square kernels, equal pads and strides are supported")
+    if len(args) > 4 and list(args[4]) != [1, 1]:
+        raise AutotvmError(f"dilation {args[4]} is not supported")
+    return Conv2dWorkload(nb * b, h, w, cib * bi, cob * bo, kh, pads[0], strides[0]), (b, bi)
+
+
+def _dense_args(w: Workload, hw: HardwareConfig) -> list[Any]:
+    b, bi, bo = hw.batch, hw.block_in, hw.block_out
+    assert isinstance(w, GemmWorkload)
+    return [["TENSOR", [w.batch // b, w.in_channels // bi, b, bi], "int8"],
+            ["TENSOR", [w.out_channels // bo, w.in_channels // bi, bo, bi], "int8"], None,
+            "int32"]
+
+
+def _dense_workload(args: Any) -> tuple[Workload, tuple[int, int]]:
+    (_, d, _), (_, k, _) = args[0], args[1]
+    nb, cib, b, bi = d
+    cob, _, bo, _ = k
+    return GemmWorkload(nb * b, cib * bi, cob * bo), (b, bi)
+
+
+@dataclass(frozen=True)
+class AutotvmTask:
+    """One AutoTVM VTA task vtatune simulates: its name, vtatune's operator, the template's
+    knobs in TVM's definition order (the entity's order and the index's radix order), how
+    the task's args are written for a workload, and how a workload and its (BATCH,
+    BLOCK_IN) packing are read back from them (raising AutotvmError or a TypeError,
+    ValueError or IndexError for malformed args)."""
+
+    name: str
+    operator: str
+    knobs: tuple[str, ...]
+    args: Callable[[Workload, HardwareConfig], list[Any]]
+    workload: Callable[[Any], tuple[Workload, tuple[int, int]]]
+
+
+#: The tasks import and export handle, by AutoTVM task name: adding an operator is one entry.
+TASKS: dict[str, AutotvmTask] = {t.name: t for t in (
+    AutotvmTask("conv2d_packed.vta", "conv2d", CONV_AUTOTVM_KNOBS, _conv2d_args,
+                _conv2d_workload),
+    AutotvmTask("dense_packed.vta", "gemm", DENSE_AUTOTVM_KNOBS, _dense_args, _dense_workload),
+)}
+
+
+def task_of(workload: Workload) -> AutotvmTask:
+    """The AutoTVM task of ``workload``'s operator (AutotvmError if there is none)."""
+    for task in TASKS.values():
+        if task.operator == workload.operator:
+            return task
+    raise AutotvmError(f"no AutoTVM task for operator {workload.operator!r}")
+
+
+def task_args(workload: Workload, hw: HardwareConfig) -> list[Any]:
+    """The task's args as AutoTVM serialises them (tensors in VTA's packed layouts)."""
+    return task_of(workload).args(workload, hw)
 
 
 def _extents(workload: Workload, hw: HardwareConfig) -> dict[str, int]:
@@ -103,10 +167,20 @@ def _factors(n: int) -> list[int]:
 
 def config_entity(knobs: dict[str, Any], workload: Workload, hw: HardwareConfig
                   ) -> tuple[int, list[list[Any]]]:
-    """AutoTVM's (index, entity) of a point: splits are ``sp`` entities over the factors of
-    the axis in ascending order, thread counts ``ot`` entities over [1, 2]; the index is
-    mixed-radix with the first knob varying fastest (``ConfigSpace.get``)."""
-    names = DENSE_AUTOTVM_KNOBS if isinstance(workload, GemmWorkload) else CONV_AUTOTVM_KNOBS
+    """AutoTVM's (index, entity) of a point, knobs in the template's definition order:
+    splits are ``sp`` entities over the factors of the axis in ascending order (TVM's
+    ``SplitSpace`` enumerates the inner factor), thread counts ``ot`` entities over [1, 2];
+    the index is mixed-radix with the first knob varying fastest (``ConfigSpace.get``).
+
+    Example (TopHub's ResNet-18 C8 record has index 575):
+        >>> from simulator.hardware import DEFAULT
+        >>> c8 = WORKLOADS["conv2d"]["resnet18.C8"]
+        >>> config_entity({"tile_b": [1, 1], "tile_h": [1, 14], "tile_w": [1, 14],
+        ...                "tile_ci": [16, 1], "tile_co": [4, 4], "oc_nthread": 2,
+        ...                "h_nthread": 1}, c8, DEFAULT)[0]
+        575
+    """
+    names = task_of(workload).knobs
     ext = _extents(workload, hw)
     index, radix, entity = 0, 1, []
     for name in names:
@@ -134,9 +208,10 @@ def _epoch(timestamp: Any) -> float:
 # --- export ---------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class ExportedRecord:
-    """One exported record. ``projected``: no record of the log was expressible, so this is
-    the fastest AutoTVM point among the log's tile and thread choices, re-simulated with
-    TVM's own loop orders (its cycles are that simulation's, not the log's)."""
+    """One exported record. ``projected``: no record of the log was an AutoTVM point TVM
+    builds, so this is the fastest buildable AutoTVM point nearest the log's tile and
+    thread choices, re-simulated with TVM's own loop orders (its cycles are that
+    simulation's, not the log's)."""
 
     workload: str
     model: str
@@ -153,7 +228,7 @@ def _autotvm_record(wl: Workload, hw: HardwareConfig, schedule: Schedule, second
     if knobs is None:
         return None
     index, entity = config_entity(knobs, wl, hw)
-    return {"input": [hw.autotvm_target, TASKS[wl.operator], task_args(wl, hw), {}],
+    return {"input": [hw.autotvm_target, task_of(wl).name, task_args(wl, hw), {}],
             "config": {"index": index, "code_hash": None, "entity": entity},
             "result": [[seconds], 0, seconds, _epoch(timestamp)],
             "version": 0.2, "tvm_version": TVM_VERSION}
@@ -161,28 +236,66 @@ def _autotvm_record(wl: Workload, hw: HardwareConfig, schedule: Schedule, second
 
 def to_autotvm_record(record: dict[str, Any]) -> dict[str, Any] | None:
     """The AutoTVM v0.2 record of one ``ok`` vtatune record, or None if AutoTVM's template
-    cannot express its schedule."""
-    return _autotvm_record(workload_from(record), hw_from(record), schedule_from(record),
-                           float(record["seconds"]), record.get("timestamp"))
+    cannot express its schedule or TVM cannot build it (e.g. a dense_packed point with
+    tile_co > 1, recorded before vtatune knew TVM rejects it)."""
+    wl, hw, schedule = workload_from(record), hw_from(record), schedule_from(record)
+    try:
+        check(wl, schedule, hw, bool(record.get("bias", False)))
+    except IllegalSchedule:
+        return None
+    return _autotvm_record(wl, hw, schedule, float(record["seconds"]),
+                           record.get("timestamp"))
+
+
+def _nearest_buildable(schedule: Schedule, tpl: Any) -> Schedule:
+    """The AutoTVM point nearest ``schedule``: per knob, the largest choice of the pruned
+    autotvm template not above the schedule's value (else its smallest). The pruned
+    choices are those some buildable point uses (dense_packed: tile_co 1, oc_nthread 1;
+    tile_b below the runtime's kernel-key limit), so a dense128 tile of 128 rows x 4
+    channel blocks becomes 64 rows x 1 block."""
+    config = {}
+    for k in tpl.knobs:
+        v = getattr(schedule, k.name)
+        below = [c for c in k.choices if c <= v]
+        config[k.name] = max(below) if below else k.choices[0]
+    return tpl.to_schedule(config)
 
 
 def _projected(group: list[tuple[int, dict[str, Any]]], label: str, key: tuple
                ) -> ExportedRecord | None:
-    """The fastest AutoTVM point among the tile and thread choices of ``group``'s ``ok``
-    records (in log order), each simulated as TVM's template would lower it."""
+    """The fastest buildable AutoTVM point nearest the tile and thread choices of
+    ``group``'s ``ok`` records (in log order), each simulated as TVM's template would lower
+    it; the template's default point if none of them runs."""
+    from search_spaces import get_template
+
     best: tuple[int, int, Any, Schedule, dict[str, Any]] | None = None
     seen: set[Schedule] = set()
+    templates: dict[tuple, Any] = {}
+    fallback: tuple[int, dict[str, Any], Any] | None = None
     for line, r in group:
         try:
-            wl, hw = workload_from(r), hw_from(r)
-            point = from_autotvm_defaults(schedule_from(r))
+            wl, hw, bias = workload_from(r), hw_from(r), bool(r.get("bias", False))
+            tk = (wl, hw, bias)
+            if tk not in templates:
+                templates[tk] = get_template(wl, hw, bias=bias, space="autotvm")
+            point = _nearest_buildable(schedule_from(r), templates[tk])
         except (VtatuneError, KeyError, TypeError, ValueError):
             continue
+        fallback = fallback or (line, r, templates[tk])
         if point in seen:
             continue
         seen.add(point)
-        ev = evaluate(wl, point, hw, bias=bool(r.get("bias", False)))
+        ev = evaluate(wl, point, hw, bias=bias)
         if ev.status == "ok" and (best is None or ev.cycles < best[0]):
+            best = (ev.cycles, line, ev, point, r)
+    if best is None and fallback is not None:
+        line, r, tpl = fallback
+        try:
+            point = tpl.to_schedule(tpl.default_config())
+        except VtatuneError:
+            return None
+        ev = evaluate(tpl.workload, point, tpl.hw, bias=tpl.bias)
+        if ev.status == "ok":
             best = (ev.cycles, line, ev, point, r)
     if best is None:
         return None
@@ -195,11 +308,11 @@ def _projected(group: list[tuple[int, dict[str, Any]]], label: str, key: tuple
 
 def export_autotvm(logs: str | Path | Iterable[str | Path], out: str | Path
                    ) -> list[ExportedRecord]:
-    """Write, for each workload x hardware (x bias) of ``logs``, the fastest record AutoTVM
-    can express to ``out`` (one v0.2 record a line). A problem with no expressible record
+    """Write, for each workload x hardware (x bias) of ``logs``, the fastest record that is
+    an AutoTVM point TVM builds to ``out`` (one v0.2 record a line). A problem with none
     (e.g. tuned in vtatune's full space, whose loop orders and load reuse AutoTVM lacks)
-    gets the fastest AutoTVM point among its records' tile and thread choices, simulated
-    with TVM's loop orders (``projected``). Returns what was written."""
+    gets the fastest buildable AutoTVM point nearest its records' tile and thread choices,
+    simulated with TVM's loop orders (``projected``). Returns what was written."""
     paths = [logs] if isinstance(logs, str | Path) else list(logs)
     rows = [(n, r) for p in paths for n, r in read_records(p)]
     ok = sorted(((r["cycles"], i, n, r) for i, (n, r) in enumerate(rows)
@@ -267,34 +380,41 @@ def _named(workload: Workload) -> Workload:
     return workload
 
 
+class _Unsupported(AutotvmError):
+    """A record of a task, target or hardware vtatune does not simulate: counted, not named
+    (a TopHub log holds hundreds: arm_cpu, group_conv2d, conv2d_transpose ...)."""
+
+
 def workload_from_task(task: str, args: Any, hw: HardwareConfig) -> Workload:
-    """The workload of a ``conv2d_packed.vta`` / ``dense_packed.vta`` task."""
+    """The workload of one of :data:`TASKS` (AutotvmError for other tasks or bad args)."""
+    spec = TASKS.get(task)
+    if spec is None:
+        raise _Unsupported(f"task {task}")
     try:
-        if task == "conv2d_packed.vta":
-            (_, d, _), (_, k, _), strides, pads = args[0], args[1], args[2], args[3]
-            nb, cib, h, w, b, bi = d
-            cob, _, kh, kw, bo, _ = k
-            if kh != kw or len(set(pads)) != 1 or strides[0] != strides[1]:
-                raise AutotvmError(f"{task}: only square kernels, equal pads and strides "
-                                   "are supported")
-            if len(args) > 4 and list(args[4]) != [1, 1]:
-                raise AutotvmError(f"{task}: dilation {args[4]} is not supported")
-            wl: Workload = Conv2dWorkload(nb * b, h, w, cib * bi, cob * bo, kh, pads[0],
-                                          strides[0])
-        elif task == "dense_packed.vta":
-            (_, d, _), (_, k, _) = args[0], args[1]
-            nb, cib, b, bi = d
-            cob, _, bo, _ = k
-            wl = GemmWorkload(nb * b, cib * bi, cob * bo)
-        else:
-            raise AutotvmError(f"task {task!r} is not supported (conv2d_packed.vta, "
-                               "dense_packed.vta)")
-    except (TypeError, ValueError, IndexError) as exc:
+        wl, packing = spec.workload(args)
+    except AutotvmError as exc:
+        raise AutotvmError(f"{task}: {exc}") from None
+    except (TypeError, ValueError, IndexError, VtatuneError) as exc:
         raise AutotvmError(f"{task}: cannot read the task args ({exc})") from None
-    if (b, bi) != (hw.batch, hw.block_in):
-        raise AutotvmError(f"{task}: tensors packed {b}x{bi}, the hardware is "
-                           f"{hw.batch}x{hw.block_in}")
+    if packing != (hw.batch, hw.block_in):
+        raise AutotvmError(f"{task}: tensors packed {packing[0]}x{packing[1]}, the hardware "
+                           f"is {hw.batch}x{hw.block_in}")
     return _named(wl)
+
+
+def _target_hw(target: str) -> HardwareConfig:
+    """The VTA hardware of a target string (_Unsupported for other targets)."""
+    if "-device=vta" not in target:
+        device = re.search(r"-device=(\S+)", target)
+        raise _Unsupported(f"target {target.split(' ')[0]}"
+                           + (f" -device={device.group(1)}" if device else ""))
+    model = re.search(r"-model=(\S+)", target)
+    if not model:
+        raise AutotvmError(f"target {target!r} has no -model")
+    try:
+        return hw_from_model(model.group(1))
+    except AutotvmError:
+        raise _Unsupported(f"model {model.group(1)}") from None
 
 
 def parse_record(d: Any, line: int) -> tuple[str, Workload, HardwareConfig, dict[str, Any],
@@ -306,13 +426,8 @@ def parse_record(d: Any, line: int) -> tuple[str, Workload, HardwareConfig, dict
         result = d.get("result") or [[], 0]
     except (KeyError, TypeError, IndexError):
         raise AutotvmError(f"line {line}: not an AutoTVM record") from None
-    if "-device=vta" not in str(target):
-        raise AutotvmError(f"line {line}: target {target!r} is not VTA")
-    model = re.search(r"-model=(\S+)", str(target))
-    if not model:
-        raise AutotvmError(f"line {line}: target {target!r} has no -model")
-    hw = hw_from_model(model.group(1))
-    wl = workload_from_task(task, args, hw)
+    hw = _target_hw(str(target))
+    wl = workload_from_task(str(task), args, hw)
     try:
         knobs = {name: value for name, _, value in entity}
     except (TypeError, ValueError):
@@ -320,15 +435,45 @@ def parse_record(d: Any, line: int) -> tuple[str, Workload, HardwareConfig, dict
     costs = [c for c in (result[0] or []) if isinstance(c, int | float)]
     cost = sum(costs) / len(costs) if costs else None
     error_no = result[1] if len(result) > 1 and isinstance(result[1], int) else 0
-    return task, wl, hw, knobs, d["config"].get("index"), cost, error_no
+    return str(task), wl, hw, knobs, d["config"].get("index"), cost, error_no
+
+
+def tvm_splits(knobs: dict[str, Any], workload: Workload, hw: HardwareConfig
+               ) -> tuple[dict[str, Any], list[str]]:
+    """``knobs`` with each split as TVM applies it, and a note per split changed. TVM's
+    ``SplitEntity.apply`` calls ``split(axis, factor=inner)`` and never reads the outer
+    factor, so a split whose outer x inner is not the axis length (TopHub's Yolo-tiny rows
+    reuse ResNet configs: tile_h [1, 16] on 208 rows) tiles the axis by its inner factor.
+
+    Example:
+        >>> from simulator.hardware import DEFAULT
+        >>> yolo = Conv2dWorkload(1, 208, 208, 16, 32, 3, 1, 1)
+        >>> tvm_splits({"tile_h": [1, 16], "tile_w": [13, 16]}, yolo, DEFAULT)
+        ({'tile_h': [13, 16], 'tile_w': [13, 16]}, ['tile_h [1, 16] on 208'])
+    """
+    ext = _extents(workload, hw)
+    out, notes = dict(knobs), []
+    for name, v in knobs.items():
+        if (name in ext and isinstance(v, list) and len(v) == 2
+                and all(isinstance(x, int) and not isinstance(x, bool) for x in v)):
+            outer, inner = v
+            if outer != -1 and inner >= 1 and outer * inner != ext[name] \
+                    and ext[name] % inner == 0:
+                out[name] = [ext[name] // inner, inner]
+                notes.append(f"{name} {v} on {ext[name]}")
+    return out, notes
 
 
 def import_autotvm(path: str | Path, *, best: bool = False) -> list[Imported]:
     """Read AutoTVM v0.2 VTA records (error_no 0) and simulate each config.
 
-    Corrupt lines and records of other targets or tasks are skipped with a warning naming
-    the line; a file without any usable record raises AutotvmError. ``best``: keep only
-    the lowest-cost record per task (what AutoTVM's apply_history_best would pick).
+    A whole log such as TopHub's is read: records of tasks, targets or hardware vtatune
+    does not simulate are skipped with one warning counting them by kind; a split whose
+    outer x inner is not the axis length is applied with its inner factor (:func:`tvm_splits`,
+    one warning); corrupt lines and unusable records are skipped with a warning naming the
+    line (the first ten, then a count). A file without any usable record raises
+    AutotvmError. ``best``: keep only the lowest-cost record per task (what AutoTVM's
+    apply_history_best would pick).
     """
     try:
         lines = Path(path).read_text(encoding="utf-8", errors="replace").splitlines()
@@ -336,6 +481,9 @@ def import_autotvm(path: str | Path, *, best: bool = False) -> list[Imported]:
         raise AutotvmError(f"cannot read {path}: {exc.strerror}") from None
     parsed = []
     skipped = 0
+    unsupported: Counter[str] = Counter()
+    first_unsupported = 0
+    resplit: list[tuple[int, str]] = []
 
     def skip(message: str) -> None:
         nonlocal skipped
@@ -346,28 +494,45 @@ def import_autotvm(path: str | Path, *, best: bool = False) -> list[Imported]:
     for n, text in enumerate(lines, 1):
         if not text.strip() or text.lstrip().startswith("#"):
             continue
-        if not parsed and skipped >= MAX_WARNINGS:
-            raise AutotvmError(f"{path}: not an AutoTVM log (no usable record in its first "
-                               f"{n - 1} lines)")
         try:
             d = json.loads(text)
             task, wl, hw, knobs, index, cost, error_no = parse_record(d, n)
             if error_no != 0:
                 continue  # a failed measurement: AutoTVM ignores it too
+            knobs, notes = tvm_splits(knobs, wl, hw)
             schedule = from_autotvm(knobs, wl, hw)
         except json.JSONDecodeError as exc:
             skip(f"{path}:{n}: skipped a corrupt or truncated line ({exc.msg})")
             continue
+        except _Unsupported as exc:
+            unsupported[str(exc)] += 1
+            first_unsupported = first_unsupported or n
+            continue
         except VtatuneError as exc:
             skip(f"{path}:{n}: skipped: {str(exc).removeprefix(f'line {n}: ')}")
             continue
+        resplit += [(n, note) for note in notes]
         parsed.append((n, task, wl, hw, knobs, index, cost, schedule))
     if skipped > MAX_WARNINGS:
         warnings.warn(f"{path}: {skipped - MAX_WARNINGS} more lines skipped", RecordWarning,
                       stacklevel=2)
+    what = ""
+    if unsupported:
+        total = sum(unsupported.values())
+        what = (f"skipped {total} record{'s' * (total != 1)} vtatune cannot simulate (first "
+                f"at line {first_unsupported}): "
+                + ", ".join(f"{c} {k}" for k, c in sorted(unsupported.items(),
+                                                          key=lambda kc: (-kc[1], kc[0]))))
+        warnings.warn(f"{path}: {what}", RecordWarning, stacklevel=2)
+    if resplit:
+        warnings.warn(f"{path}: {len(resplit)} split{'s' * (len(resplit) != 1)} with outer x "
+                      f"inner not the axis length (first at line {resplit[0][0]}: "
+                      f"{resplit[0][1]}) applied with the inner factor, as TVM's "
+                      "split(factor=inner) does", RecordWarning, stacklevel=2)
     if not parsed:
-        raise AutotvmError(f"{path}: no usable AutoTVM VTA record (conv2d_packed.vta or "
-                           "dense_packed.vta with error_no 0)")
+        raise AutotvmError(f"{path}: no usable AutoTVM VTA record (one of "
+                           f"{', '.join(TASKS)} on a VTA target, with error_no 0)"
+                           + (f"; {what}" if what else ""))
     if best:
         keep: dict[tuple, tuple] = {}
         for p in parsed:

@@ -37,24 +37,19 @@ from typing import Any
 
 import numpy as np
 
-from simulator.functional import count, run
+from simulator.functional import run
 from simulator.hardware import HardwareConfig
-from simulator.program import Program
 from simulator.timing import TimingProfile
-from simulator.timing import simulate as _time
 
-from .errors import VtatuneError
+from .errors import BuildError, VtatuneError
 from .lowering import Lowered, lower
 from .records import read_records
 from .schedule import Schedule
+from .simulation import Simulation, simulate
 from .workloads import GemmWorkload, Workload, resolve
 
 __all__ = ["Build", "BuildError", "FallbackWarning", "HistoryBest", "Provenance", "Simulation",
            "apply_history_best", "build", "simulate"]
-
-
-class BuildError(VtatuneError):
-    """A build that cannot be made or run (bad operands, a record that no longer lowers)."""
 
 
 class FallbackWarning(UserWarning):
@@ -89,18 +84,6 @@ class Provenance:
             d.update(trial=self.record.get("trial"), study=self.record.get("study"),
                      cycles=self.record.get("cycles"), counters=self.record.get("counters"))
         return d
-
-
-@dataclass(frozen=True)
-class Simulation:
-    """What :func:`simulate` reports: fsim's counters and the timing model's cycles."""
-
-    cycles: int
-    seconds: float
-    gops: float
-    utilization: float
-    counters: dict[str, int]
-    instructions: int
 
 
 @dataclass(frozen=True)
@@ -289,30 +272,3 @@ def build(workload: Workload | str, hw: HardwareConfig | str | None = None, *,
         where = prov.describe()
         raise BuildError(f"{where}: the schedule does not lower: {exc}") from None
     return Build(lowered, prov)
-
-
-# --- simulation -------------------------------------------------------------------------------
-def simulate(target: Any, hw: HardwareConfig | None = None, *,
-             profile: TimingProfile | None = None) -> Simulation:
-    """fsim's counters and the timing model's cycles for a :class:`Build`, a loaded
-    program (:func:`vtatune.export.load_bin`) or a Program with its ``hw``.
-
-    The numbers are those ``vtatune.evaluate`` logs for the same schedule.
-    """
-    program, macs = _program_of(target)
-    hw = hw or getattr(target, "hw", None)
-    if not isinstance(program, Program) or hw is None:
-        raise BuildError("simulate takes a Build, a loaded program, or a Program and its hw")
-    counters = count(program, hw).as_dict()
-    timing = _time(program, hw, profile)
-    seconds = timing.seconds(hw)
-    gops = 2 * macs / seconds / 1e9 if macs and seconds else 0.0
-    return Simulation(timing.cycles, seconds, gops, timing.utilization, counters,
-                      len(program))
-
-
-def _program_of(target: Any) -> tuple[Any, int | None]:
-    if isinstance(target, Program):
-        return target, None
-    wl = getattr(target, "workload", None)
-    return getattr(target, "program", None), getattr(wl, "macs", None)

@@ -26,3 +26,7 @@ class IllegalSchedule(VtatuneError, ValueError):
     def __init__(self, rule: str, message: str) -> None:
         super().__init__(message)
         self.rule = rule
+
+
+class BuildError(VtatuneError):
+    """A build that cannot be made or run (bad operands, a record that no longer lowers)."""

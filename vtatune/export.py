@@ -60,6 +60,7 @@ from simulator.rows import instructions_of
 
 from . import __version__
 from .errors import VtatuneError
+from .simulation import simulate
 from .workloads import Conv2dWorkload, GemmWorkload, Workload
 
 MAGIC = b"VTATUNE\0"
@@ -226,8 +227,6 @@ def insn_from_dict(d: dict[str, Any]) -> Instruction:
 def to_json_dict(source: Any) -> dict[str, Any]:
     """The human-readable program: metadata, instructions, kernels, uops and the counters
     and cycles the simulator gives it."""
-    from .builds import simulate
-
     program = source.program
     sim = simulate(source)
     kernels = []
@@ -469,6 +468,11 @@ def c_source(source: Any, function: str | None = None) -> str:
 
     The entry point takes one DRAM buffer per tensor, in the program's tensor order, and
     returns 0, or -1 when the runtime refuses a micro-op kernel.
+
+    Every micro-op kernel has its own call site (its own ``uop_handle``) and passes no
+    closure data (``NULL, 0``: key 0), as TVM's code generator does for a kernel with no free
+    variable, so the runtime's limit of fewer than 100 keys per call site
+    (``UopKernelMap``) holds for any number of kernels.
     """
     program, hw = source.program, source.hw
     meta = _meta(source)
@@ -492,8 +496,7 @@ def c_source(source: Any, function: str | None = None) -> str:
     for k in range(len(rc.kernels)):
         out.append(f"static void* vtatune_uop_handle_{k} = NULL;")
     if rc.kernels:
-        sigs = ", ".join(str(k) for k in range(len(rc.kernels)))
-        out += [f"static int vtatune_signature[{len(rc.kernels)}] = {{{sigs}}};", ""]
+        out.append("")
     for k, kernel in enumerate(rc.kernels):
         out += _c_kernel(k, kernel)
     out.append(f"int {fn}({', '.join(f'void* {p}' for p in params) or 'void'}) {{")
@@ -544,7 +547,7 @@ def _c_call(c: Call, program: Program, hw: HardwareConfig, params: list[str],
         k = c.args[0]
         fn = "VTAPushGEMMOp" if c.op == "gemm" else "VTAPushALUOp"
         return (f"if ({fn}(&vtatune_uop_handle_{k}, vtatune_kernel_{k}, "
-                f"&vtatune_signature[{k}], sizeof(int)) != 0) return -1;")
+                "NULL, 0) != 0) return -1;")
     if c.op == "load":
         x = c.args[0]
         buf, off = _tensor_at(program, hw, x, params)

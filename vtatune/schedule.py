@@ -54,7 +54,11 @@ AUTOTVM_OUTER_ORDER = "bhcw"
 STORE_MODES = ("tile", "element")
 CLIP_ORDERS = ("min_max", "max_min")
 _TILE_KNOBS = ("tile_b", "tile_h", "tile_w", "tile_co", "tile_ci")
-CONV_AUTOTVM_KNOBS = (*_TILE_KNOBS, "oc_nthread", "h_nthread")
+#: The AutoTVM templates' knobs in TVM's definition order (``cfg.define_split`` /
+#: ``define_knob`` in vta_conv2d.py / vta_dense.py): the order of a record's entity and of
+#: the mixed-radix config index.
+CONV_AUTOTVM_KNOBS = ("tile_b", "tile_h", "tile_w", "tile_ci", "tile_co", "oc_nthread",
+                      "h_nthread")
 DENSE_AUTOTVM_KNOBS = ("tile_b", "tile_ci", "tile_co", "oc_nthread")
 
 

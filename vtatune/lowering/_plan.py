@@ -51,8 +51,8 @@ from simulator.isa import AluOp, Opcode, _uop_widths, field_widths, loop_limit
 
 from ..errors import IllegalSchedule
 from ..schedule import Schedule
-from ..workloads import Conv2dWorkload, Workload
-from ._runtime import Kernel, KernelLoop
+from ..workloads import Conv2dWorkload, GemmWorkload, Workload
+from ._runtime import KERNEL_KEYS, Kernel, KernelLoop
 
 Dims = list[tuple[int, int]]  # (size, stride) from outer to inner, in elements
 
@@ -257,6 +257,7 @@ class Context:
     layout_error: str
     fits_all: bool  # no schedule that passes the other rules can overflow a field
     dram_elems: int  # DRAM size in its smallest elements: bounds every dram_base
+    dense: bool  # a GEMM: TVM-strict schedules are dense_packed points, not conv2d_packed
 
 
 @dataclass(frozen=True)
@@ -346,7 +347,7 @@ def context(workload: Workload, hw: HardwareConfig) -> Context:
         hw.wgt_depth, hw.acc_depth, hw.uop_depth, hw.inp_elem_bytes, hw.wgt_elem_bytes,
         hw.acc_elem_bytes, hw.acc_buff_bytes, loop_limit(), hw.out_width, widths,
         layout_error,
-        _fits_all(conv, hw, widths, dram_elems), dram_elems)
+        _fits_all(conv, hw, widths, dram_elems), dram_elems, isinstance(workload, GemmWorkload))
 
 
 Axes = tuple[tuple[str, int, tuple[int, int, int]], ...]
@@ -545,6 +546,25 @@ def rules(ctx: Context, sch: Any, bias: bool = False) -> Facts:
     if n_h % sch.h_nthread:
         raise IllegalSchedule("thread_split", f"h_nthread={sch.h_nthread} needs an even "
                                               f"number of row tiles, got {n_h}")
+    if strict and ctx.dense and tile_co * sch.oc_nthread != 1:
+        # dense_packed's reorder(x_bo, k_o, x_co) of (b_o, c_o, b_i, c_i, k_o, k_i) permutes
+        # only the named positions: b_o, k_o, b_i, c_i, c_o, k_i. The output-channel axis
+        # lands inside tensorize(b_i), whose GEMM intrinsic covers one block.
+        raise IllegalSchedule(
+            "tvm_dense_tensorize",
+            f"TVM's dense_packed tensorizes the GEMM at the batch lane with the output-channel "
+            f"axis inside it: tile_co={tile_co} x oc_nthread={sch.oc_nthread} blocks where the "
+            "intrinsic takes 1 (TVM: 'Tensorize GEMM: Input dimension mismatch'); only "
+            "tile_co=1, oc_nthread=1 build",
+        )
+    if tile_b >= KERNEL_KEYS:
+        raise IllegalSchedule(
+            "uop_kernel_keys",
+            f"tile_b={tile_b}: a tile's GEMM and reset micro-op kernels are chosen by its "
+            f"batch row (keys 1..{tile_b} at one call site); VTA's runtime takes keys below "
+            f"{KERNEL_KEYS} per call site (UopKernelMap: CHECK_LT(key, {KERNEL_KEYS})), so "
+            f"tile_b <= {KERNEL_KEYS - 1}",
+        )
     eh, ew = (tile_h - 1) * s + k, (tile_w - 1) * s + k
     n = sch.oc_nthread * sch.h_nthread
     inp_tile = tile_ci * eh * ew

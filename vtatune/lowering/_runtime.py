@@ -40,6 +40,11 @@ from simulator.hardware import HardwareConfig
 from simulator.isa import AluOp, MemId, Opcode, Uop
 
 LOAD, COMPUTE, STORE = 1, 2, 3
+#: The runtime finds a call site's micro-op kernel by one int of closure data, key = value
+#: + 1, in a table that must stay below this many keys (``UopKernelMap::Get``:
+#: ``CHECK_LT(key, 100)``); more than one int of closure data is refused outright. A call
+#: site whose kernel depends on a loop variable may therefore see at most 99 values of it.
+KERNEL_KEYS = 100
 #: Loop-variable slots a queue program may use.
 NSLOTS = 10
 

@@ -29,6 +29,7 @@ _LAZY = {
     "apply_history_best": "vtatune.builds",
     "simulate": "vtatune.builds",
     "read_log": "vtatune.analysis",
+    "co_design": "vtatune.design",
 }
 
 __all__ = ["__version__", *_LAZY]

@@ -20,7 +20,7 @@ from .. import __version__
 from ._common import Parser, UsageError
 
 #: The command modules, in the order their commands are listed by ``--help``.
-MODULES = ("simulate", "tune", "network", "build", "logs")
+MODULES = ("simulate", "tune", "network", "build", "logs", "design")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,95 @@
+"""Hardware/schedule co-design: feasibility reasons, the hardware space, and a tiny search
+through the command line."""
+
+import json
+from dataclasses import replace
+
+import pytest
+
+from simulator.errors import VTAError
+from simulator.hardware import HardwareConfig
+from simulator.resources import DEVICES, estimate
+from vtatune._design._inner import network_tasks
+from vtatune._design._space import BUFFERS, infeasibility, maximal_configs, stock
+from vtatune.cli import main
+from vtatune.design import Design, pareto_front
+
+TASKS = network_tasks("resnet18")
+
+
+def test_feasibility_reasons_name_the_rule_and_numbers():
+    pynq = DEVICES["pynq"]
+    assert infeasibility(stock("pynq"), pynq, TASKS) is None
+    assert infeasibility(replace(stock("pynq"), log_acc_buff_size=18), pynq, TASKS) == (
+        "encoding: micro-op fields need 33 bits (acc 12 + inp 11 + wgt 10), a micro-op has 32")
+    big = HardwareConfig(target="pynq", log_block=5, log_inp_buff_size=16,
+                         log_wgt_buff_size=18, log_acc_buff_size=18)
+    assert infeasibility(big, pynq, TASKS).startswith(
+        "resources: LUT 183035 > 53200 on xc7z020")
+    batch2 = replace(stock("ultra96"), log_batch=1)
+    assert infeasibility(batch2, DEVICES["ultra96"], TASKS) == (
+        "resnet18.C2: batch 1 is not a multiple of BATCH 2 (2x16_i8w8a32_15_15_18_17)")
+
+
+def test_maximal_configs_cannot_grow():
+    device = DEVICES["ultra96"]
+    configs = maximal_configs("ultra96", device, 0, 4)
+    assert stock("ultra96") in configs
+    for hw in configs:
+        assert infeasibility(hw, device, TASKS) is None
+        for knob in BUFFERS:
+            try:
+                bigger = replace(hw, **{knob: getattr(hw, knob) + 1})
+            except VTAError:
+                continue
+            assert infeasibility(bigger, device, TASKS) is not None, (hw.bitstream, knob)
+
+
+def _design(cycles, hw):
+    return Design(hw, estimate(hw), {}, cycles, 100)
+
+
+def test_pareto_front_keeps_only_undominated():
+    small = replace(stock("ultra96"), log_wgt_buff_size=16)
+    big, same = stock("ultra96"), replace(stock("ultra96"), log_inp_buff_size=14)
+    assert estimate(small).bram < estimate(same).bram < estimate(big).bram
+    front = pareto_front([_design(90, big), _design(95, small), _design(90, same)])
+    assert [d.hw for d in front] == [same, small]
+    assert front[0].speedup == pytest.approx(100 / 90)
+
+
+def test_tiny_design_search_through_the_cli(tmp_path, capsys):
+    argv = ["design", "--network", "resnet18", "--board", "ultra96", "--trials-per-task", "2",
+            "--candidates", "2", "--out", str(tmp_path), "--json"]
+    assert main(argv) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["new_evaluations"] == 3 and result["evaluated"] == 3
+    counts = {t.name: t.count for t in TASKS}
+    stock_cycles = result["stock"]["total_cycles"]
+    assert stock_cycles == sum(counts[n] * c for n, c in result["stock"]["tasks"].items())
+    assert result["designs"]
+    for d in result["designs"]:
+        hw = HardwareConfig.from_dict(d["config"])
+        assert d["bitstream"] == hw.bitstream and hw.target == "ultra96"
+        assert d["total_ms"] == pytest.approx(d["total_cycles"] / 333e3, abs=1e-4)
+        assert d["speedup"] == pytest.approx(stock_cycles / d["total_cycles"], abs=1e-4)
+        assert d["resources"] == estimate(hw).to_dict()
+        where = tmp_path / d["bitstream"]
+        assert HardwareConfig.from_json(where / "vta_config.json") == hw
+        assert len((where / "resnet18.jsonl").read_text().splitlines()) >= len(TASKS)
+    # Resumed: nothing is tuned again and the answer is the same.
+    assert main([*argv, "--resume"]) == 0
+    again = json.loads(capsys.readouterr().out)
+    assert again["new_evaluations"] == 0 and again["designs"] == result["designs"]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--network", "resnet19", "--board", "pynq"], "unknown network 'resnet19'"),
+    (["--network", "resnet18", "--board", "pynq", "--trials-per-task", "0"],
+     "--trials-per-task must be at least 1, got 0"),
+    (["--network", "resnet18", "--board", "zcu9"], "argument --board: invalid choice"),
+])
+def test_bad_input_is_one_line_and_exit_2(args, message, capsys):
+    assert main(["design", *args]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("vtatune: error: ") and message in err and err.count("\n") == 1

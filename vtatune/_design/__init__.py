@@ -1,0 +1,1 @@
+"""Private parts of :mod:`vtatune.design`: the hardware space and the inner schedule search."""

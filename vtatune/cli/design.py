@@ -1,0 +1,98 @@
+"""``design``: which VTA configuration to build for a network on a board (hardware and
+schedule co-design; see :mod:`vtatune.design`)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from ._common import UsageError, warnings_one_line
+
+_EPILOG = """\
+examples:
+  python -m vtatune design --network resnet18 --board ultra96
+  python -m vtatune design --network resnet18 --board pynq --trials-per-task 30 --jobs 2 \\
+      --plot front.png --out designs/pynq
+  python -m vtatune design --network resnet18 --board de10nano --objective latency-area \\
+      --candidates 16 --json
+
+The table lists the Pareto designs (network latency against the mean share of the board's
+LUT, block RAM and DSP): bitstream name, resources in percent of the board, the binding
+resource, network cycles and ms at the board's clock, and the speed-up over the stock 1x16
+design tuned the same way. --out gets, per Pareto design, <bitstream>/vta_config.json and
+<bitstream>/<network>.jsonl (its tuned log), plus the design study and every tuning log.
+"""
+
+
+def register(sub: Any) -> None:
+    from simulator.resources import DEVICES
+
+    from ..design import OBJECTIVES
+
+    p = sub.add_parser("design", help="search VTA configurations with their schedules",
+                       description="Hardware and schedule co-design: search VTA "
+                       "configurations (BATCH, BLOCK, buffer sizes) for a network on a board, "
+                       "tuning every layer's schedule on each, under the board's FPGA budget.",
+                       epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--network", required=True, metavar="NAME",
+                   help="network to run (resnet18)")
+    p.add_argument("--board", required=True, choices=tuple(DEVICES),
+                   help="board whose FPGA budget and clock apply")
+    p.add_argument("--trials-per-task", type=int, default=20, metavar="N",
+                   help="legal schedules tuned per layer on each design (default 20)")
+    p.add_argument("--objective", choices=OBJECTIVES, default="latency",
+                   help="latency: exhaustive over the largest buffers of each shape; "
+                        "latency-area: NSGA-II over every knob (default latency)")
+    p.add_argument("--candidates", type=int, metavar="N",
+                   help="at most N designs besides the stock one (default: the whole "
+                        "exhaustive walk for latency, 24 for latency-area)")
+    p.add_argument("--seed", type=int, default=0, help="seed of every search (default 0)")
+    p.add_argument("--jobs", type=int, default=1, metavar="N",
+                   help="designs tuned in parallel processes (default 1)")
+    p.add_argument("--out", metavar="DIR",
+                   help="output directory (default logs/design-<network>-<board>)")
+    p.add_argument("--storage", metavar="URL",
+                   help="Optuna storage URL of the design study (default DIR/design.journal)")
+    p.add_argument("--resume", action="store_true",
+                   help="continue the design study: designs evaluated are not re-tuned")
+    p.add_argument("--plot", metavar="FILE.png", help="draw the front (needs matplotlib)")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.set_defaults(func=cmd_design)
+
+
+def cmd_design(args: argparse.Namespace) -> int:
+    from ..design import co_design, plot_front
+
+    warnings_one_line()
+    for flag, value in (("--trials-per-task", args.trials_per_task), ("--jobs", args.jobs),
+                        ("--candidates", args.candidates)):
+        if value is not None and value < 1:
+            raise UsageError(f"{flag} must be at least 1, got {value}")
+    result = co_design(args.network, args.board, trials_per_task=args.trials_per_task,
+                       objective=args.objective, candidates=args.candidates, jobs=args.jobs,
+                       seed=args.seed, out=args.out, storage=args.storage, resume=args.resume)
+    if args.plot:
+        plot_front(result, args.plot)
+    if args.json:
+        print(json.dumps(result.to_dict(), indent=1))
+        return 0
+    dev = result.stock.resources.device
+    print(f"{result.network} on {result.board} ({dev.part}: {dev.lut} {dev.lut_kind}, "
+          f"{dev.bram} {dev.bram_kind}, {dev.dsp} DSP), {result.trials_per_task} trials/task, "
+          f"{len(result.evaluated)} designs evaluated ({result.new_evaluations} new) in "
+          f"{result.wall_seconds:.0f} s")
+    head = (f"{'design':<28}{'LUT%':>6}{'FF%':>6}{'BRAM%':>7}{'DSP%':>6}  {'binds':<5}"
+            f"{'cycles':>11}{'ms':>9}{'speedup':>9}")
+    print(head)
+    for tag, d in [("", d) for d in result.designs] + [("stock ", result.stock)]:
+        u = d.resources.utilization
+        print(f"{tag + d.hw.bitstream:<28}{u['LUT']:>6.1f}{u['FF']:>6.1f}{u['BRAM']:>7.1f}"
+              f"{u['DSP']:>6.1f}  {d.resources.binding:<5}{d.total_cycles:>11}"
+              f"{d.total_ms:>9.3f}{d.speedup:>8.2f}x")
+    for line in result.skipped:
+        print(f"skipped {line}")
+    if result.infeasible:
+        print(f"{len(result.infeasible)} candidates infeasible (reasons in --json)")
+    print(f"designs written under {result.out}")
+    return 0

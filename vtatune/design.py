@@ -1,0 +1,412 @@
+"""Hardware and schedule co-design: which VTA configuration to build for a network on a board.
+
+An outer search over VTA configurations (BATCH, BLOCK, the four buffer sizes; the board's
+clock) wraps the inner schedule search of every task of the network on each candidate. The
+result is the Pareto front of network latency against resource use (the binding resource's
+percent of the board), each design compared with the board's stock 1x16 configuration tuned
+the same way (same trials per task, same seed). Area is the mean share of the board's LUT,
+block RAM and DSP; the design's binding resource is the one closest to its budget.
+
+Outer search: with ``objective="latency"`` an exhaustive walk over the maximal feasible
+buffer sizes of every (BATCH, BLOCK), biggest tensor core first, skipping a shape whose
+compute floor (one GEMM micro-op per cycle) is already slower than the best design found;
+with ``objective="latency-area"`` Optuna's NSGA-II over all the knobs for ``candidates``
+feasible designs. Every evaluated design is a trial of one Optuna study (``storage``,
+default a journal file in ``out``); ``resume`` continues it without re-evaluating a
+configuration, and each (task, hardware) keeps its own tuning log and study under
+``out/tuning``, so nothing is tuned twice.
+
+Example:
+    >>> from vtatune.design import co_design
+    >>> r = co_design("resnet18", "ultra96", trials_per_task=20)  # doctest: +SKIP
+    >>> r.best.hw.bitstream, round(r.best.speedup, 2)  # doctest: +SKIP
+    ('1x16_i8w8a32_15_16_18_16', 1.0)
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from simulator.hardware import HardwareConfig
+from simulator.resources import DEVICES, ResourceEstimate, estimate
+
+from ._design._inner import DesignError, InnerResult, network_tasks, task_log, tune_tasks
+from ._design._space import (
+    BUFFERS,
+    KNOB_RANGES,
+    compute_floor,
+    infeasibility,
+    maximal_configs,
+    shapes,
+    smallest,
+    stock,
+)
+
+__all__ = ["OBJECTIVES", "Design", "DesignError", "DesignResult", "co_design", "pareto_front",
+           "plot_front"]
+
+OBJECTIVES = ("latency", "latency-area")
+_KNOBS = ("log_batch", "log_block", *BUFFERS)
+
+
+@dataclass(frozen=True)
+class Design:
+    """One evaluated configuration: its resources and its tuned network latency."""
+
+    hw: HardwareConfig
+    resources: ResourceEstimate
+    tasks: dict[str, int]  # best cycles per task
+    total_cycles: int  # sum over the network's layers (each task times its count)
+    stock_cycles: int
+
+    @property
+    def total_ms(self) -> float:
+        return self.total_cycles / (self.hw.clock_mhz * 1e3)
+
+    @property
+    def speedup(self) -> float:
+        """Stock design's network time over this one's (same board, same clock)."""
+        return self.stock_cycles / self.total_cycles
+
+    @property
+    def area(self) -> float:
+        """Mean percent of the board's LUT, block RAM and DSP used (the front's second
+        axis; whether it fits at all is ``resources.fits``, the tightest is ``binding``)."""
+        u = self.resources.utilization
+        return (u["LUT"] + u["BRAM"] + u["DSP"]) / 3
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"bitstream": self.hw.bitstream, "config": self.hw.to_dict(),
+                "resources": self.resources.to_dict(), "total_cycles": self.total_cycles,
+                "total_ms": round(self.total_ms, 4), "speedup": round(self.speedup, 4),
+                "area_percent": round(self.area, 2),
+                "clock_mhz": self.hw.clock_mhz, "tasks": self.tasks}
+
+
+@dataclass(frozen=True)
+class DesignResult:
+    """The outcome of a design search."""
+
+    network: str
+    board: str
+    objective: str
+    trials_per_task: int
+    stock: Design
+    designs: tuple[Design, ...]  # the Pareto front (latency, area), fastest first
+    evaluated: tuple[Design, ...]  # every feasible design evaluated (this run and resumed)
+    infeasible: dict[str, str]  # bitstream -> reason, for candidates rejected
+    skipped: tuple[str, ...]  # shapes skipped by the compute-floor bound, with numbers
+    study: str
+    storage: str
+    out: str
+    new_evaluations: int
+    wall_seconds: float
+
+    @property
+    def best(self) -> Design:
+        return self.designs[0]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"network": self.network, "board": self.board, "objective": self.objective,
+                "device": self.stock.resources.device.part,
+                "trials_per_task": self.trials_per_task, "stock": self.stock.to_dict(),
+                "designs": [d.to_dict() for d in self.designs],
+                "evaluated": len(self.evaluated), "infeasible": self.infeasible,
+                "skipped": list(self.skipped), "study": self.study, "storage": self.storage,
+                "out": self.out, "new_evaluations": self.new_evaluations,
+                "wall_seconds": round(self.wall_seconds, 1)}
+
+
+def pareto_front(designs: list[Design] | tuple[Design, ...]) -> tuple[Design, ...]:
+    """The designs no other beats on both latency and area, fastest first.
+
+    >>> pareto_front([])
+    ()
+    """
+    ranked = sorted(designs, key=lambda d: (d.total_cycles, d.area, d.hw.bitstream))
+    front: list[Design] = []
+    for d in ranked:
+        if not front or d.area < front[-1].area:
+            front.append(d)
+    return tuple(front)
+
+
+# --- the search -------------------------------------------------------------------------
+def _params(hw: HardwareConfig) -> dict[str, int]:
+    return {k: getattr(hw, k) for k in _KNOBS}
+
+
+def _evaluate(args: tuple[str, HardwareConfig, int, int, str]) -> InnerResult:
+    network, hw, trials, seed, logdir = args
+    return tune_tasks(network, hw, trials, seed, logdir)
+
+
+class _Search:
+    """The design study: one Optuna trial per evaluated configuration."""
+
+    def __init__(self, network: str, board: str, objective: str, trials: int, seed: int,
+                 out: Path, storage: str | None, resume: bool, jobs: int) -> None:
+        import optuna
+
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        self.network, self.board, self.objective = network, board, objective
+        self.trials, self.seed, self.out, self.jobs = trials, seed, out, jobs
+        self.tasks = network_tasks(network)
+        self.device = DEVICES[board]
+        self.counts = {t.name: t.count for t in self.tasks}
+        self.logdir = out / "tuning"
+        out.mkdir(parents=True, exist_ok=True)
+        if storage is None:
+            from optuna.storages.journal import JournalFileBackend, JournalStorage
+
+            path = out / "design.journal"
+            self.storage_desc = str(path)
+            store: Any = JournalStorage(JournalFileBackend(str(path)))
+        else:
+            store, self.storage_desc = storage, storage
+        base = f"design.{network}.{board}.{objective}.t{trials}.s{seed}"
+        names = {s.study_name for s in optuna.get_all_study_summaries(store)}
+        name = base
+        if not resume:
+            i = 1
+            while name in names:
+                i += 1
+                name = f"{base}#{i}"
+        sampler = optuna.samplers.NSGAIISampler(seed=seed, population_size=8)
+        self.study = optuna.create_study(study_name=name, storage=store, sampler=sampler,
+                                         directions=["minimize", "minimize"],
+                                         load_if_exists=True)
+        self.results: dict[str, InnerResult] = {}
+        self.infeasible: dict[str, str] = {}
+        for tr in self.study.get_trials(deepcopy=False):
+            key = tr.user_attrs.get("bitstream")
+            if key and "tasks" in tr.user_attrs:
+                reason = tr.user_attrs.get("reason")
+                self.results[key] = InnerResult(tr.user_attrs["tasks"], reason, 0.0)
+            elif key and "reason" in tr.user_attrs:
+                self.infeasible[key] = tr.user_attrs["reason"]
+        self.new = 0
+        self.stock_cycles: int | None = None
+
+    # Each configuration evaluated becomes one finished trial, whatever the outer search.
+    def _add(self, hw: HardwareConfig, inner: InnerResult | None, reason: str | None) -> None:
+        import optuna
+
+        attrs: dict[str, Any] = {"bitstream": hw.bitstream}
+        if inner is not None:
+            attrs |= {"tasks": inner.cycles, "seconds": round(inner.seconds, 2)}
+        if reason:
+            attrs["reason"] = reason
+            self.infeasible[hw.bitstream] = reason
+        values = None if reason else [self._design(hw, inner).total_ms,
+                                      self._design(hw, inner).area]
+        dists = {k: optuna.distributions.IntDistribution(*KNOB_RANGES[k]) for k in _KNOBS}
+        self.study.add_trial(optuna.trial.create_trial(
+            params=_params(hw), distributions=dists, user_attrs=attrs, values=values,
+            state=optuna.trial.TrialState.FAIL if reason else
+            optuna.trial.TrialState.COMPLETE))
+
+    def _design(self, hw: HardwareConfig, inner: InnerResult | None) -> Design:
+        assert inner is not None
+        total = sum(self.counts[n] * c for n, c in inner.cycles.items())
+        stock_cycles = self.stock_cycles or total
+        return Design(hw, estimate(hw, self.device), dict(inner.cycles), total, stock_cycles)
+
+    def evaluate(self, candidates: list[HardwareConfig]) -> list[Design | None]:
+        """Tune the candidates not yet known (``jobs`` at a time); a design or None each."""
+        todo = []
+        for hw in candidates:
+            if hw.bitstream in self.results or hw.bitstream in self.infeasible:
+                continue
+            reason = infeasibility(hw, self.device, self.tasks)
+            if reason:
+                self.infeasible[hw.bitstream] = reason
+                self._add(hw, None, reason)
+            elif hw.bitstream not in {h.bitstream for h in todo}:
+                todo.append(hw)
+        args = [(self.network, hw, self.trials, self.seed, str(self.logdir)) for hw in todo]
+        if self.jobs > 1 and len(todo) > 1:
+            with ProcessPoolExecutor(min(self.jobs, len(todo))) as pool:
+                inners = list(pool.map(_evaluate, args))
+        else:
+            inners = [_evaluate(a) for a in args]
+        for hw, inner in zip(todo, inners, strict=True):
+            self.new += 1
+            self.results[hw.bitstream] = inner
+            self._add(hw, inner, inner.reason)
+        out = []
+        for hw in candidates:
+            inner = self.results.get(hw.bitstream)
+            ok = inner is not None and inner.reason is None
+            out.append(self._design(hw, inner) if ok else None)
+        return out
+
+    def designs(self) -> list[Design]:
+        from simulator.hardware import HardwareConfig as HW
+
+        out = []
+        for tr in self.study.get_trials(deepcopy=False):
+            if tr.state.name != "COMPLETE" or "tasks" not in tr.user_attrs:
+                continue
+            hw = HW(target=self.board, **{k: int(tr.params[k]) for k in _KNOBS})
+            out.append(self._design(hw, self.results[hw.bitstream]))
+        unique = {d.hw.bitstream: d for d in out}
+        return list(unique.values())
+
+
+def co_design(network: str, board: str, *, trials_per_task: int = 20,
+              objective: str = "latency", candidates: int | None = None, jobs: int = 1,
+              seed: int = 0,
+              out: str | Path | None = None, storage: str | None = None,
+              resume: bool = False) -> DesignResult:
+    """Search VTA configurations for ``network`` on ``board``; see the module docstring.
+
+    ``candidates``: at most this many designs besides the stock one (default: the whole
+    exhaustive walk for ``latency``, 24 for ``latency-area``).
+    ``out``: where the design study, the tuning logs and the Pareto designs' ``vta_config.json``
+    and logs go (default ``logs/design-<network>-<board>``).
+    """
+    if board not in DEVICES:
+        raise DesignError(f"unknown board {board!r} (known: {', '.join(DEVICES)})")
+    if objective not in OBJECTIVES:
+        raise DesignError(f"unknown objective {objective!r} (known: {', '.join(OBJECTIVES)})")
+    if candidates is None:
+        candidates = 24 if objective == "latency-area" else 1 << 30
+    for name, value in (("trials_per_task", trials_per_task), ("jobs", jobs),
+                        ("candidates", candidates)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise DesignError(f"{name} must be a positive integer, got {value!r}")
+    t0 = time.perf_counter()
+    out_dir = Path(out) if out is not None else Path("logs") / f"design-{network}-{board}"
+    search = _Search(network, board, objective, trials_per_task, seed, out_dir, storage,
+                     resume, jobs)
+    base = stock(board)
+    (stock_design,) = search.evaluate([base])
+    if stock_design is None:
+        raise DesignError(f"the stock design cannot run {network}: "
+                          f"{search.infeasible.get(base.bitstream)}")
+    search.stock_cycles = stock_design.total_cycles
+    stock_design = replace(stock_design, stock_cycles=stock_design.total_cycles)
+    skipped: list[str] = []
+    if objective == "latency":
+        _exhaustive(search, skipped, candidates)
+    else:
+        _nsga(search, candidates)
+    evaluated = tuple(sorted(search.designs(), key=lambda d: d.total_cycles))
+    front = pareto_front(evaluated)
+    _write(front, search, out_dir)
+    return DesignResult(network, board, objective, trials_per_task, stock_design, front,
+                        evaluated, dict(search.infeasible), tuple(skipped),
+                        search.study.study_name, search.storage_desc, str(out_dir), search.new,
+                        time.perf_counter() - t0)
+
+
+def _exhaustive(search: _Search, skipped: list[str], candidates: int) -> None:
+    best = min(d.total_cycles for d in search.designs())
+    for lb, lk in shapes(search.tasks, search.board):
+        floor = compute_floor(search.tasks, lb, lk)
+        label = f"{1 << lb}x{1 << lk}"
+        if floor >= best:
+            skipped.append(f"{label}: compute floor {floor} cycles >= best {best}")
+            continue
+        configs = maximal_configs(search.board, search.device, lb, lk)
+        if not configs:
+            probe = smallest(search.board, lb, lk)
+            why = infeasibility(probe, search.device, search.tasks) or "no buffer sizes fit"
+            skipped.append(f"{label}: no feasible buffer sizes even at the smallest ({why})")
+            continue
+        room = candidates + 1 - len(search.results) - len(search.infeasible)
+        if room <= 0:
+            skipped.append(f"{label}: the candidate limit ({candidates}) is reached")
+            continue
+        for d in search.evaluate(configs[:room]):
+            if d is not None:
+                best = min(best, d.total_cycles)
+
+
+def _nsga(search: _Search, candidates: int) -> None:
+    import optuna
+
+    lb_range = sorted({lb for lb, _ in shapes(search.tasks, search.board)})
+    lk_range = sorted({lk for _, lk in shapes(search.tasks, search.board)})
+    dists = {k: optuna.distributions.IntDistribution(*KNOB_RANGES[k]) for k in _KNOBS}
+    if lb_range:
+        dists["log_batch"] = optuna.distributions.IntDistribution(lb_range[0], lb_range[-1])
+        dists["log_block"] = optuna.distributions.IntDistribution(lk_range[0], lk_range[-1])
+    asks = 0
+    while len(search.designs()) < candidates + 1 and asks < 50 * candidates:
+        batch = []
+        for _ in range(search.jobs):
+            trial = search.study.ask(dists)
+            asks += 1
+            hw = HardwareConfig(target=search.board,
+                                **{k: trial.params[k] for k in _KNOBS}) \
+                if _valid(search.board, trial.params) else None
+            # The study records each configuration once, as the trial _add writes.
+            search.study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+            if hw is not None:
+                batch.append(hw)
+        search.evaluate(batch)
+
+
+def _valid(board: str, params: dict[str, Any]) -> bool:
+    from simulator.errors import VTAError
+
+    try:
+        HardwareConfig(target=board, **{k: int(params[k]) for k in _KNOBS})
+    except VTAError:
+        return False
+    return True
+
+
+def _write(front: tuple[Design, ...], search: _Search, out: Path) -> None:
+    """``out/<bitstream>/vta_config.json`` and ``<network>.jsonl`` for each Pareto design."""
+    for d in front:
+        where = out / d.hw.bitstream
+        where.mkdir(parents=True, exist_ok=True)
+        (where / "vta_config.json").write_text(json.dumps(d.hw.to_dict(), indent=2) + "\n")
+        with open(where / f"{search.network}.jsonl", "w") as log:
+            for t in search.tasks:
+                path = task_log(search.logdir, d.hw, t)
+                if path.exists():
+                    with open(path) as src:
+                        shutil.copyfileobj(src, log)
+
+
+
+def plot_front(result: DesignResult, path: str | Path) -> None:
+    """Latency against area of every evaluated design, the front joined, stock starred."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise DesignError("plotting needs matplotlib (pip install 'vtatune[plot]')") from None
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    ax.scatter([d.area for d in result.evaluated], [d.total_ms for d in result.evaluated],
+               s=14, c="0.6", label="evaluated")
+    ax.plot([d.area for d in result.designs], [d.total_ms for d in result.designs], "o-",
+            c="tab:red", label="Pareto front")
+    for d in result.designs:
+        ax.annotate(d.hw.bitstream, (d.area, d.total_ms), fontsize=7,
+                    xytext=(4, 4), textcoords="offset points")
+    ax.scatter([result.stock.area], [result.stock.total_ms], marker="*", s=160, c="tab:blue",
+               label="stock", zorder=3)
+    ax.set_xlabel(f"mean LUT/BRAM/DSP use of {result.stock.resources.device.part} (%)")
+    ax.set_ylabel(f"{result.network} latency (ms at {result.stock.hw.clock_mhz:g} MHz)")
+    ax.set_title(f"{result.network} on {result.board}: {result.trials_per_task} trials/task")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    try:
+        fig.savefig(path, dpi=120)
+    except OSError as exc:
+        raise DesignError(f"cannot write plot {path}: {exc.strerror}") from None
+    finally:
+        plt.close(fig)

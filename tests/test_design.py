@@ -9,26 +9,27 @@ import pytest
 from simulator.errors import VTAError
 from simulator.hardware import HardwareConfig
 from simulator.resources import DEVICES, estimate
-from vtatune._design._inner import network_tasks
+from vtatune._design._inner import placed, vta_layers
 from vtatune._design._space import BUFFERS, infeasibility, maximal_configs, stock
 from vtatune.cli import main
 from vtatune.design import Design, pareto_front
 
-TASKS = network_tasks("resnet18")
+REF = vta_layers(placed("resnet18", stock("pynq")))
 
 
 def test_feasibility_reasons_name_the_rule_and_numbers():
     pynq = DEVICES["pynq"]
-    assert infeasibility(stock("pynq"), pynq, TASKS) is None
-    assert infeasibility(replace(stock("pynq"), log_acc_buff_size=18), pynq, TASKS) == (
+    assert infeasibility(stock("pynq"), pynq, "resnet18", REF) is None
+    acc18 = replace(stock("pynq"), log_acc_buff_size=18)
+    assert infeasibility(acc18, pynq, "resnet18", REF) == (
         "encoding: micro-op fields need 33 bits (acc 12 + inp 11 + wgt 10), a micro-op has 32")
     big = HardwareConfig(target="pynq", log_block=5, log_inp_buff_size=16,
                          log_wgt_buff_size=18, log_acc_buff_size=18)
-    assert infeasibility(big, pynq, TASKS).startswith(
+    assert infeasibility(big, pynq, "resnet18", REF).startswith(
         "resources: LUT 183035 > 53200 on xc7z020")
     batch2 = replace(stock("ultra96"), log_batch=1)
-    assert infeasibility(batch2, DEVICES["ultra96"], TASKS) == (
-        "resnet18.C2: batch 1 is not a multiple of BATCH 2 (2x16_i8w8a32_15_15_18_17)")
+    assert infeasibility(batch2, DEVICES["ultra96"], "resnet18", REF) == (
+        "layer layer1.0.conv1 leaves VTA: batch 1 is not a multiple of BATCH 2")
 
 
 def test_maximal_configs_cannot_grow():
@@ -36,13 +37,13 @@ def test_maximal_configs_cannot_grow():
     configs = maximal_configs("ultra96", device, 0, 4)
     assert stock("ultra96") in configs
     for hw in configs:
-        assert infeasibility(hw, device, TASKS) is None
+        assert infeasibility(hw, device, "resnet18", REF) is None
         for knob in BUFFERS:
             try:
                 bigger = replace(hw, **{knob: getattr(hw, knob) + 1})
             except VTAError:
                 continue
-            assert infeasibility(bigger, device, TASKS) is not None, (hw.bitstream, knob)
+            assert infeasibility(bigger, device, "resnet18", REF), (hw.bitstream, knob)
 
 
 def _design(cycles, hw):
@@ -64,7 +65,7 @@ def test_tiny_design_search_through_the_cli(tmp_path, capsys):
     assert main(argv) == 0
     result = json.loads(capsys.readouterr().out)
     assert result["new_evaluations"] == 3 and result["evaluated"] == 3
-    counts = {t.name: t.count for t in TASKS}
+    counts = {t.name: t.multiplicity for t in placed("resnet18", stock("ultra96")).tasks}
     stock_cycles = result["stock"]["total_cycles"]
     assert stock_cycles == sum(counts[n] * c for n, c in result["stock"]["tasks"].items())
     assert result["designs"]
@@ -76,7 +77,7 @@ def test_tiny_design_search_through_the_cli(tmp_path, capsys):
         assert d["resources"] == estimate(hw).to_dict()
         where = tmp_path / d["bitstream"]
         assert HardwareConfig.from_json(where / "vta_config.json") == hw
-        assert len((where / "resnet18.jsonl").read_text().splitlines()) >= len(TASKS)
+        assert len((where / "resnet18.jsonl").read_text().splitlines()) >= len(counts)
     # Resumed: nothing is tuned again and the answer is the same.
     assert main([*argv, "--resume"]) == 0
     again = json.loads(capsys.readouterr().out)
@@ -84,7 +85,7 @@ def test_tiny_design_search_through_the_cli(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--network", "resnet19", "--board", "pynq"], "unknown network 'resnet19'"),
+    (["--network", "resnet19", "--board", "pynq"], "unknown network 'resnet19' (known: "),
     (["--network", "resnet18", "--board", "pynq", "--trials-per-task", "0"],
      "--trials-per-task must be at least 1, got 0"),
     (["--network", "resnet18", "--board", "zcu9"], "argument --board: invalid choice"),

@@ -36,7 +36,14 @@ from typing import Any
 from simulator.hardware import HardwareConfig
 from simulator.resources import DEVICES, ResourceEstimate, estimate
 
-from ._design._inner import DesignError, InnerResult, network_tasks, task_log, tune_tasks
+from ._design._inner import (
+    DesignError,
+    InnerResult,
+    network_log,
+    placed,
+    tune_tasks,
+    vta_layers,
+)
 from ._design._space import (
     BUFFERS,
     KNOB_RANGES,
@@ -157,9 +164,9 @@ class _Search:
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         self.network, self.board, self.objective = network, board, objective
         self.trials, self.seed, self.out, self.jobs = trials, seed, out, jobs
-        self.tasks = network_tasks(network)
         self.device = DEVICES[board]
-        self.counts = {t.name: t.count for t in self.tasks}
+        self.stock_net = placed(network, stock(board))  # an unknown network fails here
+        self.reference = vta_layers(self.stock_net)
         self.logdir = out / "tuning"
         out.mkdir(parents=True, exist_ok=True)
         if storage is None:
@@ -170,7 +177,7 @@ class _Search:
             store: Any = JournalStorage(JournalFileBackend(str(path)))
         else:
             store, self.storage_desc = storage, storage
-        base = f"design.{network}.{board}.{objective}.t{trials}.s{seed}"
+        base = f"design.{self.stock_net.name}.{board}.{objective}.t{trials}.s{seed}"
         names = {s.study_name for s in optuna.get_all_study_summaries(store)}
         name = base
         if not resume:
@@ -188,7 +195,8 @@ class _Search:
             key = tr.user_attrs.get("bitstream")
             if key and "tasks" in tr.user_attrs:
                 reason = tr.user_attrs.get("reason")
-                self.results[key] = InnerResult(tr.user_attrs["tasks"], reason, 0.0)
+                self.results[key] = InnerResult(tr.user_attrs["tasks"],
+                                                tr.user_attrs.get("counts", {}), reason, 0.0)
             elif key and "reason" in tr.user_attrs:
                 self.infeasible[key] = tr.user_attrs["reason"]
         self.new = 0
@@ -200,7 +208,8 @@ class _Search:
 
         attrs: dict[str, Any] = {"bitstream": hw.bitstream}
         if inner is not None:
-            attrs |= {"tasks": inner.cycles, "seconds": round(inner.seconds, 2)}
+            attrs |= {"tasks": inner.cycles, "counts": inner.counts,
+                      "seconds": round(inner.seconds, 2)}
         if reason:
             attrs["reason"] = reason
             self.infeasible[hw.bitstream] = reason
@@ -214,7 +223,7 @@ class _Search:
 
     def _design(self, hw: HardwareConfig, inner: InnerResult | None) -> Design:
         assert inner is not None
-        total = sum(self.counts[n] * c for n, c in inner.cycles.items())
+        total = inner.total_cycles
         stock_cycles = self.stock_cycles or total
         return Design(hw, estimate(hw, self.device), dict(inner.cycles), total, stock_cycles)
 
@@ -224,7 +233,7 @@ class _Search:
         for hw in candidates:
             if hw.bitstream in self.results or hw.bitstream in self.infeasible:
                 continue
-            reason = infeasibility(hw, self.device, self.tasks)
+            reason = infeasibility(hw, self.device, self.network, self.reference)
             if reason:
                 self.infeasible[hw.bitstream] = reason
                 self._add(hw, None, reason)
@@ -255,6 +264,8 @@ class _Search:
             if tr.state.name != "COMPLETE" or "tasks" not in tr.user_attrs:
                 continue
             hw = HW(target=self.board, **{k: int(tr.params[k]) for k in _KNOBS})
+            if hw.bitstream not in self.results:
+                continue
             out.append(self._design(hw, self.results[hw.bitstream]))
         unique = {d.hw.bitstream: d for d in out}
         return list(unique.values())
@@ -269,8 +280,9 @@ def co_design(network: str, board: str, *, trials_per_task: int = 20,
 
     ``candidates``: at most this many designs besides the stock one (default: the whole
     exhaustive walk for ``latency``, 24 for ``latency-area``).
-    ``out``: where the design study, the tuning logs and the Pareto designs' ``vta_config.json``
-    and logs go (default ``logs/design-<network>-<board>``).
+    ``network``: a catalogue name or an ONNX file; a design must run on VTA the layers the
+    stock design runs. ``out``: where the design study, the tuning logs and the Pareto
+    designs' ``vta_config.json`` and logs go (default ``logs/design-<network>-<board>``).
     """
     if board not in DEVICES:
         raise DesignError(f"unknown board {board!r} (known: {', '.join(DEVICES)})")
@@ -283,7 +295,8 @@ def co_design(network: str, board: str, *, trials_per_task: int = 20,
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise DesignError(f"{name} must be a positive integer, got {value!r}")
     t0 = time.perf_counter()
-    out_dir = Path(out) if out is not None else Path("logs") / f"design-{network}-{board}"
+    out_dir = Path(out) if out is not None else \
+        Path("logs") / f"design-{Path(network).stem}-{board}"
     search = _Search(network, board, objective, trials_per_task, seed, out_dir, storage,
                      resume, jobs)
     base = stock(board)
@@ -309,8 +322,8 @@ def co_design(network: str, board: str, *, trials_per_task: int = 20,
 
 def _exhaustive(search: _Search, skipped: list[str], candidates: int) -> None:
     best = min(d.total_cycles for d in search.designs())
-    for lb, lk in shapes(search.tasks, search.board):
-        floor = compute_floor(search.tasks, lb, lk)
+    for lb, lk in shapes(search.network, search.board, search.reference):
+        floor = compute_floor(placed(search.network, smallest(search.board, lb, lk)))
         label = f"{1 << lb}x{1 << lk}"
         if floor >= best:
             skipped.append(f"{label}: compute floor {floor} cycles >= best {best}")
@@ -318,7 +331,8 @@ def _exhaustive(search: _Search, skipped: list[str], candidates: int) -> None:
         configs = maximal_configs(search.board, search.device, lb, lk)
         if not configs:
             probe = smallest(search.board, lb, lk)
-            why = infeasibility(probe, search.device, search.tasks) or "no buffer sizes fit"
+            why = infeasibility(probe, search.device, search.network, search.reference) \
+                or "no buffer sizes fit"
             skipped.append(f"{label}: no feasible buffer sizes even at the smallest ({why})")
             continue
         room = candidates + 1 - len(search.results) - len(search.infeasible)
@@ -333,8 +347,9 @@ def _exhaustive(search: _Search, skipped: list[str], candidates: int) -> None:
 def _nsga(search: _Search, candidates: int) -> None:
     import optuna
 
-    lb_range = sorted({lb for lb, _ in shapes(search.tasks, search.board)})
-    lk_range = sorted({lk for _, lk in shapes(search.tasks, search.board)})
+    found = shapes(search.network, search.board, search.reference)
+    lb_range = sorted({lb for lb, _ in found})
+    lk_range = sorted({lk for _, lk in found})
     dists = {k: optuna.distributions.IntDistribution(*KNOB_RANGES[k]) for k in _KNOBS}
     if lb_range:
         dists["log_batch"] = optuna.distributions.IntDistribution(lb_range[0], lb_range[-1])
@@ -371,12 +386,9 @@ def _write(front: tuple[Design, ...], search: _Search, out: Path) -> None:
         where = out / d.hw.bitstream
         where.mkdir(parents=True, exist_ok=True)
         (where / "vta_config.json").write_text(json.dumps(d.hw.to_dict(), indent=2) + "\n")
-        with open(where / f"{search.network}.jsonl", "w") as log:
-            for t in search.tasks:
-                path = task_log(search.logdir, d.hw, t)
-                if path.exists():
-                    with open(path) as src:
-                        shutil.copyfileobj(src, log)
+        path = network_log(search.logdir, search.network, d.hw)
+        if path.exists():
+            shutil.copyfile(path, where / path.name)
 
 
 

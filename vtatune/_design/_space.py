@@ -20,7 +20,8 @@ from simulator.hardware import HardwareConfig
 from simulator.isa import check_encodable
 from simulator.resources import Device, estimate
 
-from ._inner import Task
+from ..networks import Network
+from ._inner import placed, placement_difference
 
 BUFFERS = ("log_uop_buff_size", "log_inp_buff_size", "log_wgt_buff_size", "log_acc_buff_size")
 #: The range every knob is searched over (inclusive).
@@ -34,8 +35,10 @@ def stock(board: str) -> HardwareConfig:
     return HardwareConfig(target=board)
 
 
-def infeasibility(hw: HardwareConfig, device: Device, tasks: tuple[Task, ...]) -> str | None:
-    """Why ``hw`` cannot run the tasks on ``device`` (one line), or None."""
+def infeasibility(hw: HardwareConfig, device: Device, network: str,
+                  reference: frozenset[str]) -> str | None:
+    """Why ``hw`` cannot run ``network``'s ``reference`` VTA layers on ``device`` (one
+    line), or None."""
     try:
         check_encodable(hw)
     except VTAError as exc:
@@ -43,17 +46,12 @@ def infeasibility(hw: HardwareConfig, device: Device, tasks: tuple[Task, ...]) -
     over = estimate(hw, device).over_budget
     if over:
         return "resources: " + "; ".join(over)
-    for t in tasks:
-        try:
-            t.workload.check(hw)
-        except VTAError as exc:
-            return f"{t.name}: {exc}"
-    return None
+    return placement_difference(placed(network, hw), reference)
 
 
-def shapes(tasks: tuple[Task, ...], board: str) -> list[tuple[int, int]]:
-    """(LOG_BATCH, LOG_BLOCK) pairs whose blocks divide every task, most MACs per cycle
-    first."""
+def shapes(network: str, board: str, reference: frozenset[str]) -> list[tuple[int, int]]:
+    """(LOG_BATCH, LOG_BLOCK) pairs that run the reference's VTA layers, most MACs per
+    cycle first."""
     out = []
     lo_b, hi_b = KNOB_RANGES["log_batch"]
     lo_k, hi_k = KNOB_RANGES["log_block"]
@@ -61,23 +59,15 @@ def shapes(tasks: tuple[Task, ...], board: str) -> list[tuple[int, int]]:
         for lk in range(lo_k, hi_k + 1):
             hw = replace(stock(board), log_batch=lb, log_block=lk,
                          log_inp_buff_size=22, log_wgt_buff_size=22, log_acc_buff_size=22)
-            if all(_whole(t, hw) for t in tasks):
+            if placement_difference(placed(network, hw), reference) is None:
                 out.append((lb, lk))
     return sorted(out, key=lambda s: (-(s[0] + 2 * s[1]), s))
 
 
-def _whole(task: Task, hw: HardwareConfig) -> bool:
-    try:
-        task.workload.check(hw)
-    except VTAError:
-        return False
-    return True
-
-
-def compute_floor(tasks: tuple[Task, ...], log_batch: int, log_block: int) -> int:
+def compute_floor(net: Network) -> int:
     """No schedule beats one GEMM micro-op (BATCH*BLOCK^2 MACs) per cycle."""
-    per = 1 << (log_batch + 2 * log_block)
-    return sum(t.count * -(-t.workload.macs // per) for t in tasks)
+    per = net.hw.macs_per_cycle
+    return sum(t.multiplicity * -(-t.workload.macs // per) for t in net.tasks if not t.skip)
 
 
 def _fits(hw: HardwareConfig, device: Device) -> bool:

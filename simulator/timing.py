@@ -1,28 +1,36 @@
-"""Event-driven timing model of the VTA hardware (the Chisel design TVM simulates with tsim).
+"""Event-driven timing model of the VTA hardware, calibrated against VTA's Chisel RTL.
 
 Four modules run concurrently — fetch, load, compute and store — each executing its own
 queue strictly in order, one instruction at a time. They are joined by the four token FIFOs
 (a pop waits for the matching push, posted when the pushing instruction completes) and
-share one AXI read channel; the store module owns the write channel.
+share the memory's read channel; the store module owns the write channel.
 
-How time is spent (every constant is a field of :class:`TimingProfile`):
+How time is spent (every constant is a field of :class:`TimingProfile`; the pynq defaults are
+the cycles the RTL (apache/tvm-vta, ``DefaultPynqConfig``) measured under tsim's simulated
+memory, see ``scripts/bench_fidelity.py``):
 
-* Fetch reads the stream in chunks of ``fetch_chunk_insns`` instructions over the read
-  channel (highest read priority), then hands them to the module queues at one per cycle;
-  a full queue (``queue_depth``) stalls fetch, and with it every module behind it.
-* Every instruction pays ``insn_overhead`` control cycles; a NOP costs ``nop_cycles``.
-* A DMA read (LOAD INP/WGT/ACC/UOP, fetch) is split into bursts of at most
-  ``max_burst_beats`` beats that never cross ``burst_boundary`` bytes. Its first beat arrives
-  ``read_latency`` cycles after the request, or when the channel is free if it is busier than
-  that (requests pipeline: latency is paid only after idle). Each burst then costs
-  ``beats + burst_bubble`` cycles, but no less than ``(read_latency + beats) /
-  max_outstanding`` (at most that many requests in flight). Waiting requests are granted in
-  time order, ties by priority fetch > uop > inp > wgt > acc.
-* Zero padding of a LOAD is written one element per ``pad_cycles_per_elem`` after the data.
-* GEMM: one micro-op per cycle (reset ones too) plus ``gemm_pipeline`` fill/drain cycles.
-* ALU: ``alu_imm_cycles`` per micro-op with an immediate, ``alu_reg_cycles`` without (one
-  ACC read port), plus ``alu_pipeline``.
-* STORE: ``store_elem_cycles`` per 16 bytes of output plus ``write_handshake`` per burst.
+* Reads. A reader's request reaches the memory bridge ``request_cycles`` after it starts
+  (``+ y_pad_0`` for a padded LOAD: the loader steps over the top pad rows first). The bridge
+  serves requests one after another, in arrival order (ties: fetch > uop > inp > wgt > acc),
+  streaming one ``bus_bytes`` beat per cycle with no gap between bursts; a request that finds
+  the bridge's queue empty first waits ``read_latency`` cycles (its delay counter only runs
+  while requests queue, so consecutive loads never overlap their delays, while a request
+  queued behind another one is served as soon as the channel frees).
+* Fetch reads the stream in chunks of ``fetch_chunk_insns`` instructions, two beats each
+  on a 64-bit bus, and hands the chunk over only when all of it has arrived, one instruction
+  per cycle; it reads the next chunk once the last one is handed over. A full module queue
+  (``queue_depth``) stalls it. The run starts with the first chunk's request.
+* LOAD (INP/WGT/ACC/UOP): its beats, then ``load_done_cycles`` (``wide_load_done_cycles``
+  for a loader whose element fits in one beat, as UOP on a 64-bit bus). Zero padding is
+  written one element per cycle from ``pad_start_cycles`` after the start, in every cycle
+  that no data beat arrives: it is free while the request waits, and costs a cycle per
+  element only once it outlasts that wait.
+* GEMM: one micro-op iteration per cycle (reset ones too) plus ``gemm_pipeline``. ALU:
+  ``alu_imm_cycles`` per iteration with an immediate, ``alu_reg_cycles`` without (one ACC
+  read port), plus ``alu_pipeline``. NOP and FINISH: ``nop_cycles``.
+* STORE: ``store_insn_cycles``, ``write_handshake`` per write burst (bursts split at
+  ``burst_boundary`` and at every row), and per element one cycle per beat of each of its
+  BATCH rows plus ``store_read_cycles`` to read the next row from SRAM.
 * The cycle count runs from launch to the end of FINISH.
 
 The engine is deterministic: the same program and profile always give the same cycles.
@@ -31,8 +39,8 @@ A pop that can never be satisfied, or fetch blocked forever on a full queue, rai
 
 Speed: the engine runs on the program's instruction table (:mod:`simulator.rows`) in two
 numba-compiled passes — :func:`_costs` prices every instruction, :func:`_engine` runs the
-events — at a few tens of nanoseconds per instruction. ``tests/_slow_timing.py`` keeps the
-plain-Python engine it replaced; the two give identical results on every test program.
+events — at a few tens of nanoseconds per instruction. ``tests/_slow_timing.py`` keeps a
+plain-Python engine with the same rules; the two give identical results on every test program.
 
 Example:
     >>> from simulator.hardware import DEFAULT
@@ -41,12 +49,14 @@ Example:
     >>> load = MemInsn(Opcode.LOAD, MemId.INP, 0, 0, 1, 16, 16, push_next=True)
     >>> prog = Program((load, FinishInsn(pop_prev=True)), (), (), 4096)
     >>> r = simulate(prog, DEFAULT)
-    >>> r.cycles > 0, r.modules["load"].busy > 0
-    (True, True)
+    >>> r.cycles  # launch, fetch 2 instructions, LOAD of 32 beats, FINISH: as the RTL counts
+    82
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 from dataclasses import asdict, dataclass, fields, replace
 from functools import lru_cache
@@ -66,53 +76,69 @@ from .program import Program, mem_elem_bytes
 
 MODULES = ("load", "compute", "store")
 _FIFO_IDS = {name: i for i, name in enumerate(FIFOS)}
-# Read-channel priority (lower wins a tie): fetch > uop > inp > wgt > acc.
+# Read-channel priority (lower wins a tie): fetch > uop > inp > wgt > acc (VME client order).
 _PRIORITY = {MemId.UOP: 1, MemId.INP: 2, MemId.WGT: 3, MemId.ACC: 4,
              MemId.ACC_8BIT: 4}
+
+#: The timing model's rules. Bump it when a rule (not a constant) changes: a profile's
+#: :meth:`TimingProfile.fingerprint` covers both, so scores made under other rules are known.
+MODEL_VERSION = "rtl-1"
+
+#: AXI burst length limit (beats) of each board's shell: AXI4's 256 (VTA's ``lenBits`` 8),
+#: except the de10nano shell, which limits bursts to 16 beats (AXI3).
+_BURST_BEATS = {"de10nano": 16}
 
 
 @dataclass(frozen=True)
 class TimingProfile:
-    """Every timing constant of the model, with the defaults of a 64-bit-bus board.
+    """Every timing constant of the model, with the pynq defaults measured on VTA's RTL.
 
-    Use :meth:`for_hw` to derive the profile of a hardware preset (bus width and fetch chunk
-    follow the board) and :meth:`from_json` to override fields from a file.
+    Use :meth:`for_hw` to derive the profile of a hardware preset (bus width, burst limit and
+    fetch chunk follow the board; the other constants carry over from the pynq measurements)
+    and :meth:`from_json` to override fields from a file.
+
+    >>> p = TimingProfile()
+    >>> p.read_latency, p.request_cycles, p.gemm_pipeline, p.fingerprint()[:6] == \\
+    ...     TimingProfile().fingerprint()[:6]
+    (16, 5, 7, True)
     """
 
     bus_bytes: int = 8  # bytes per beat (64-bit AXI)
-    max_burst_beats: int = 16
-    burst_boundary: int = 128  # bytes; a burst never crosses it
-    read_latency: int = 16  # cycles from request to first beat on an idle channel
-    max_outstanding: int = 16  # read requests in flight
-    burst_bubble: int = 1  # idle cycle between read bursts
-    write_handshake: int = 3  # cycles per write burst
-    fetch_chunk_insns: int = 128  # instructions fetched per read (pynq shell; de10nano 8)
+    max_burst_beats: int = 256  # AXI burst length limit (lenBits 8)
+    burst_boundary: int = 2048  # bytes; a burst never crosses it (max_burst_beats * bus_bytes)
+    read_latency: int = 16  # memory bridge delay of a request that finds its queue empty
+    request_cycles: int = 5  # from a reader's start to its request at the bridge
+    load_done_cycles: int = 2  # last beat (or pad) to LOAD completion, element wider than a beat
+    wide_load_done_cycles: int = 1  # the same for a loader whose element fits in a beat (UOP)
+    pad_start_cycles: int = 1  # from a LOAD's start to its first zero-pad write
+    write_handshake: int = 3  # cycles per write burst (command and acknowledgement)
+    store_insn_cycles: int = 1  # control cycles of a STORE
+    store_read_cycles: int = 1  # SRAM read between the rows of beats a STORE writes
+    fetch_chunk_insns: int = 128  # instructions per fetch read (max_burst_beats beats)
     queue_depth: int = 512  # per-module instruction queue
-    insn_overhead: int = 2  # control cycles of every instruction
-    nop_cycles: int = 2
-    pad_cycles_per_elem: int = 1
-    gemm_pipeline: int = 5
+    nop_cycles: int = 2  # a NOP (any module) or FINISH
+    gemm_pipeline: int = 7  # fixed cycles of a GEMM: decode, uop read, pipeline fill/drain
     alu_imm_cycles: int = 1
     alu_reg_cycles: int = 2
-    alu_pipeline: int = 7
-    store_elem_cycles: int = 3  # per 16 bytes of output
+    alu_pipeline: int = 7  # fixed cycles of an ALU instruction
 
     def __post_init__(self) -> None:
         for f in fields(self):
             v = getattr(self, f.name)
-            low = 0 if f.name in ("read_latency", "burst_bubble", "write_handshake",
-                                  "nop_cycles", "insn_overhead", "pad_cycles_per_elem",
-                                  "gemm_pipeline", "alu_pipeline") else 1
+            low = 0 if f.name in _MAY_BE_ZERO else 1
             if not isinstance(v, int) or isinstance(v, bool) or v < low:
                 raise ConfigError(f"timing profile {f.name}: must be an integer >= {low}, "
                                   f"got {v!r}")
 
     @classmethod
     def for_hw(cls, hw: HardwareConfig) -> TimingProfile:
-        """The board's profile: bus width from the hardware, fetch chunk from the shell."""
+        """The board's profile, derived by the RTL's rules: beats of the board's bus, bursts of
+        its shell's AXI length limit (never crossing their own size), fetch chunks of one
+        burst of instructions. Only pynq's (64-bit, 256-beat bursts) is measured."""
         bus = hw.bus_bits // 8
-        return cls(bus_bytes=bus, burst_boundary=cls.max_burst_beats * bus,
-                   fetch_chunk_insns=8 if hw.target == "de10nano" else 128)
+        beats = _BURST_BEATS.get(hw.target, cls.max_burst_beats)
+        return cls(bus_bytes=bus, max_burst_beats=beats, burst_boundary=beats * bus,
+                   fetch_chunk_insns=max(1, beats * bus // hw.insn_bytes))
 
     @classmethod
     def from_dict(cls, data: Any, base: TimingProfile | None = None) -> TimingProfile:
@@ -132,6 +158,25 @@ class TimingProfile:
 
     def to_dict(self) -> dict[str, int]:
         return asdict(self)
+
+    def fingerprint(self) -> str:
+        """``<MODEL_VERSION>:<12 hex digits>`` naming the rules and every constant: two
+        profiles with the same fingerprint give the same cycles on every program."""
+        text = json.dumps(self.to_dict(), sort_keys=True)
+        digest = hashlib.sha256(f"{MODEL_VERSION}|{text}".encode()).hexdigest()[:12]
+        return f"{MODEL_VERSION}:{digest}"
+
+    def store_elem_cycles(self, hw: HardwareConfig) -> int:
+        """Cycles a STORE spends per output element: each of its BATCH rows is written in
+        beats, then the next row is read from SRAM (3 on pynq: 2 beats + 1 read)."""
+        row_bytes = hw.block_out * hw.out_width // 8
+        return hw.batch * (-(-row_bytes // self.bus_bytes) + self.store_read_cycles)
+
+
+_MAY_BE_ZERO = frozenset({"read_latency", "request_cycles", "load_done_cycles",
+                          "wide_load_done_cycles", "pad_start_cycles", "write_handshake",
+                          "store_insn_cycles", "store_read_cycles", "nop_cycles",
+                          "gemm_pipeline", "alu_pipeline"})
 
 
 @dataclass(frozen=True)
@@ -190,13 +235,14 @@ class TimingResult:
 # The engine works on the instruction table (simulator.rows) with numba: a profile travels
 # as an int64 vector indexed by these positions.
 _PROFILE_FIELDS = tuple(f.name for f in fields(TimingProfile))
-(_BUS, _MAX_BURST, _BOUNDARY, _LATENCY, _OUTSTANDING, _BUBBLE, _HANDSHAKE, _CHUNK, _DEPTH,
- _OVERHEAD, _NOP, _PAD, _GEMM_PIPE, _ALU_IMM, _ALU_REG, _ALU_PIPE, _STORE_ELEM) = range(
-    len(_PROFILE_FIELDS))
+(_BUS, _MAX_BURST, _BOUNDARY, _LATENCY, _REQUEST, _LOAD_DONE, _WIDE_DONE, _PAD_START,
+ _HANDSHAKE, _STORE_INSN, _STORE_READ, _CHUNK, _DEPTH, _NOP, _GEMM_PIPE, _ALU_IMM, _ALU_REG,
+ _ALU_PIPE) = range(len(_PROFILE_FIELDS))
 # Kinds of per-instruction work.
-_PLAIN, _READ, _WRITE = 0, 1, 2
+_PLAIN, _READ = 0, 1
 _FETCH_PRIORITY = 0  # fetch wins every read-channel tie
 _NO_READ = 9  # priority of a candidate that does not read
+_COST_ROWS = 9  # rows of the cost table (see _costs)
 
 
 @lru_cache(maxsize=64)
@@ -213,21 +259,18 @@ def _profile_vector(p: TimingProfile) -> np.ndarray:
 
 @njit(cache=True)
 def _region_transfer(offset, nbytes, P):
-    """(cycles, beats, bursts) to read ``nbytes`` contiguous bytes starting ``offset`` bytes
-    into a burst-boundary window."""
+    """(beats, bursts) to move ``nbytes`` contiguous bytes starting ``offset`` bytes into a
+    burst-boundary window."""
     bus, boundary = P[_BUS], P[_BOUNDARY]
     max_bytes = min(P[_MAX_BURST] * bus, boundary)
-    cycles = beats = bursts = 0
+    beats = (offset + nbytes - 1) // bus - offset // bus + 1
+    bursts = 0
     pos, end = offset, offset + nbytes
     while pos < end:
         # A burst ends at the next boundary, or after max_burst_beats beats.
-        limit = min((pos // boundary + 1) * boundary, (pos // bus) * bus + max_bytes, end)
-        b = (limit - 1) // bus - pos // bus + 1
-        cycles += max(b + P[_BUBBLE], -(-(P[_LATENCY] + b) // P[_OUTSTANDING]))
-        beats += b
+        pos = min((pos // boundary + 1) * boundary, (pos // bus) * bus + max_bytes, end)
         bursts += 1
-        pos = limit
-    return cycles, beats, bursts
+    return beats, bursts
 
 
 @njit(cache=True)
@@ -239,25 +282,24 @@ def _gcd(a, b):
 
 @njit(cache=True)
 def _rows_transfer(offset, row_bytes, stride_bytes, rows, P):
-    """(cycles, beats, bursts) to read ``rows`` rows of ``row_bytes``, ``stride_bytes`` apart,
-    the first starting ``offset`` bytes into a burst-boundary window."""
+    """(beats, bursts) to move ``rows`` rows of ``row_bytes``, ``stride_bytes`` apart, the
+    first starting ``offset`` bytes into a burst-boundary window (a burst never spans rows)."""
     if row_bytes == 0 or rows == 0:
-        return 0, 0, 0
-    if rows == 1 or stride_bytes == row_bytes:
-        return _region_transfer(offset, row_bytes * rows, P)
+        return 0, 0
+    if rows == 1:
+        return _region_transfer(offset, row_bytes, P)
     # Row start offsets repeat with a period that divides the boundary: cost one period.
     boundary = P[_BOUNDARY]
     rem = stride_bytes % boundary
     period = min(rows, boundary // _gcd(rem if rem else boundary, boundary))
     full, rest = rows // period, rows % period
-    cycles = beats = bursts = 0
+    beats = bursts = 0
     for r in range(period):
-        c, b, n = _region_transfer((offset + r * stride_bytes) % boundary, row_bytes, P)
+        b, n = _region_transfer((offset + r * stride_bytes) % boundary, row_bytes, P)
         times = full + (1 if r < rest else 0)
-        cycles += c * times
         beats += b * times
         bursts += n * times
-    return cycles, beats, bursts
+    return beats, bursts
 
 
 _MEMO_SLOTS = 1 << 12  # distinct DMA transfers memoised per program (more are computed)
@@ -272,12 +314,12 @@ def _memo_transfer(memo_keys, memo_vals, offset, row_bytes, stride_bytes, rows, 
     for _ in range(64):
         k = memo_keys[h]
         if k[0] < 0:
-            c, b, n = _rows_transfer(offset, row_bytes, stride_bytes, rows, P)
+            b, n = _rows_transfer(offset, row_bytes, stride_bytes, rows, P)
             k[0], k[1], k[2], k[3] = offset, row_bytes, stride_bytes, rows
-            memo_vals[h, 0], memo_vals[h, 1], memo_vals[h, 2] = c, b, n
-            return c, b, n
+            memo_vals[h, 0], memo_vals[h, 1] = b, n
+            return b, n
         if k[0] == offset and k[1] == row_bytes and k[2] == stride_bytes and k[3] == rows:
-            return memo_vals[h, 0], memo_vals[h, 1], memo_vals[h, 2]
+            return memo_vals[h, 0], memo_vals[h, 1]
         h = (h + 1) & mask
     return _rows_transfer(offset, row_bytes, stride_bytes, rows, P)
 
@@ -308,24 +350,24 @@ _POP_MASK, _PUSH_MASK = _flag_masks()
 
 
 @njit(cache=True)
-def _costs(rows, elem, priority, out_bytes, P, pop_mask, push_mask, out):
+def _costs(rows, elem, priority, out_bytes, store_elem, P, pop_mask, push_mask, out):
     """Per instruction, into the rows of ``out``: module, FIFO masks popped / pushed, kind,
-    and the cycles before, on and after the read channel (``pre``, ``xfer``, ``post``) with
-    its read priority. Returns the bytes read and written, the GEMM micro-op cycles, and the
-    first instruction whose flags its module cannot carry (-1 if none)."""
+    ``pre`` (a read: cycles to its request; else: all its cycles), ``xfer`` (beats read),
+    ``post`` (cycles after the last beat), read priority, and zero-pad elements. Returns the
+    bytes read and written, the GEMM micro-op cycles, and the first instruction whose flags
+    its module cannot carry (-1 if none)."""
     n = rows.shape[0]
     mod, pops, pushes, kind = out[0], out[1], out[2], out[3]
-    pre, xfer, post, prio = out[4], out[5], out[6], out[7]
+    pre, xfer, post, prio, pads = out[4], out[5], out[6], out[7], out[8]
     boundary = P[_BOUNDARY]
-    store_elem = -(-P[_STORE_ELEM] * out_bytes // 16)
     read_bytes = write_bytes = gemm_cycles = 0
     bad = -1
     memo_keys = np.full((_MEMO_SLOTS, 4), -1, np.int64)
-    memo_vals = np.empty((_MEMO_SLOTS, 3), np.int64)
+    memo_vals = np.empty((_MEMO_SLOTS, 2), np.int64)
     # Per memory type, the last transfer's key and cost: consecutive DMAs of one memory
     # mostly repeat a shape and alignment, and this check is cheaper than the table.
     last_key = np.full((8, 4), -1, np.int64)
-    last_val = np.zeros((8, 3), np.int64)
+    last_val = np.zeros((8, 2), np.int64)
     for i in range(n):
         cls = rows[i, 0]
         m = 1
@@ -338,7 +380,7 @@ def _costs(rows, elem, priority, out_bytes, P, pop_mask, push_mask, out):
         bits = rows[i, R.FLAGS]
         mod[i] = m
         kind[i] = _PLAIN
-        pre[i] = xfer[i] = post[i] = 0
+        pre[i] = xfer[i] = post[i] = pads[i] = 0
         prio[i] = _NO_READ
         pops[i] = pop_mask[m, bits]
         pushes[i] = push_mask[m, bits]
@@ -355,44 +397,55 @@ def _costs(rows, elem, priority, out_bytes, P, pop_mask, push_mask, out):
             off, rb, sb = rows[i, R.MEM_DRAM] * eb % boundary, x * eb, rows[i, R.MEM_STRIDE] * eb
             if (last_key[mem, 0] == off and last_key[mem, 1] == rb and last_key[mem, 2] == sb
                     and last_key[mem, 3] == y):
-                cycles, bursts = last_val[mem, 0], last_val[mem, 2]
+                beats, bursts = last_val[mem, 0], last_val[mem, 1]
             else:
-                cycles, beats, bursts = _memo_transfer(memo_keys, memo_vals, off, rb, sb, y, P)
+                beats, bursts = _memo_transfer(memo_keys, memo_vals, off, rb, sb, y, P)
                 last_key[mem, 0], last_key[mem, 1], last_key[mem, 2] = off, rb, sb
                 last_key[mem, 3] = y
-                last_val[mem, 0], last_val[mem, 1], last_val[mem, 2] = cycles, beats, bursts
+                last_val[mem, 0], last_val[mem, 1] = beats, bursts
             if m == 2:
-                kind[i] = _WRITE
-                pre[i] = P[_OVERHEAD]
-                xfer[i] = x * y * store_elem + bursts * P[_HANDSHAKE]
+                pre[i] = P[_STORE_INSN] + bursts * P[_HANDSHAKE] + x * y * store_elem
                 write_bytes += x * y * out_bytes
             else:
                 kind[i] = _READ
-                pre[i] = P[_OVERHEAD]
-                xfer[i] = cycles
-                padded = ((rows[i, R.MEM_Y0] + y + rows[i, R.MEM_Y1])
-                          * (rows[i, R.MEM_X0] + x + rows[i, R.MEM_X1]))
-                post[i] = (padded - x * y) * P[_PAD]
+                y0 = rows[i, R.MEM_Y0]
+                pre[i] = P[_REQUEST] + y0
+                xfer[i] = beats
+                post[i] = P[_WIDE_DONE] if eb <= P[_BUS] else P[_LOAD_DONE]
+                pads[i] = ((y0 + y + rows[i, R.MEM_Y1])
+                           * (rows[i, R.MEM_X0] + x + rows[i, R.MEM_X1]) - x * y)
                 prio[i] = priority[mem]
                 read_bytes += x * y * eb
         elif cls == R.GEMM:
             iters = (rows[i, R.GEMM_ITER_OUT] * rows[i, R.GEMM_ITER_IN]
                      * (rows[i, R.GEMM_UOP_END] - rows[i, R.GEMM_UOP_BGN]))
-            pre[i] = P[_OVERHEAD] + P[_GEMM_PIPE] + iters
+            pre[i] = P[_GEMM_PIPE] + iters
             if not rows[i, R.GEMM_RESET]:
                 gemm_cycles += iters
         elif cls == R.ALU:
             iters = (rows[i, R.ALU_ITER_OUT] * rows[i, R.ALU_ITER_IN]
                      * (rows[i, R.ALU_UOP_END] - rows[i, R.ALU_UOP_BGN]))
             per = P[_ALU_IMM] if rows[i, R.ALU_USE_IMM] else P[_ALU_REG]
-            pre[i] = P[_OVERHEAD] + P[_ALU_PIPE] + iters * per
+            pre[i] = P[_ALU_PIPE] + iters * per
         else:  # FINISH
-            pre[i] = P[_OVERHEAD]
+            pre[i] = P[_NOP]
     return read_bytes, write_bytes, gemm_cycles, bad
+
+
+@njit(cache=True)
+def _read_duration(pre, xfer, post, pads, P):
+    """Cycles of a LOAD run alone: its request, the bridge's delay and the beats, or the
+    zero padding if it outlasts the wait, then completion."""
+    wait = pre + P[_LATENCY]
+    if pads and P[_PAD_START] + pads > wait:
+        wait = P[_PAD_START] + pads
+    return wait + xfer + post
 
 
 # --- the event engine ------------------------------------------------------------------------
 _SCRATCH = 12  # rows of the engine's working array
+
+
 @njit(cache=True)
 def _engine(costs, P, insn_bytes, scratch):
     """Run the modules over ``costs`` (see :func:`_costs`), using the ``_SCRATCH`` rows of
@@ -400,9 +453,10 @@ def _engine(costs, P, insn_bytes, scratch):
     wait), the FINISH time, the serial sum, and on a deadlock (status 1) the state it
     stopped in: module heads, pops done, pushes made, next to dispatch, chunk end."""
     mod, pops, pushes, kind = costs[0], costs[1], costs[2], costs[3]
-    pre, xfer, post, prio = costs[4], costs[5], costs[6], costs[7]
+    pre, xfer, post, prio, pads = costs[4], costs[5], costs[6], costs[7], costs[8]
     n = mod.shape[0]
     lat, depth, chunk = P[_LATENCY], P[_DEPTH], P[_CHUNK]
+    request, pad_start = P[_REQUEST], P[_PAD_START]
     queues = scratch[0:3]
     qlen = np.zeros(3, np.int64)
     qpos = scratch[3]  # position of each instruction in its module's queue
@@ -422,25 +476,29 @@ def _engine(costs, P, insn_bytes, scratch):
     busy = np.zeros(3, np.int64)
     stall = np.zeros(3, np.int64)
     mem_wait = np.zeros(3, np.int64)
-    chan_free = 0  # read channel: when its last granted transfer ends
+    # The memory bridge: when its channel frees, and when it last took a request off its
+    # queue (a request arriving by then finds the queue busy: no fresh delay).
+    chan_free = 0
+    last_take = -1
 
     # Fetch: chunk reads over the read channel, then dispatch one per cycle.
-    full_cost = _region_transfer(0, chunk * insn_bytes, P)[0]
-    last_size = n - (n - 1) // chunk * chunk
-    last_cost = _region_transfer(0, last_size * insn_bytes, P)[0]
     beat_per_insn = max(1, insn_bytes // P[_BUS])
+    last_size = n - (n - 1) // chunk * chunk
     fetch_next = 0  # next instruction to dispatch
     fetch_req = 0  # when fetch can request the next chunk (if fetch_next starts a chunk)
-    fetch_arrival = 0  # data-start time of the current chunk
+    chunk_ready = 0  # when the current chunk has fully arrived
     fetch_last = -1  # dispatch time of the previous instruction
     chunk_start = chunk_end = 0  # the chunk being dispatched: [chunk_start, chunk_end)
 
     serial = 0
     for i in range(n):
-        serial += pre[i] + xfer[i] + post[i] + (lat if kind[i] == _READ else 0)
+        if kind[i] == _READ:
+            serial += _read_duration(pre[i], xfer[i], post[i], pads[i], P)
+        else:
+            serial += pre[i]
     for c in range(0, n, chunk):
         size = min(chunk, n - c)
-        serial += lat + (full_cost if size == chunk else last_cost) + size * beat_per_insn
+        serial += request + lat + size * beat_per_insn + size
 
     finish_time = 0
     remaining = n
@@ -450,7 +508,7 @@ def _engine(costs, P, insn_bytes, scratch):
         while fetch_next < chunk_end:
             i = fetch_next
             m = mod[i]
-            t = max(fetch_last + 1, fetch_arrival + (i - chunk_start + 1) * beat_per_insn)
+            t = max(fetch_last + 1, chunk_ready + i - chunk_start)
             k = qpos[i] - depth
             if k >= 0:
                 j = queues[m, k]
@@ -464,12 +522,14 @@ def _engine(costs, P, insn_bytes, scratch):
         if fetch_waits:
             fetch_req = max(fetch_req, fetch_last + 1)
 
-        # Candidates: each module's next instruction, and fetch's next chunk read. The one
-        # granted first goes next (ties: read priority), so time only moves forward.
+        # Candidates: each module's next instruction, and fetch's next chunk read, keyed by
+        # when they start (a read: when its request reaches the bridge). The earliest goes
+        # next (ties: read priority), so time only moves forward.
         best_m = -2
         best_key = best_prio = best_s = 0
         if fetch_waits:
-            best_key = best_s = max(fetch_req, chan_free - lat)
+            best_s = fetch_req
+            best_key = fetch_req + request
             best_m = -1
             best_prio = _FETCH_PRIORITY
         for m in range(3):
@@ -493,8 +553,7 @@ def _engine(costs, P, insn_bytes, scratch):
             if not ready:
                 continue
             if kind[i] == _READ:
-                key = max(s + pre[i], chan_free - lat)
-                p = prio[i]
+                key, p = s + pre[i], prio[i]
             else:
                 key, p = s, _NO_READ
             if best_m == -2 or key < best_key or (key == best_key and p < best_prio):
@@ -503,10 +562,15 @@ def _engine(costs, P, insn_bytes, scratch):
             return (1, start, end, token_wait, busy, stall, mem_wait, finish_time, serial,
                     head, pops_done, npushed, fetch_next, chunk_end)
         m, s = best_m, best_s
+        data = 0
+        if best_prio != _NO_READ:  # a request reaches the bridge at best_key
+            ready_at = best_key if best_key <= last_take else best_key + lat
+            data = chan_free if chan_free > ready_at else ready_at
+            last_take = data
         if m < 0:  # fetch reads the next chunk
-            data = best_key + lat
-            chan_free = data + (full_cost if chunk_end + chunk <= n else last_cost)
-            fetch_arrival = data
+            size = chunk if chunk_end + chunk <= n else last_size
+            chan_free = data + size * beat_per_insn
+            chunk_ready = chan_free
             chunk_start = chunk_end
             chunk_end = min(chunk_end + chunk, n)
             continue
@@ -518,14 +582,15 @@ def _engine(costs, P, insn_bytes, scratch):
             if pops[i] >> f & 1:
                 pops_done[f] += 1
         if kind[i] == _READ:
-            data = s + pre[i] + lat
-            if chan_free > data:
-                mem_wait[m] += chan_free - data
-                data = chan_free
+            if data > best_key + lat:
+                mem_wait[m] += data - best_key - lat
             chan_free = data + xfer[i]
-            e = chan_free + post[i]
+            e = chan_free
+            if pads[i] and s + pad_start + pads[i] + xfer[i] > e:
+                e = s + pad_start + pads[i] + xfer[i]  # zero-fill waits out the beats
+            e += post[i]
         else:
-            e = s + pre[i] + xfer[i]
+            e = s + pre[i]
         start[i] = s
         end[i] = e
         busy[m] += e - s
@@ -554,6 +619,11 @@ def _elem_tables(hw: HardwareConfig) -> tuple[np.ndarray, np.ndarray]:
     return elem, prio
 
 
+@lru_cache(maxsize=64)
+def _store_elem(p: TimingProfile, hw: HardwareConfig) -> int:
+    return p.store_elem_cycles(hw)
+
+
 def simulate(program: Program, hw: HardwareConfig, profile: TimingProfile | None = None,
              trace: bool = False) -> TimingResult:
     """Time ``program`` on ``hw``; ``trace=True`` also records one row per instruction."""
@@ -566,9 +636,10 @@ def simulate(program: Program, hw: HardwareConfig, profile: TimingProfile | None
     elem, priority = _elem_tables(hw)
     # numpy allocates the working arrays (not numba): its allocator reuses freed memory,
     # where fresh pages for ~100k instructions would cost more than the simulation.
-    costs = np.empty((8, n), np.int64)
+    costs = np.empty((_COST_ROWS, n), np.int64)
     read_bytes, write_bytes, gemm_cycles, bad = _costs(
-        rows, elem, priority, hw.out_elem_bytes, P, _POP_MASK, _PUSH_MASK, costs)
+        rows, elem, priority, hw.out_elem_bytes, _store_elem(p, hw), P, _POP_MASK,
+        _PUSH_MASK, costs)
     if bad >= 0:
         insn = program.instructions[bad]
         pops_of(insn), pushes_of(insn)  # raises the precise ProgramError

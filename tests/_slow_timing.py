@@ -1,13 +1,11 @@
-"""The timing engine as it was before it was compiled (commit 96302ee): a test oracle.
+"""The timing engine in plain Python: a test oracle.
 
-Plain Python over instruction objects, with the same event rules as
-:mod:`simulator.timing`; the compiled engine must give identical results on every program
-(tests/test_timing.py).
+Plain Python over instruction objects, with the same event rules as :mod:`simulator.timing`
+(written separately from it, from the rules in its docstring); the compiled engine must give
+identical results on every program (tests/test_timing_equivalence.py).
 """
 
 from __future__ import annotations
-
-import math
 
 from simulator.errors import DeadlockError, ProgramError
 from simulator.functional import FIFOS, pops_of, pushes_of
@@ -37,54 +35,41 @@ def _memo(p: TimingProfile) -> dict[tuple[int, int, int, int], tuple[int, int, i
 
 
 def _rows_transfer(offset: int, row_bytes: int, stride_bytes: int, rows: int,
-                   p: TimingProfile, memo: dict | None = None) -> tuple[int, int, int]:
-    """(cycles, beats, bursts) to read ``rows`` rows of ``row_bytes``, ``stride_bytes`` apart,
-    the first starting ``offset`` bytes into a burst-boundary window."""
+                   p: TimingProfile, memo: dict | None = None) -> tuple[int, int]:
+    """(beats, bursts) to move ``rows`` rows of ``row_bytes``, ``stride_bytes`` apart, the
+    first starting ``offset`` bytes into a burst-boundary window."""
     key = (offset, row_bytes, stride_bytes, rows)
     memo = _memo(p) if memo is None else memo
     hit = memo.get(key)
     if hit is not None:
         return hit
-    if row_bytes == 0 or rows == 0:
-        result = (0, 0, 0)
-    elif rows == 1 or stride_bytes == row_bytes:
-        result = _region_transfer(offset, row_bytes * rows, p)
-    else:
-        # Row start offsets repeat with a period that divides the boundary: cost one period.
-        boundary = p.burst_boundary
-        period = min(rows, boundary // math.gcd(stride_bytes % boundary or boundary, boundary))
-        full, rest = divmod(rows, period)
-        total = [0, 0, 0]
-        for r in range(period):
-            c = _region_transfer((offset + r * stride_bytes) % boundary, row_bytes, p)
-            times = full + (1 if r < rest else 0)
-            for k in range(3):
-                total[k] += c[k] * times
-        result = (total[0], total[1], total[2])
-    memo[key] = result
-    return result
+    beats = bursts = 0
+    for r in range(rows):  # every row: no period shortcut here, the oracle counts them all
+        b, n = _region_transfer((offset + r * stride_bytes) % p.burst_boundary, row_bytes, p)
+        beats += b
+        bursts += n
+    memo[key] = (beats, bursts)
+    return beats, bursts
 
 
-def _region_transfer(offset: int, nbytes: int, p: TimingProfile) -> tuple[int, int, int]:
-    """(cycles, beats, bursts) to read ``nbytes`` contiguous bytes starting ``offset`` bytes
-    into a burst-boundary window."""
+def _region_transfer(offset: int, nbytes: int, p: TimingProfile) -> tuple[int, int]:
+    """(beats, bursts) of ``nbytes`` contiguous bytes starting ``offset`` bytes into a
+    burst-boundary window."""
     max_bytes = min(p.max_burst_beats * p.bus_bytes, p.burst_boundary)
-    cycles = beats = bursts = 0
+    beats = bursts = 0
     pos, end = offset, offset + nbytes
     while pos < end:
         # A burst ends at the next boundary, or after max_burst_beats beats.
         limit = min((pos // p.burst_boundary + 1) * p.burst_boundary,
                     (pos // p.bus_bytes) * p.bus_bytes + max_bytes, end)
-        b = (limit - 1) // p.bus_bytes - pos // p.bus_bytes + 1
-        cycles += max(b + p.burst_bubble, -(-(p.read_latency + b) // p.max_outstanding))
-        beats += b
+        beats += (limit - 1) // p.bus_bytes - pos // p.bus_bytes + 1
         bursts += 1
         pos = limit
-    return cycles, beats, bursts
+    return beats, bursts
 
 
 # Kinds of per-instruction work in the compiled table.
-_PLAIN, _READ, _WRITE = 0, 1, 2
+_PLAIN, _READ = 0, 1
 
 
 def _flag_table() -> dict[tuple[int, int], tuple[tuple[int, ...], tuple[int, ...]] | None]:
@@ -111,15 +96,16 @@ _FLAGS = _flag_table()
 
 
 def _compile(program: Program, hw: HardwareConfig, p: TimingProfile):
-    """Per instruction: (module, pops, pushes, kind, pre, transfer, post, priority); and
+    """Per instruction: (module, pops, pushes, kind, pre, beats, post, priority, pads); and
     the bytes read, bytes written and GEMM micro-op cycles of the whole stream."""
     elem = {mem: (hw.uop_elem_bytes if mem == MemId.UOP else mem_elem_bytes(mem, hw))
             for mem in MemId}
     ob = hw.out_elem_bytes
-    store_elem = -(-p.store_elem_cycles * ob // 16)
-    overhead, boundary = p.insn_overhead, p.burst_boundary
+    # A STORE writes each BATCH row of an element in beats, then reads the next from SRAM.
+    row_beats = -(-(hw.block_out * hw.out_width // 8) // p.bus_bytes)
+    store_elem = hw.batch * (row_beats + p.store_read_cycles)
+    boundary = p.burst_boundary
     memo = _memo(p)
-    gemm_fixed, alu_fixed = overhead + p.gemm_pipeline, overhead + p.alu_pipeline
 
     def cost(insn) -> tuple[tuple, int, int, int]:
         """(row, bytes read, bytes written, GEMM cycles) of one instruction."""
@@ -135,33 +121,34 @@ def _compile(program: Program, hw: HardwareConfig, p: TimingProfile):
             if fifos is None:
                 pops_of(insn), pushes_of(insn)  # raises the precise ProgramError
             if insn.x_size == 0:
-                return (m, *fifos, _PLAIN, p.nop_cycles, 0, 0, 0), 0, 0, 0
+                return (m, *fifos, _PLAIN, p.nop_cycles, 0, 0, 9, 0), 0, 0, 0
             x, y = insn.x_size, insn.y_size
             if m == 2:
                 bursts = _rows_transfer(insn.dram_base * ob % boundary, x * ob,
-                                        insn.x_stride * ob, y, p, memo)[2]
-                return ((2, *fifos, _WRITE, overhead,
-                         x * y * store_elem + bursts * p.write_handshake, 0, 0),
-                        0, x * y * ob, 0)
+                                        insn.x_stride * ob, y, p, memo)[1]
+                cycles = p.store_insn_cycles + bursts * p.write_handshake + x * y * store_elem
+                return (2, *fifos, _PLAIN, cycles, 0, 0, 9, 0), 0, x * y * ob, 0
             eb = elem[mem]
-            cyc = _rows_transfer(insn.dram_base * eb % boundary, x * eb, insn.x_stride * eb,
-                                 y, p, memo)[0]
+            beats = _rows_transfer(insn.dram_base * eb % boundary, x * eb, insn.x_stride * eb,
+                                   y, p, memo)[0]
             pads = ((insn.y_pad_0 + y + insn.y_pad_1) * (insn.x_pad_0 + x + insn.x_pad_1)
-                    - x * y) * p.pad_cycles_per_elem
-            return (m, *fifos, _READ, overhead, cyc, pads, _PRIORITY[mem]), x * y * eb, 0, 0
+                    - x * y)
+            done = p.wide_load_done_cycles if eb <= p.bus_bytes else p.load_done_cycles
+            return ((m, *fifos, _READ, p.request_cycles + insn.y_pad_0, beats, done,
+                     _PRIORITY[mem], pads), x * y * eb, 0, 0)
         fifos = _FLAGS[1, bits]
         if fifos is None:  # pragma: no cover - every flag is valid on compute
             raise ProgramError(f"{insn.kind}: invalid dependency flags")
         if t is GemmInsn:
             iters = insn.iter_out * insn.iter_in * (insn.uop_end - insn.uop_bgn)
-            return ((1, *fifos, _PLAIN, gemm_fixed + iters, 0, 0, 0), 0, 0,
+            return ((1, *fifos, _PLAIN, p.gemm_pipeline + iters, 0, 0, 9, 0), 0, 0,
                     0 if insn.reset else iters)
         if t is AluInsn:
             iters = insn.iter_out * insn.iter_in * (insn.uop_end - insn.uop_bgn)
             per = p.alu_imm_cycles if insn.use_imm else p.alu_reg_cycles
-            return (1, *fifos, _PLAIN, alu_fixed + iters * per, 0, 0, 0), 0, 0, 0
+            return (1, *fifos, _PLAIN, p.alu_pipeline + iters * per, 0, 0, 9, 0), 0, 0, 0
         if t is FinishInsn:
-            return (1, *fifos, _PLAIN, overhead, 0, 0, 0), 0, 0, 0
+            return (1, *fifos, _PLAIN, p.nop_cycles, 0, 0, 9, 0), 0, 0, 0
         raise ProgramError(f"unknown instruction {insn!r}")  # pragma: no cover
 
     # A lowered stream repeats the same instruction objects (only ~1 in 6 is distinct):
@@ -214,39 +201,49 @@ def simulate(program: Program, hw: HardwareConfig, profile: TimingProfile | None
     busy = [0, 0, 0]
     stall = [0, 0, 0]
     mem_wait = [0, 0, 0]
-    chan_free = 0  # read channel: when its last granted transfer ends
+    # The memory bridge: a FIFO of requests served one after another; a request that finds
+    # it idle (nothing queued since the last one was taken) first waits read_latency.
+    chan_free = 0  # when the channel finishes its last transfer
+    last_take = -1  # when the bridge last took a request off its queue
 
-    # Fetch state: chunk reads over the read channel, then dispatch one per cycle.
+    def bridge(arrival: int) -> int:
+        """When the data of a request reaching the bridge at ``arrival`` starts."""
+        nonlocal last_take
+        ready = arrival if arrival <= last_take else arrival + p.read_latency
+        last_take = max(chan_free, ready)
+        return last_take
+
+    # Fetch state: a whole chunk is read, then handed over one instruction per cycle.
     chunk = p.fetch_chunk_insns
     fetch_next = 0  # next instruction to dispatch
     fetch_req = 0  # when fetch can request the next chunk (if fetch_next starts a chunk)
-    fetch_arrival = 0  # data-start time of the current chunk
+    chunk_ready = 0  # when the current chunk has fully arrived
     fetch_last = -1  # dispatch time of the previous instruction
     chunk_start = chunk_end = 0  # the chunk being dispatched: [chunk_start, chunk_end)
-    fetch_cost = {}
-
-    def chunk_cost(c: int) -> int:
-        size = min(chunk, n - c)
-        if size not in fetch_cost:
-            fetch_cost[size] = _region_transfer(0, size * insn_bytes, p)[0]
-        return fetch_cost[size]
-
     beat_per_insn = max(1, insn_bytes // p.bus_bytes)
-    serial = sum(row[4] + row[5] + row[6] + (p.read_latency if row[3] == _READ else 0)
-                 for row in table)
-    serial += sum(p.read_latency + chunk_cost(c) + min(chunk, n - c) * beat_per_insn
-                  for c in range(0, n, chunk))
+
+    def alone(row) -> int:
+        """Cycles of one instruction run by itself (after its dispatch)."""
+        if row[3] != _READ:
+            return row[4]
+        wait = row[4] + p.read_latency
+        if row[8]:
+            wait = max(wait, p.pad_start_cycles + row[8])
+        return wait + row[5] + row[6]
+
+    serial = sum(alone(row) for row in table)
+    serial += sum(p.request_cycles + p.read_latency + size * (beat_per_insn + 1)
+                  for size in (min(chunk, n - c) for c in range(0, n, chunk)))
     depth = p.queue_depth
-    lat = p.read_latency
     finish_time = 0
     remaining = n
     # Run every instruction, not just up to FINISH: one that can never run is a deadlock.
     while remaining:
-        # Dispatch what has arrived, as far as queue space allows (no channel use).
+        # Hand over what has arrived, as far as queue space allows (no channel use).
         while fetch_next < chunk_end:
             i = fetch_next
             m = table[i][0]
-            t = max(fetch_last + 1, fetch_arrival + (i - chunk_start + 1) * beat_per_insn)
+            t = max(fetch_last + 1, chunk_ready + i - chunk_start)
             k = qpos[i] - depth
             if k >= 0:
                 j = queues[m][k]
@@ -258,12 +255,14 @@ def simulate(program: Program, hw: HardwareConfig, profile: TimingProfile | None
         if fetch_next == chunk_end and chunk_end < n:
             fetch_req = max(fetch_req, fetch_last + 1)
 
-        # Candidates: each module's next instruction, and fetch's next chunk read. The one
-        # granted first goes next (ties: read priority), so time only moves forward.
+        # Candidates: each module's next instruction, and fetch's next chunk read, keyed by
+        # their start (a read: its request's arrival at the bridge). The earliest goes next
+        # (ties: read priority), so time only moves forward.
         best_m = -2
         best_key = best_prio = best_s = 0
         if fetch_next == chunk_end and chunk_end < n:
-            best_key = best_s = max(fetch_req, chan_free - lat)
+            best_s = fetch_req
+            best_key = fetch_req + p.request_cycles
             best_m = -1
         for m in (0, 1, 2):
             h = head[m]
@@ -285,10 +284,7 @@ def simulate(program: Program, hw: HardwareConfig, profile: TimingProfile | None
                     s = pt[k]
             else:
                 if row[3] == _READ:
-                    key = s + row[4]
-                    if chan_free - lat > key:
-                        key = chan_free - lat
-                    prio = row[7]
+                    key, prio = s + row[4], row[7]
                 else:
                     key, prio = s, 9
                 if best_m == -2 or key < best_key or (key == best_key and prio < best_prio):
@@ -298,11 +294,9 @@ def simulate(program: Program, hw: HardwareConfig, profile: TimingProfile | None
                       chunk_end, n)
         key, m, s = best_key, best_m, best_s
         if m < 0:  # fetch reads the next chunk
-            data = key + lat
-            cost = chunk_cost(chunk_end)
-            chan_free = data + cost
-            fetch_arrival = data
-            chunk_start, chunk_end = chunk_end, min(chunk_end + chunk, n)
+            size = min(chunk, n - chunk_end)
+            chan_free = chunk_ready = bridge(key) + size * beat_per_insn
+            chunk_start, chunk_end = chunk_end, chunk_end + size
             continue
         i = queues[m][head[m]]
         row = table[i]
@@ -311,17 +305,14 @@ def simulate(program: Program, hw: HardwareConfig, profile: TimingProfile | None
         token_wait[i] = s - ready
         for f in row[1]:
             pops_done[f] += 1
-        kind = row[3]
-        if kind == _READ:
-            req = s + row[4]
-            data = req + lat
-            if chan_free > data:
-                mem_wait[m] += chan_free - data
-                data = chan_free
+        if row[3] == _READ:
+            data = bridge(key)
+            mem_wait[m] += max(0, data - key - p.read_latency)
             chan_free = data + row[5]
-            e = chan_free + row[6]
-        elif kind == _WRITE:
-            e = s + row[4] + row[5]
+            e = chan_free
+            if row[8]:  # zero padding: one element a cycle, in the cycles no beat arrives
+                e = max(e, s + p.pad_start_cycles + row[8] + row[5])
+            e += row[6]
         else:
             e = s + row[4]
         start[i], end[i] = s, e

@@ -25,8 +25,8 @@ def _program(insns):
 
 
 def test_load_gemm_store_cycles_follow_the_profile_formulas():
-    """One INP load (256 B, two 16-beat bursts), one uop load, one GEMM of 4 uop iterations,
-    one 4-element store, FINISH; tokens l2g, g2s, s2g chain them."""
+    """One INP load (256 B = 32 beats), one uop load, one GEMM of 4 uop iterations, one
+    4-element store, FINISH; tokens l2g, g2s, s2g chain them."""
     insns = [
         MemInsn(Opcode.LOAD, MemId.INP, 0, 0, 1, 16, 16, push_next=True),
         MemInsn(Opcode.LOAD, MemId.UOP, 0, 0, 1, 1, 1, pop_prev=True),
@@ -35,42 +35,63 @@ def test_load_gemm_store_cycles_follow_the_profile_formulas():
         FinishInsn(pop_next=True),
     ]
     r = simulate(_program(insns), DEFAULT, P, trace=True)
-    bw, lat = P.bus_bytes, P.read_latency
-    # fetch: 5 x 16 B in one burst; instruction k is handed over 2 beats after the previous
-    fetch_beats = 5 * 16 // bw
-    chan_free = lat + fetch_beats + P.burst_bubble
-    dispatch = [lat + (k + 1) * 16 // bw for k in range(5)]
-    # LOAD INP: control cycles, then latency, then 2 bursts of 16 beats, one bubble each
-    load_req = dispatch[0] + P.insn_overhead
-    load_end = max(load_req + lat, chan_free) + 2 * (P.max_burst_beats + P.burst_bubble)
-    uop_end = load_end + P.insn_overhead + lat + 1 + P.burst_bubble
-    gemm_end = uop_end + P.insn_overhead + 4 + P.gemm_pipeline
-    store_end = gemm_end + P.insn_overhead + 4 * P.store_elem_cycles + P.write_handshake
-    finish_end = store_end + P.insn_overhead
+    bw, lat, req = P.bus_bytes, P.read_latency, P.request_cycles
+    # fetch: the whole chunk (5 x 16 B) arrives, then one instruction a cycle is handed over
+    chunk_ready = req + lat + 5 * 16 // bw
+    dispatch = [chunk_ready + k for k in range(5)]
+    # each read waits the bridge's delay (its queue is empty again), then streams its beats
+    load_end = dispatch[0] + req + lat + 256 // bw + P.load_done_cycles
+    uop_end = load_end + req + lat + 1 + P.wide_load_done_cycles  # 4 B: the wide loader
+    gemm_end = uop_end + P.gemm_pipeline + 4
+    store_end = gemm_end + P.store_insn_cycles + P.write_handshake + 4 * (
+        16 // bw + P.store_read_cycles)
+    finish_end = store_end + P.nop_cycles
     assert [(row.start, row.end) for row in r.trace] == [
         (dispatch[0], load_end), (load_end, uop_end), (uop_end, gemm_end),
         (gemm_end, store_end), (store_end, finish_end)]
-    assert r.cycles == finish_end
+    assert r.cycles == finish_end == 138  # the pynq constants, as the RTL counts this
     assert r.trace[1].token_wait == load_end - dispatch[1]
     assert r.trace[1].pops == "l2g"
 
 
-def test_padding_and_alu_costs():
+@pytest.mark.parametrize("pad", [1, 6])
+def test_padding_hides_behind_the_request_and_alu_costs(pad):
     from simulator.isa import AluInsn, AluOp
 
-    pad = MemInsn(Opcode.LOAD, MemId.INP, 0, 0, 2, 4, 8, y_pad_0=1, x_pad_1=2, push_next=True)
+    load = MemInsn(Opcode.LOAD, MemId.INP, 0, 0, 2, 4, 8, y_pad_0=pad, x_pad_1=2 * pad,
+                   push_next=True)
     alu_imm = AluInsn(AluOp.SHR, use_imm=True, imm=8, uop_bgn=0, uop_end=1, iter_in=10,
                       pop_prev=True)
     alu_reg = AluInsn(AluOp.ADD, uop_bgn=0, uop_end=1, iter_in=10)
-    r = simulate(_program([pad, alu_imm, alu_reg, FinishInsn()]), DEFAULT, P, trace=True)
+    r = simulate(_program([load, alu_imm, alu_reg, FinishInsn()]), DEFAULT, P, trace=True)
     rows = r.trace
-    padded = (1 + 2 + 0) * (0 + 4 + 2) - 2 * 4
-    assert rows[0].end - rows[0].start == (P.insn_overhead + P.read_latency + 2 * (
-        4 * 16 // P.bus_bytes + P.burst_bubble) + padded * P.pad_cycles_per_elem)
-    assert rows[1].end - rows[1].start == P.insn_overhead + 10 * P.alu_imm_cycles + \
-        P.alu_pipeline
-    assert rows[2].end - rows[2].start == P.insn_overhead + 10 * P.alu_reg_cycles + \
-        P.alu_pipeline
+    padded = (pad + 2) * (4 + 2 * pad) - 2 * 4
+    wait = P.request_cycles + pad + P.read_latency  # the loader steps over y_pad_0 first
+    # zero-fill runs while no beat arrives: free while the request waits (pad 1: 10
+    # elements), then one cycle an element beyond it (pad 6: 88 elements)
+    fill = P.pad_start_cycles + padded
+    assert (fill > wait) == (pad == 6)
+    assert rows[0].end - rows[0].start == max(wait, fill) + 2 * 4 * 16 // P.bus_bytes + \
+        P.load_done_cycles
+    assert rows[1].end - rows[1].start == 10 * P.alu_imm_cycles + P.alu_pipeline
+    assert rows[2].end - rows[2].start == 10 * P.alu_reg_cycles + P.alu_pipeline
+
+
+def test_consecutive_loads_each_pay_the_bridge_delay_but_queued_requests_do_not():
+    """Back to back in one module, every LOAD finds the bridge idle and waits; a LOAD UOP
+    whose request arrives while the INP request still waits is served right after it."""
+    inp = MemInsn(Opcode.LOAD, MemId.INP, 0, 0, 1, 1, 1)
+    uop = MemInsn(Opcode.LOAD, MemId.UOP, 0, 0, 1, 2, 2)
+    one = simulate(_program([inp, FinishInsn()]), DEFAULT, P, trace=True).trace[0]
+    two = simulate(_program([inp, inp, FinishInsn()]), DEFAULT, P, trace=True).trace
+    load = P.request_cycles + P.read_latency + 2 + P.load_done_cycles
+    assert one.end - one.start == load
+    assert [(t.start, t.end) for t in two[:2]] == [(two[0].start, two[0].start + load),
+                                                   (two[0].start + load, two[0].start + 2 * load)]
+    both = simulate(_program([inp, uop, FinishInsn()]), DEFAULT, P, trace=True).trace
+    # the UOP request (dispatched one cycle later) queues behind the INP one: no delay of its own
+    inp_data = both[0].start + P.request_cycles + P.read_latency
+    assert both[1].end == inp_data + 2 + 1 + P.wide_load_done_cycles
 
 
 def test_deterministic_and_bounded():
@@ -130,8 +151,10 @@ def test_memory_bound_gemm_overlaps_load_and_compute_with_threads():
 
 def test_ultra96_profile_and_json_overrides(tmp_path):
     p = TimingProfile.for_hw(PRESETS["ultra96"])
-    assert (p.bus_bytes, p.burst_boundary) == (16, 256)
-    assert TimingProfile.for_hw(PRESETS["de10nano"]).fetch_chunk_insns == 8
+    assert (p.bus_bytes, p.burst_boundary, p.fetch_chunk_insns) == (16, 4096, 256)
+    de10 = TimingProfile.for_hw(PRESETS["de10nano"])
+    assert (de10.max_burst_beats, de10.burst_boundary, de10.fetch_chunk_insns) == (16, 128, 8)
+    assert TimingProfile.for_hw(DEFAULT) == TimingProfile()
     f = tmp_path / "p.json"
     f.write_text(json.dumps({"read_latency": 40}))
     assert TimingProfile.from_json(f, p) == replace(p, read_latency=40)

@@ -4,8 +4,8 @@
 per event Python. Every field of the result must be equal — cycles, per-module busy /
 stall / idle / memory wait, floors, serial sum, and the whole trace — and so must the
 error of a program that deadlocks, on lowered programs of every kind and on profiles that
-stress each rule (narrow and wide buses, long latency, few requests in flight, tiny queues,
-small fetch chunks, odd burst boundaries).
+stress each rule (narrow and wide buses, long latency, immediate requests, tiny queues,
+small fetch chunks, odd burst boundaries, padding that outlasts the wait).
 """
 
 from __future__ import annotations
@@ -33,10 +33,10 @@ def _profiles(hw):
     return [
         p,
         replace(p, bus_bytes=2 * p.bus_bytes, burst_boundary=2 * p.burst_boundary),
-        replace(p, read_latency=97, max_outstanding=2, burst_bubble=0),
+        replace(p, read_latency=97, request_cycles=0, load_done_cycles=9),
         replace(p, queue_depth=6, fetch_chunk_insns=8),
-        replace(p, burst_boundary=96, max_burst_beats=5, write_handshake=0,
-                pad_cycles_per_elem=3, store_elem_cycles=7, alu_reg_cycles=5),
+        replace(p, burst_boundary=96, max_burst_beats=5, write_handshake=0, pad_start_cycles=30,
+                store_read_cycles=7, alu_reg_cycles=5, wide_load_done_cycles=0),
     ]
 
 

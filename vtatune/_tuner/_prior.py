@@ -31,10 +31,10 @@ def estimate(template: Any, config: dict[str, Any]) -> float:
     """Estimated cycles of a (legal) config: see the module docstring."""
     ctx = template.context
     p = TimingProfile.for_hw(template.hw)  # the constants are the timing model's own
-    gemm_insn = p.insn_overhead + p.gemm_pipeline  # fill/drain + control of one GEMM
-    alu_insn = p.insn_overhead + p.alu_pipeline
-    load_latency = p.insn_overhead + p.read_latency
-    store_tile = p.insn_overhead + p.store_elem_cycles + p.write_handshake
+    gemm_insn = p.gemm_pipeline  # fill/drain + control of one GEMM
+    alu_insn = p.alu_pipeline
+    load_latency = p.request_cycles + p.read_latency + p.load_done_cycles
+    store_tile = p.store_insn_cycles + p.store_elem_cycles(template.hw) + p.write_handshake
     tb = config.get("tile_b", 1)
     th, tw = config.get("tile_h", 1), config.get("tile_w", 1)
     tci, tco = config["tile_ci"], config["tile_co"]

@@ -258,19 +258,35 @@ def _profile_vector(p: TimingProfile) -> np.ndarray:
 
 
 @njit(cache=True)
-def _region_transfer(offset, nbytes, P):
-    """(beats, bursts) to move ``nbytes`` contiguous bytes starting ``offset`` bytes into a
+def _rows_beats(offset, row_bytes, stride_bytes, rows, bus):
+    """Beats to read ``rows`` rows of ``row_bytes``, ``stride_bytes`` apart, the first
+    starting ``offset`` bytes into a bus word: bursts stream back to back, so only each row's
+    alignment to the bus matters."""
+    if row_bytes == 0 or rows == 0:
+        return 0
+    rem = stride_bytes % bus
+    period = min(rows, bus // _gcd(rem if rem else bus, bus))
+    full, rest = rows // period, rows % period
+    beats = 0
+    for r in range(period):
+        o = (offset + r * stride_bytes) % bus
+        beats += ((o + row_bytes - 1) // bus + 1) * (full + (1 if r < rest else 0))
+    return beats
+
+
+@njit(cache=True)
+def _region_bursts(offset, nbytes, P):
+    """Bursts to write ``nbytes`` contiguous bytes starting ``offset`` bytes into a
     burst-boundary window."""
     bus, boundary = P[_BUS], P[_BOUNDARY]
     max_bytes = min(P[_MAX_BURST] * bus, boundary)
-    beats = (offset + nbytes - 1) // bus - offset // bus + 1
     bursts = 0
     pos, end = offset, offset + nbytes
     while pos < end:
         # A burst ends at the next boundary, or after max_burst_beats beats.
         pos = min((pos // boundary + 1) * boundary, (pos // bus) * bus + max_bytes, end)
         bursts += 1
-    return beats, bursts
+    return bursts
 
 
 @njit(cache=True)
@@ -281,47 +297,43 @@ def _gcd(a, b):
 
 
 @njit(cache=True)
-def _rows_transfer(offset, row_bytes, stride_bytes, rows, P):
-    """(beats, bursts) to move ``rows`` rows of ``row_bytes``, ``stride_bytes`` apart, the
-    first starting ``offset`` bytes into a burst-boundary window (a burst never spans rows)."""
+def _rows_bursts(offset, row_bytes, stride_bytes, rows, P):
+    """Bursts to write ``rows`` rows of ``row_bytes``, ``stride_bytes`` apart, the first
+    starting ``offset`` bytes into a burst-boundary window (a burst never spans rows)."""
     if row_bytes == 0 or rows == 0:
-        return 0, 0
-    if rows == 1:
-        return _region_transfer(offset, row_bytes, P)
+        return 0
     # Row start offsets repeat with a period that divides the boundary: cost one period.
     boundary = P[_BOUNDARY]
     rem = stride_bytes % boundary
     period = min(rows, boundary // _gcd(rem if rem else boundary, boundary))
     full, rest = rows // period, rows % period
-    beats = bursts = 0
+    bursts = 0
     for r in range(period):
-        b, n = _region_transfer((offset + r * stride_bytes) % boundary, row_bytes, P)
-        times = full + (1 if r < rest else 0)
-        beats += b * times
-        bursts += n * times
-    return beats, bursts
+        n = _region_bursts((offset + r * stride_bytes) % boundary, row_bytes, P)
+        bursts += n * (full + (1 if r < rest else 0))
+    return bursts
 
 
-_MEMO_SLOTS = 1 << 12  # distinct DMA transfers memoised per program (more are computed)
+_MEMO_SLOTS = 1 << 12  # distinct store shapes memoised per program (more are computed)
 
 
 @njit(cache=True)
-def _memo_transfer(memo_keys, memo_vals, offset, row_bytes, stride_bytes, rows, P):
-    """:func:`_rows_transfer` through an open-addressing table: a stream repeats the same
-    few DMA shapes thousands of times."""
+def _memo_bursts(memo_keys, memo_vals, offset, row_bytes, stride_bytes, rows, P):
+    """:func:`_rows_bursts` through an open-addressing table: a stream repeats the same
+    few store shapes thousands of times."""
     mask = memo_keys.shape[0] - 1
     h = (offset * 1000003 ^ row_bytes * 8191 ^ stride_bytes * 131071 ^ rows * 524287) & mask
     for _ in range(64):
         k = memo_keys[h]
         if k[0] < 0:
-            b, n = _rows_transfer(offset, row_bytes, stride_bytes, rows, P)
+            n = _rows_bursts(offset, row_bytes, stride_bytes, rows, P)
             k[0], k[1], k[2], k[3] = offset, row_bytes, stride_bytes, rows
-            memo_vals[h, 0], memo_vals[h, 1] = b, n
-            return b, n
+            memo_vals[h] = n
+            return n
         if k[0] == offset and k[1] == row_bytes and k[2] == stride_bytes and k[3] == rows:
-            return memo_vals[h, 0], memo_vals[h, 1]
+            return memo_vals[h]
         h = (h + 1) & mask
-    return _rows_transfer(offset, row_bytes, stride_bytes, rows, P)
+    return _rows_bursts(offset, row_bytes, stride_bytes, rows, P)
 
 
 def _flag_masks() -> tuple[np.ndarray, np.ndarray]:
@@ -363,11 +375,8 @@ def _costs(rows, elem, priority, out_bytes, store_elem, P, pop_mask, push_mask, 
     read_bytes = write_bytes = gemm_cycles = 0
     bad = -1
     memo_keys = np.full((_MEMO_SLOTS, 4), -1, np.int64)
-    memo_vals = np.empty((_MEMO_SLOTS, 2), np.int64)
-    # Per memory type, the last transfer's key and cost: consecutive DMAs of one memory
-    # mostly repeat a shape and alignment, and this check is cheaper than the table.
-    last_key = np.full((8, 4), -1, np.int64)
-    last_val = np.zeros((8, 2), np.int64)
+    memo_vals = np.empty(_MEMO_SLOTS, np.int64)
+    bus = P[_BUS]
     for i in range(n):
         cls = rows[i, 0]
         m = 1
@@ -393,25 +402,20 @@ def _costs(rows, elem, priority, out_bytes, store_elem, P, pop_mask, push_mask, 
             if x == 0:
                 pre[i] = P[_NOP]
                 continue
-            eb = out_bytes if m == 2 else elem[mem]
-            off, rb, sb = rows[i, R.MEM_DRAM] * eb % boundary, x * eb, rows[i, R.MEM_STRIDE] * eb
-            if (last_key[mem, 0] == off and last_key[mem, 1] == rb and last_key[mem, 2] == sb
-                    and last_key[mem, 3] == y):
-                beats, bursts = last_val[mem, 0], last_val[mem, 1]
-            else:
-                beats, bursts = _memo_transfer(memo_keys, memo_vals, off, rb, sb, y, P)
-                last_key[mem, 0], last_key[mem, 1], last_key[mem, 2] = off, rb, sb
-                last_key[mem, 3] = y
-                last_val[mem, 0], last_val[mem, 1] = beats, bursts
             if m == 2:
+                bursts = _memo_bursts(memo_keys, memo_vals, rows[i, R.MEM_DRAM] * out_bytes
+                                      % boundary, x * out_bytes,
+                                      rows[i, R.MEM_STRIDE] * out_bytes, y, P)
                 pre[i] = P[_STORE_INSN] + bursts * P[_HANDSHAKE] + x * y * store_elem
                 write_bytes += x * y * out_bytes
             else:
+                eb = elem[mem]
                 kind[i] = _READ
                 y0 = rows[i, R.MEM_Y0]
                 pre[i] = P[_REQUEST] + y0
-                xfer[i] = beats
-                post[i] = P[_WIDE_DONE] if eb <= P[_BUS] else P[_LOAD_DONE]
+                xfer[i] = _rows_beats(rows[i, R.MEM_DRAM] * eb % bus, x * eb,
+                                      rows[i, R.MEM_STRIDE] * eb, y, bus)
+                post[i] = P[_WIDE_DONE] if eb <= bus else P[_LOAD_DONE]
                 pads[i] = ((y0 + y + rows[i, R.MEM_Y1])
                            * (rows[i, R.MEM_X0] + x + rows[i, R.MEM_X1]) - x * y)
                 prio[i] = priority[mem]

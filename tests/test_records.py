@@ -98,3 +98,36 @@ def test_a_records_score_reads_back_as_the_evaluation(tmp_path):
     log = write_log(tmp_path / "e.jsonl", [record(wl, s, DEFAULT, 0)])
     (_, r), = read_records(log)
     assert Evaluation.from_dict(r) == evaluate(wl, s, DEFAULT)
+
+
+def test_records_name_their_timing_model_and_older_ones_replay_without_false_mismatches(
+        log, tmp_path, capsys):
+    """Each record carries the fingerprint of the profile that scored it; a record scored
+    by another model (here: the field removed, as in logs made before the RTL calibration,
+    and its cycles changed) has its counters checked but its cycles not compared."""
+    from simulator.hardware import HardwareConfig
+    from simulator.timing import TimingProfile
+
+    lines = log.read_text().splitlines()
+    oks = [i for i, line in enumerate(lines) if json.loads(line)["status"] == "ok"]
+    first = json.loads(lines[oks[0]])
+    hw = HardwareConfig.from_dict(first["hw"]["config"])
+    assert first["timing"] == TimingProfile.for_hw(hw).fingerprint()
+    old = tmp_path / "old.jsonl"
+    for i in oks:
+        r = json.loads(lines[i])
+        del r["timing"]
+        r["cycles"] += 7
+        lines[i] = json.dumps(r)
+    old.write_text("\n".join(lines) + "\n")
+    report = replay(old)
+    assert report.ok and report.other_timing == report.replayed == len(oks)
+    assert main(["replay", str(old)]) == 0
+    out = capsys.readouterr().out
+    assert f"counters identical; cycles of {len(oks)} not compared" in out
+    r = json.loads(lines[oks[0]])
+    r["counters"]["gemm_counter"] += 1  # counters still count
+    lines[oks[0]] = json.dumps(r)
+    old.write_text("\n".join(lines) + "\n")
+    assert main(["replay", str(old)]) == 1
+    assert "counters differ: gemm_counter" in capsys.readouterr().err

@@ -39,6 +39,7 @@ class Evaluation:
     instructions: int | None = None
     rule: str | None = None
     error: str | None = None
+    timing: str | None = None  # the timing profile's fingerprint the cycles come from
 
     def as_dict(self) -> dict[str, Any]:
         """The fields a log record stores as its score."""
@@ -65,4 +66,4 @@ def evaluate(workload: Workload, schedule: Schedule, hw: HardwareConfig, *, bias
     return Evaluation(
         "ok", cycles=timing.cycles, seconds=seconds, gops=2 * workload.macs / seconds / 1e9,
         utilization=timing.utilization, counters=counters.as_dict(),
-        instructions=len(lowered.program))
+        instructions=len(lowered.program), timing=timing.profile.fingerprint())

@@ -18,7 +18,9 @@ Schema (``schema`` = 1): ``schema``, ``workload`` {operator, name, key, shape},
 ``error``), ``rule``, ``error``, ``cycles``, ``seconds``, ``gops``, ``utilization``,
 ``counters`` (fsim's seven), ``instructions``, ``trial``, ``timestamp`` (ISO 8601, UTC),
 ``study``, ``study_id`` (unique per study; absent in logs of older versions), ``sampler``,
-``seed``, ``version`` (of vtatune).
+``seed``, ``version`` (of vtatune), ``timing`` (the fingerprint of the timing profile that
+scored it, :meth:`simulator.timing.TimingProfile.fingerprint`; absent in logs made before the
+model was calibrated against the RTL).
 """
 
 from __future__ import annotations
@@ -219,28 +221,37 @@ class ReplayReport:
     path: str
     replayed: int
     mismatches: tuple[Mismatch, ...]
+    #: records scored by another timing model (older rules or other constants): their
+    #: counters were compared, their cycles could not be (that model is not this one)
+    other_timing: int = 0
 
     @property
     def ok(self) -> bool:
         return not self.mismatches
 
 
-def _replay_one(record: dict[str, Any]) -> tuple[int | None, dict[str, int] | None, str | None]:
+def _replay_one(record: dict[str, Any]) -> tuple[int | None, dict[str, int] | None, str | None,
+                                                 str | None]:
     from .evaluate import evaluate
 
     try:
         ev = evaluate(workload_from(record), schedule_from(record), hw_from(record),
                       bias=bool(record.get("bias", False)))
     except (VtatuneError, KeyError, TypeError, ValueError) as exc:
-        return None, None, f"cannot rebuild the record: {exc}"
+        return None, None, f"cannot rebuild the record: {exc}", None
     if ev.status != "ok":
-        return None, None, f"status {ev.status}: {ev.error}"
-    return ev.cycles, ev.counters, None
+        return None, None, f"status {ev.status}: {ev.error}", None
+    return ev.cycles, ev.counters, None, ev.timing
 
 
 def replay(path: str | Path, *, best: bool = False, jobs: int = 1) -> ReplayReport:
     """Re-lower and re-simulate the ``ok`` records of a log (or only the best per workload x
     hardware) and compare cycles and counters with the logged ones.
+
+    A record scored by another timing model (its ``timing`` fingerprint differs from the
+    board's profile now, or is absent: made before the RTL calibration) keeps its schedule and
+    counters, which are checked; its cycles are not compared (that model is gone), only
+    counted in ``other_timing``.
 
     Example:
         >>> replay("logs/conv2d-tutorial.jsonl", best=True).ok  # doctest: +SKIP
@@ -259,10 +270,13 @@ def replay(path: str | Path, *, best: bool = False, jobs: int = 1) -> ReplayRepo
     else:
         results = [_replay_one(r) for _, r in chosen]
     bad: list[Mismatch] = []
-    for (lineno, r), (cycles, counters, error) in zip(chosen, results, strict=True):
+    other = 0
+    for (lineno, r), (cycles, counters, error, timing) in zip(chosen, results, strict=True):
+        same_model = r.get("timing") == timing
+        other += error is None and not same_model
         if error is not None:
             bad.append(Mismatch(lineno, error))
-        elif cycles != r.get("cycles"):
+        elif same_model and cycles != r.get("cycles"):
             bad.append(Mismatch(lineno, f"cycles {cycles} != logged {r.get('cycles')}"))
         elif counters != r.get("counters"):
             keys = sorted(k for k in set(counters or {}) | set(r.get("counters") or {})
@@ -270,4 +284,4 @@ def replay(path: str | Path, *, best: bool = False, jobs: int = 1) -> ReplayRepo
             bad.append(Mismatch(lineno, "counters differ: " + ", ".join(
                 f"{k} {(counters or {}).get(k)} != logged {(r.get('counters') or {}).get(k)}"
                 for k in keys)))
-    return ReplayReport(str(path), len(chosen), tuple(bad))
+    return ReplayReport(str(path), len(chosen), tuple(bad), other)

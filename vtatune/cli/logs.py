@@ -57,8 +57,19 @@ def cmd_replay(args: argparse.Namespace) -> int:
         print(f"vtatune: replay: {len(report.mismatches)} of {report.replayed} {what} differ "
               f"(lines {lines})", file=sys.stderr)
         return 1
-    print(f"replayed {report.replayed} {what} of {args.log}: cycles and counters identical")
+    if report.other_timing:
+        print(f"replayed {report.replayed} {what} of {args.log}: counters identical; cycles of "
+              f"{report.other_timing} not compared (scored by another timing model than "
+              f"{_timing_now()}: retune or rescore to compare)")
+    else:
+        print(f"replayed {report.replayed} {what} of {args.log}: cycles and counters identical")
     return 0
+
+
+def _timing_now() -> str:
+    from simulator.timing import MODEL_VERSION
+
+    return MODEL_VERSION
 
 
 def _hw_flag(config: dict[str, Any]) -> str:

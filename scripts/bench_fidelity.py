@@ -1,0 +1,73 @@
+"""How closely the timing model follows VTA's RTL, record by record.
+
+Runs every record of the shared tsim reference (``tsim_reference.jsonl`` and
+``tsim_micro/*.bin``: cycles VTA's Chisel RTL counted under Verilator, launch to FINISH,
+against tsim's simulated memory, not a board's DDR): schedules through the normal lowering,
+micro-benchmarks through their program files, and prints per workload and bias setting and
+overall the RTL/model ratio's median, p10, p90, min and max, the mean absolute error, the
+Spearman rank correlation, whether the model's fastest schedule is the RTL's, and how many
+micro-benchmarks land within 2% or 2 cycles.
+
+    python scripts/bench_fidelity.py                    # ../shared/data beside the repo
+    python scripts/bench_fidelity.py --data DIR --jobs 2
+    python scripts/bench_fidelity.py --recorded         # the model the reference recorded
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from vtatune.errors import VtatuneError  # noqa: E402
+from vtatune.fidelity import (  # noqa: E402
+    data_dir,
+    format_report,
+    load_reference,
+    recorded,
+    score,
+)
+
+DEFAULT_DATA = data_dir(ROOT)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--data", type=Path, default=DEFAULT_DATA,
+                    help=f"shared data directory (default $VTATUNE_SHARED_DATA or "
+                         f"../shared/data beside the repository: {DEFAULT_DATA})")
+    ap.add_argument("--jobs", type=int, default=1, help="processes (default 1)")
+    ap.add_argument("--profile", metavar="FILE.json",
+                    help="timing profile overrides (fields of TimingProfile)")
+    ap.add_argument("--recorded", action="store_true",
+                    help="score the reference's own vtatune_cycles (the model of that time)")
+    args = ap.parse_args(argv)
+    try:
+        records = load_reference(args.data)
+    except VtatuneError as exc:
+        print(f"bench_fidelity: error: {exc}", file=sys.stderr)
+        return 2
+    t0 = time.perf_counter()
+    if args.recorded:
+        scored = recorded(records)
+        what = "the reference's recorded vtatune_cycles"
+    else:
+        from simulator.timing import TimingProfile
+
+        profile = None
+        if args.profile:
+            profile = TimingProfile.from_json(args.profile)
+        scored = score(records, args.data, profile, jobs=args.jobs)
+        what = f"the model ({profile.fingerprint() if profile else 'board profiles'})"
+    print(f"{len(scored)} records of {args.data / 'tsim_reference.jsonl'} against {what}, "
+          f"{time.perf_counter() - t0:.1f} s")
+    print(format_report(scored))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

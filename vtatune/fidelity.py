@@ -1,0 +1,252 @@
+"""How closely the timing model follows VTA's RTL: scoring the shared tsim reference.
+
+The reference (``tsim_reference.jsonl`` beside ``tsim_micro/``, in the shared data
+directory) holds cycles VTA's Chisel RTL counted under Verilator with tsim's simulated
+memory, launch to FINISH: lowered schedules (rebuilt here from each record's operator,
+shape, hardware, bias and schedule, through the normal lowering) and micro-benchmark
+programs (loaded from their ``program.bin``). :func:`score` times each with the model;
+:func:`summarize` and :func:`goal_failures` say how close it is.
+
+Example:
+    >>> rows = [Scored({"workload": "w", "bias": False, "operator": "conv2d",
+    ...                 "tsim_cycles": 100}, 101),
+    ...         Scored({"workload": "w", "bias": False, "operator": "conv2d",
+    ...                 "tsim_cycles": 200}, 199)]
+    >>> s = summarize(rows)[("all", None)]
+    >>> round(s.mae, 4), s.spearman, s.best_agrees
+    (0.0075, 1.0, True)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from simulator.hardware import HardwareConfig
+from simulator.program import Program
+from simulator.timing import TimingProfile, simulate
+
+from .errors import VtatuneError
+
+#: File names inside the shared data directory.
+REFERENCE = "tsim_reference.jsonl"
+
+#: The goal: mean absolute error, the bound on programs of at least LONG_PROGRAM cycles,
+#: Spearman within every workload and bias, and micro-benchmarks within MICRO_REL or
+#: MICRO_ABS cycles.
+MAX_MAE = 0.01
+LONG_PROGRAM = 10_000
+MAX_LONG_ERROR = 0.03
+MIN_SPEARMAN = 0.995
+MICRO_REL, MICRO_ABS = 0.02, 2
+
+
+def data_dir(repo: str | Path) -> Path:
+    """Where the shared data is: ``$VTATUNE_SHARED_DATA``, else ``../shared/data`` beside the
+    repository ``repo`` (CI keeps it beside the clone)."""
+    env = os.environ.get("VTATUNE_SHARED_DATA")
+    return Path(env) if env else Path(repo).resolve().parent / "shared" / "data"
+
+
+class ReferenceError(VtatuneError):
+    """The reference data is missing or a record cannot be rebuilt."""
+
+
+@dataclass(frozen=True)
+class Scored:
+    """One reference record and the model's cycles for it."""
+
+    record: dict[str, Any]
+    cycles: int
+
+    @property
+    def rtl(self) -> int:
+        return int(self.record["tsim_cycles"])
+
+    @property
+    def micro(self) -> bool:
+        return self.record.get("operator") == "micro"
+
+    @property
+    def ratio(self) -> float:
+        """RTL / model."""
+        return self.rtl / self.cycles
+
+    @property
+    def error(self) -> float:
+        """|model - RTL| / RTL."""
+        return abs(self.cycles - self.rtl) / self.rtl
+
+    @property
+    def micro_ok(self) -> bool:
+        return abs(self.cycles - self.rtl) <= max(MICRO_ABS, MICRO_REL * self.rtl)
+
+
+@dataclass(frozen=True)
+class Stats:
+    """Agreement over a group of scheduled programs."""
+
+    count: int
+    median: float  # of RTL / model
+    p10: float
+    p90: float
+    low: float
+    high: float
+    mae: float  # mean |model - RTL| / RTL
+    spearman: float | None  # None for a group of one
+    best_agrees: bool  # the model's fastest schedule is the RTL's fastest
+
+
+def load_reference(data_dir: str | Path) -> list[dict[str, Any]]:
+    """The records of ``data_dir/tsim_reference.jsonl``."""
+    path = Path(data_dir) / REFERENCE
+    if not path.is_file():
+        raise ReferenceError(f"{path}: no such file (the shared reference data)")
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def program_of(record: dict[str, Any], data_dir: str | Path) -> tuple[Program, HardwareConfig]:
+    """The program a record measured: its micro-benchmark file, or its schedule lowered."""
+    from .export import load_bin
+    from .lowering import lower
+    from .lowering._vadd import VaddWorkload, lower_vadd
+    from .records import schedule_from, workload_from
+
+    op = record["operator"]
+    if op == "micro":
+        loaded = load_bin(Path(data_dir) / record["program"])
+        return loaded.program, loaded.hw
+    hw = HardwareConfig.resolve(record["hw"])
+    if op == "vadd":
+        return lower_vadd(VaddWorkload(**record["shape"]), hw), hw
+    wl = workload_from({"workload": {"operator": op, "shape": record["shape"],
+                                     "name": record.get("named_workload") or ""}})
+    return lower(wl, schedule_from(record), hw, bias=bool(record["bias"])).program, hw
+
+
+def _score_one(record: dict[str, Any], data_dir: str, profile: TimingProfile | None) -> int:
+    program, hw = program_of(record, data_dir)
+    return simulate(program, hw, profile).cycles
+
+
+def score(records: Iterable[dict[str, Any]], data_dir: str | Path,
+          profile: TimingProfile | None = None, jobs: int = 1) -> list[Scored]:
+    """Time every record's program (``profile``: the board's own when None)."""
+    records = list(records)
+    if jobs > 1:
+        from joblib import Parallel, delayed
+
+        cycles = Parallel(n_jobs=jobs)(delayed(_score_one)(r, str(data_dir), profile)
+                                       for r in records)
+    else:
+        cycles = [_score_one(r, str(data_dir), profile) for r in records]
+    return [Scored(r, int(c)) for r, c in zip(records, cycles, strict=True)]
+
+
+def _ranks(values: list[float]) -> np.ndarray:
+    """Ranks with ties averaged."""
+    a = np.asarray(values, float)
+    order = a.argsort(kind="stable")
+    ranks = np.empty(len(a))
+    ranks[order] = np.arange(len(a), dtype=float)
+    for v in np.unique(a):
+        tie = a == v
+        ranks[tie] = ranks[tie].mean()
+    return ranks
+
+
+def spearman(xs: list[float], ys: list[float]) -> float | None:
+    """Spearman's rank correlation; None for fewer than two points or a constant side."""
+    if len(xs) < 2:
+        return None
+    rx, ry = _ranks(xs), _ranks(ys)
+    if rx.std() == 0 or ry.std() == 0:
+        return None
+    return float(np.corrcoef(rx, ry)[0, 1])
+
+
+def stats(rows: list[Scored]) -> Stats:
+    ratios = np.array([r.ratio for r in rows])
+    best_model = min(rows, key=lambda r: r.cycles)
+    return Stats(len(rows), float(np.median(ratios)), float(np.percentile(ratios, 10)),
+                 float(np.percentile(ratios, 90)), float(ratios.min()), float(ratios.max()),
+                 float(np.mean([r.error for r in rows])),
+                 spearman([r.rtl for r in rows], [r.cycles for r in rows]),
+                 best_model.rtl == min(r.rtl for r in rows))
+
+
+def summarize(scored: Iterable[Scored]) -> dict[tuple[str, bool | None], Stats]:
+    """Stats of the scheduled programs per (workload, bias), then ``("all", None)``."""
+    sched = [r for r in scored if not r.micro]
+    groups: dict[tuple[str, bool | None], list[Scored]] = {}
+    for r in sched:
+        groups.setdefault((r.record["workload"], bool(r.record["bias"])), []).append(r)
+    out = {k: stats(v) for k, v in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1]))}
+    if sched:
+        out[("all", None)] = stats(sched)
+    return out
+
+
+def goal_failures(scored: list[Scored]) -> list[str]:
+    """Every way the model misses the goal (empty: it meets it)."""
+    fails = []
+    summary = summarize(scored)
+    overall = summary.get(("all", None))
+    if overall is not None and overall.mae > MAX_MAE:
+        fails.append(f"mean absolute error {overall.mae:.2%} > {MAX_MAE:.0%}")
+    for line, r in enumerate(scored, 1):
+        name = r.record.get("program") or (
+            f"{r.record['workload']} bias={int(bool(r.record['bias']))} (record {line})")
+        if r.micro and not r.micro_ok:
+            fails.append(f"micro-benchmark {name}: model {r.cycles} vs RTL {r.rtl}")
+        if not r.micro and r.rtl >= LONG_PROGRAM and r.error > MAX_LONG_ERROR:
+            fails.append(f"{name}: model {r.cycles} vs RTL {r.rtl} ({r.error:.2%})")
+    for (wl, bias), s in summary.items():
+        if wl == "all":
+            continue
+        if s.spearman is not None and s.spearman < MIN_SPEARMAN:
+            fails.append(f"{wl} bias={bias}: Spearman {s.spearman:.4f} < {MIN_SPEARMAN}")
+        if not s.best_agrees:
+            fails.append(f"{wl} bias={bias}: the model's best schedule is not the RTL's")
+    return fails
+
+
+def format_report(scored: list[Scored]) -> str:
+    """The figures as a table: per workload and bias, overall, and the micro-benchmarks."""
+    lines = [f"{'workload':24} {'bias':>4} {'n':>3} {'median':>7} {'p10':>7} {'p90':>7} "
+             f"{'min':>7} {'max':>7} {'MAE':>7} {'Spearman':>8} best",
+             "(RTL / model ratios; MAE = mean |model - RTL| / RTL)"]
+    for (wl, bias), s in summarize(scored).items():
+        rho = "-" if s.spearman is None else f"{s.spearman:.4f}"
+        lines.append(f"{wl:24} {'' if bias is None else int(bias):>4} {s.count:>3} "
+                     f"{s.median:7.4f} {s.p10:7.4f} {s.p90:7.4f} {s.low:7.4f} {s.high:7.4f} "
+                     f"{s.mae:7.2%} {rho:>8} {'yes' if s.best_agrees else 'NO'}")
+    micro = [r for r in scored if r.micro]
+    if micro:
+        exact = sum(r.cycles == r.rtl for r in micro)
+        ok = sum(r.micro_ok for r in micro)
+        worst = max(micro, key=lambda r: abs(r.cycles - r.rtl))
+        lines.append(f"micro-benchmarks: {ok} of {len(micro)} within {MICRO_REL:.0%} or "
+                     f"{MICRO_ABS} cycles, {exact} exact; largest difference "
+                     f"{worst.cycles - worst.rtl:+d} cycles ({worst.record['program']})")
+    long_ = [r for r in scored if not r.micro and r.rtl >= LONG_PROGRAM]
+    if long_:
+        worst = max(long_, key=lambda r: r.error)
+        lines.append(f"programs of >= {LONG_PROGRAM:,} cycles: largest error "
+                     f"{worst.error:.2%} (limit {MAX_LONG_ERROR:.0%})")
+    fails = goal_failures(scored)
+    shown = fails[:12] + ([f"... and {len(fails) - 12} more"] if len(fails) > 12 else [])
+    lines.append("goal: met" if not fails else "goal: MISSED\n  " + "\n  ".join(shown))
+    return "\n".join(lines)
+
+
+def recorded(records: Iterable[dict[str, Any]]) -> list[Scored]:
+    """The reference's own ``vtatune_cycles``: the model as it was when the RTL ran."""
+    return [Scored(r, r["vtatune_cycles"]) for r in records
+            if isinstance(r.get("vtatune_cycles"), int)]

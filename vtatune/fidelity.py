@@ -168,7 +168,7 @@ def spearman(xs: list[float], ys: list[float]) -> float | None:
     rx, ry = _ranks(xs), _ranks(ys)
     if rx.std() == 0 or ry.std() == 0:
         return None
-    return float(np.corrcoef(rx, ry)[0, 1])
+    return round(float(np.corrcoef(rx, ry)[0, 1]), 12)
 
 
 def stats(rows: list[Scored]) -> Stats:

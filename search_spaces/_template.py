@@ -15,7 +15,7 @@ from typing import Any
 
 from simulator.hardware import HardwareConfig
 from vtatune.errors import IllegalSchedule, ScheduleError
-from vtatune.lowering import Context, context, rules
+from vtatune.lowering import Context, context, rules, shape_rules
 from vtatune.schedule import (
     AUTOTVM_GEMM_ORDER,
     AUTOTVM_OUTER_ORDER,
@@ -327,6 +327,41 @@ class Template:
                                                      f"for {self.workload.describe()} on "
                                                      f"{self.hw.bitstream}")
         return first
+
+    def no_legal_config(self) -> IllegalSchedule | None:
+        """Why no config of this space can run, decided before any search: a rule the
+        workload fails whatever its schedule (:func:`vtatune.lowering.shape_rules`), a
+        monotone rule (SRAM capacity) failing at the smallest tiles (larger ones only need
+        more), or, for a space small enough to enumerate exactly, no legal config at all.
+        None when a legal config exists or cannot be ruled out cheaply.
+
+        Example:
+            >>> from simulator.hardware import DEFAULT
+            >>> from vtatune.workloads import Conv2dWorkload
+            >>> get_template(Conv2dWorkload(1, 14, 14, 256, 256, 3, 100, 1), DEFAULT
+            ...              ).no_legal_config()
+            IllegalSchedule('pad 100 exceeds the 4-bit DMA pad field (max 15)')
+        """
+        try:
+            shape_rules(self.context)
+        except IllegalSchedule as exc:
+            return exc
+        try:
+            rules(self.context, self._point({k.name: k.choices[0] for k in self.knobs}),
+                  self.bias)
+            return None
+        except IllegalSchedule as exc:
+            if exc.rule in _MONOTONE_RULES:
+                return exc
+            smallest = exc
+        relevant = 1
+        for k in self.knobs[: len(self.knobs) - self._free]:
+            relevant *= len(k.choices)
+        if relevant <= _EXACT_PRUNE_LIMIT and next(self._legal_prefixes(), None) is None:
+            return IllegalSchedule("no_legal_config", f"none of the {self.size()} configs of "
+                                   f"{self.name} is legal; the smallest tiles fail with: "
+                                   f"{smallest}")
+        return None
 
     def size(self) -> int:
         """Size of the cartesian space of the knobs' (pruned) choices."""

@@ -3,6 +3,7 @@
 Nothing here knows about schedules, templates or search: it runs any valid stream.
 """
 
+from ._jit import engines_to_compile
 from .errors import ConfigError, DeadlockError, EncodingError, ProgramError, VTAError
 from .functional import FsimCounters, Machine, RunResult, count, execution_order, run
 from .hardware import DEFAULT, PRESETS, HardwareConfig
@@ -29,5 +30,5 @@ __all__ = [
     "FinishInsn", "FsimCounters", "GemmInsn", "HardwareConfig", "Instruction", "Machine",
     "MemId", "MemInsn", "Module", "Opcode", "PRESETS", "Program", "ProgramError", "RunResult",
     "Uop", "VTAError", "count", "decode_insn", "decode_uop", "encode_insn", "encode_uop",
-    "execution_order", "run",
+    "engines_to_compile", "execution_order", "run",
 ]

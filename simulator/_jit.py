@@ -9,7 +9,9 @@ compiled dispatcher, so compiled functions calling each other see dispatchers.
 
 from __future__ import annotations
 
+import os
 import sys
+from pathlib import Path
 from typing import Any
 
 _PENDING: dict[str, list[_Lazy]] = {}  # module name -> its marked functions, in order
@@ -38,3 +40,25 @@ def njit(**options: Any):
     def mark(fn):
         return _Lazy(fn, options)
     return mark
+
+
+def engines_to_compile() -> list[str]:
+    """The marked, not yet compiled functions of the imported modules that numba's on-disk
+    cache does not hold (``__pycache__/<file>.<function>-<line>.py<version>.nbi``): the
+    first run after install compiles them (about 10 s). Cheap: looks for files only. Empty
+    when ``NUMBA_CACHE_DIR`` moves the cache elsewhere (not guessed)."""
+    if os.environ.get("NUMBA_CACHE_DIR"):
+        return []
+    tag = f"py{sys.version_info.major}{sys.version_info.minor}.nbi"
+    missing = []
+    for module_name, lazies in _PENDING.items():
+        source = Path(sys.modules[module_name].__file__ or "")
+        for lazy in lazies:
+            if not lazy.options.get("cache") or lazy.options.get("inline") == "always":
+                continue  # not cached, or compiled only into its callers
+            code = lazy.py_func.__code__
+            index = (source.parent / "__pycache__" /
+                     f"{source.stem}.{lazy.py_func.__qualname__}-{code.co_firstlineno}.{tag}")
+            if not index.exists():
+                missing.append(f"{module_name}.{lazy.py_func.__name__}")
+    return missing

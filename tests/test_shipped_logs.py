@@ -1,4 +1,8 @@
-"""The tuned logs shipped in logs/ replay (best record per workload x hardware)."""
+"""The tuned logs shipped in logs/ replay (best record per workload x hardware).
+
+The shipped logs are named here, never globbed: a user's run (``runs/`` by default, or any
+``--log logs/...``) must not become a test case.
+"""
 
 from pathlib import Path
 
@@ -7,22 +11,31 @@ import pytest
 from vtatune.cli import main
 from vtatune.records import best_records, read_records
 
-LOGS = sorted((Path(__file__).resolve().parents[1] / "logs").glob("*.jsonl"))
+LOG_DIR = Path(__file__).resolve().parents[1] / "logs"
+#: Every shipped log and the workloads its best records cover.
+SHIPPED = {
+    **{f"resnet18-{hw}.jsonl": {f"resnet18.C{i}" for i in range(2, 12)}
+       for hw in ("pynq", "ultra96")},
+    **{f"gemm-{hw}.jsonl": {"tutorial", "dense128"} for hw in ("pynq", "ultra96")},
+}
 
 
-def test_logs_are_shipped():
-    names = {p.name for p in LOGS}
-    for hw in ("pynq", "ultra96"):
-        assert f"resnet18-{hw}.jsonl" in names and f"gemm-{hw}.jsonl" in names
-
-
-@pytest.mark.parametrize("log", LOGS, ids=[p.name for p in LOGS])
-def test_shipped_log_replays(log, capsys):
+@pytest.mark.parametrize("name", sorted(SHIPPED))
+def test_shipped_log_replays(name, capsys):
+    log = LOG_DIR / name
     assert main(["replay", str(log), "--best"]) == 0, capsys.readouterr().err
     best = best_records(read_records(log))
-    layers = {b.record["workload"]["name"] for b in best}
-    if log.name.startswith("resnet18"):
-        assert layers == {f"resnet18.C{i}" for i in range(2, 12)}
-    else:
-        assert layers == {"tutorial", "dense128"}
+    assert {b.record["workload"]["name"] for b in best} == SHIPPED[name]
     assert all(b.record["hw"]["config"] and b.record["workload"]["shape"] for b in best)
+
+
+def test_default_logs_are_not_shipped_logs():
+    """The tuner's default log goes to runs/ (git-ignored), never into logs/."""
+    from simulator.hardware import DEFAULT
+    from vtatune.tuner import RUNS_DIR, default_log_path
+    from vtatune.workloads import WORKLOADS
+
+    path = default_log_path(WORKLOADS["conv2d"]["tutorial"], DEFAULT)
+    assert path.parent == RUNS_DIR == Path("runs")
+    ignored = (Path(__file__).resolve().parents[1] / ".gitignore").read_text().split()
+    assert "/runs/" in ignored

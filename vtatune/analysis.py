@@ -2,10 +2,13 @@
 
 :func:`read_log` gives one row per trial: where it is (``log``, ``line``), who ran it
 (``study``, ``trial``, ``timestamp``, ``sampler``, ``seed``, ``template``, ``space``), the
-workload (``operator``, ``workload``, ``workload_key`` and the shape: ``batch``,
+workload (``operator``, ``workload``: its name as :func:`vtatune.tune` takes it, qualified
+``conv2d:tutorial`` / ``gemm:tutorial`` where operators share it, ``workload_key`` and the
+shape: ``batch``,
 ``height``, ``width``, ``in_channels``, ``out_channels``, ``kernel``, ``pad``, ``stride``),
 the hardware (``target``, ``bitstream``, ``hw_model``), ``bias``, one column per knob of
-the config (their names are in ``df.attrs["knobs"]``), the outcome (``status``, ``rule``,
+the config (their names are in ``df.attrs["knobs"]``; integer knobs are ``Int64``, empty
+where a workload lacks them), the outcome (``status``, ``rule``,
 ``error``, ``cycles``, ``seconds``, ``gops``, ``utilization``, ``instructions``) and fsim's
 seven counters. Several logs concatenate; a corrupt or truncated line is skipped with one
 warning naming it (``path:line``).
@@ -19,6 +22,7 @@ Example:
 
 from __future__ import annotations
 
+import re
 import warnings
 from collections.abc import Iterable
 from pathlib import Path
@@ -42,13 +46,31 @@ _INTS = ("line", "trial", "seed", *SHAPE, "cycles", "instructions", *COUNTERS)
 GROUP = ["workload_key", "hw_model", "bias"]  # one tuning problem
 
 
+def workload_label(operator: str, name: str | None, key: str) -> str:
+    """A workload's name as :func:`vtatune.tune` takes it: the name alone where only one
+    operator has it (``resnet18.C8``, ``dense128``), ``operator:name`` where several do
+    (``conv2d:tutorial``, ``gemm:tutorial``), the key for an unnamed shape."""
+    from .workloads import WORKLOADS
+
+    if not name:
+        return key
+    shared = sum(name in table for table in WORKLOADS.values()) > 1
+    return f"{operator}:{name}" if shared else name
+
+
+def natural_key(text: str) -> tuple[Any, ...]:
+    """Sort key that orders embedded numbers by value: C2, C3, ..., C10, C11."""
+    return tuple(int(t) if t.isdigit() else t for t in re.split(r"(\d+)", text))
+
+
 def _row(path: str, line: int, r: dict[str, Any]) -> dict[str, Any]:
     w, hw = r["workload"], r["hw"]
     row: dict[str, Any] = {
         "log": path, "line": line, "study": r.get("study"), "trial": r.get("trial"),
         "timestamp": r.get("timestamp"), "sampler": r.get("sampler"), "seed": r.get("seed"),
         "template": r.get("template"), "space": r.get("space"), "operator": w["operator"],
-        "workload": w.get("name") or w["key"], "workload_key": w["key"],
+        "workload": workload_label(w["operator"], w.get("name"), w["key"]),
+        "workload_key": w["key"],
         **{k: w["shape"].get(k) for k in SHAPE},
         "target": hw.get("target"), "bitstream": hw.get("bitstream"), "hw_model": hw["model"],
         "bias": bool(r.get("bias", False)),
@@ -94,9 +116,9 @@ def read_log(paths: str | Path | Iterable[str | Path]) -> pd.DataFrame:
     df["timestamp"] = pd.to_datetime(df["timestamp"], utc=True, errors="coerce", format="ISO8601")
     df["bias"] = df["bias"].astype(bool)
     for k in knob_cols:  # integer knobs stay integers where a workload lacks them (gemm h/w)
-        vals = df[k].dropna()
-        if len(vals) and all(isinstance(v, int) and not isinstance(v, bool) for v in vals):
-            df[k] = pd.array([None if pd.isna(v) else int(v) for v in df[k]], dtype="Int64")
+        vals = [row[k] for row in rows if row.get(k) is not None]
+        if vals and all(isinstance(v, int) and not isinstance(v, bool) for v in vals):
+            df[k] = pd.array([row.get(k) for row in rows], dtype="Int64")
     df.attrs["knobs"] = knob_cols
     return df
 
@@ -122,10 +144,12 @@ def best_per_workload(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def best_so_far(df: pd.DataFrame, by: str = "study") -> pd.DataFrame:
-    """The best-so-far curve of each study: ``by``, ``trial``, ``cycles`` (NaN for a
-    failed trial) and ``best_cycles`` (the running minimum), in trial order — what
-    Optuna's optimization-history plot draws."""
-    cols = [by, "trial", "timestamp", "status", "cycles"]
+    """The best-so-far curve of each study: ``by``, the problem (``operator``,
+    ``workload``, ``hw_model``, ``bias``), ``trial``, ``timestamp``, ``status``, ``cycles``
+    (NaN for a failed trial) and ``best_cycles`` (the running minimum), in trial order —
+    what Optuna's optimization-history plot draws."""
+    cols = list(dict.fromkeys([by, "operator", "workload", "hw_model", "bias", "trial",
+                               "timestamp", "status", "cycles"]))
     d = df[cols].sort_values([by, "trial", "timestamp"], kind="stable").copy()
     cyc = d["cycles"].where(d["status"] == "ok").astype("Float64")
     d["cycles"] = cyc
@@ -196,17 +220,19 @@ def _default_cycles(row: pd.Series) -> int | None:
 
 
 def summary(df: pd.DataFrame, default: bool = True) -> pd.DataFrame:
-    """One row per workload x hardware x bias: ``trials``, ``ok``, ``illegal``, ``error``
-    (``failed`` = both), ``best_cycles``, ``best_ms``, ``gops``, ``utilization``,
-    ``default_cycles`` and ``speedup_default`` (simulated unless ``default=False``),
-    ``best_line`` (log:line) and ``best_knobs``."""
+    """One row per workload x hardware x bias, in natural order (C2, C3, ..., C11):
+    ``workload``, ``operator``, ``workload_key``, ``hw_model``, ``bias``, ``trials``,
+    ``ok``, ``illegal``, ``error`` (``failed`` = both), ``best_cycles``, ``best_ms``,
+    ``gops``, ``utilization``, ``default_cycles`` and ``speedup_default`` (simulated
+    unless ``default=False``), ``best_line`` (log:line) and ``best_knobs``."""
     rows = []
     best = {tuple(r[k] for k in GROUP): r for _, r in best_per_workload(df).iterrows()}
     for key, g in df.groupby(GROUP, sort=True):
         status = g["status"].value_counts()
         b = best.get(key)
         row: dict[str, Any] = {
-            "workload": g["workload"].iloc[0], "workload_key": key[0], "hw_model": key[1],
+            "workload": g["workload"].iloc[0], "operator": g["operator"].iloc[0],
+            "workload_key": key[0], "hw_model": key[1],
             "bias": key[2], "trials": len(g), "ok": int(status.get("ok", 0)),
             "illegal": int(status.get("illegal", 0)), "error": int(status.get("error", 0)),
         }
@@ -223,7 +249,9 @@ def summary(df: pd.DataFrame, default: bool = True) -> pd.DataFrame:
         row["best_knobs"] = None if b is None else " ".join(
             f"{k}={b[k]}" for k in knob_columns(df) if pd.notna(b[k]))
         rows.append(row)
-    cols = ["workload", "workload_key", "hw_model", "bias", "trials", "ok", "illegal",
+    rows.sort(key=lambda r: (r["operator"], natural_key(r["workload"]), r["hw_model"],
+                             r["bias"]))
+    cols = ["workload", "operator", "workload_key", "hw_model", "bias", "trials", "ok", "illegal",
             "error", "failed", "best_cycles", "best_ms", "gops", "utilization",
             "default_cycles", "speedup_default", "best_line", "best_knobs"]
     out = pd.DataFrame(rows, columns=cols)

@@ -237,18 +237,21 @@ def apply_history_best(logs: str | Path | Iterable[str | Path]) -> Iterator[Hist
 
 def build(workload: Workload | str, hw: HardwareConfig | str | None = None, *,
           log: str | Path | Iterable[str | Path] | None = None, bias: bool = False,
-          schedule: Schedule | None = None) -> Build:
+          schedule: Schedule | dict[str, Any] | str | None = None) -> Build:
     """Lower ``workload`` on ``hw`` with the best tuned schedule.
 
     ``workload``: a Workload or ``"conv2d:resnet18.C8"`` / ``"gemm"``. ``hw``: a
     HardwareConfig, a preset name or a ``vta_config.json`` path (default pynq). ``log``: the
     log(s) to take the schedule from; without it, the enclosing :func:`apply_history_best`
-    blocks. ``schedule``: skip the logs and use this one.
+    blocks. ``schedule``: skip the logs and use this one (a Schedule, a dict of knobs such
+    as ``{"tile_h": 14}`` or a string as ``--schedule`` takes it; ScheduleError if bad).
     """
     wl, hw = resolve(workload, hw)
     if schedule is not None:
+        from .defaults import resolve_schedule
+
         prov: Provenance = Provenance("schedule")
-        chosen: Schedule | None = schedule
+        chosen: Schedule | None = resolve_schedule(schedule, wl, hw, bias)
     else:
         histories = (HistoryBest.load(log),) if log is not None else _CONTEXT.get()
         prov, chosen = Provenance("fallback", reason="no log given (use log=... or "

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from simulator.hardware import HardwareConfig
 
-from .errors import IllegalSchedule
+from .errors import IllegalSchedule, ScheduleError
 from .lowering import check
-from .schedule import Schedule
+from .schedule import Schedule, parse_schedule, schedule_from_knobs
 from .workloads import Workload
 
 
@@ -37,3 +39,22 @@ def default_schedule(workload: Workload, hw: HardwareConfig, bias: bool = False)
             last = exc
     raise IllegalSchedule("no_default", f"no default schedule fits {workload.describe()} on "
                                         f"{hw.bitstream}: {last}")
+
+
+def resolve_schedule(spec: Schedule | dict[str, Any] | str | None, workload: Workload,
+                     hw: HardwareConfig, bias: bool = False) -> Schedule:
+    """The schedule a user means: a Schedule as is; a dict of knobs (``{"tile_h": 14}``, the
+    others at their defaults) or ``{"autotvm": {...}}``; a string as ``--schedule`` takes it
+    (``tutorial``, ``default``, JSON, ``@file``); None: ``tutorial`` for the tutorial
+    workloads, else ``default``. Raises ScheduleError for anything else."""
+    if isinstance(spec, Schedule):
+        return spec
+    if isinstance(spec, dict):
+        return schedule_from_knobs(spec, workload, hw)
+    if spec is not None and not isinstance(spec, str):
+        raise ScheduleError(f"a schedule is a Schedule, a dict of knobs or a string, got "
+                            f"{type(spec).__name__}")
+    if spec is None:
+        spec = "tutorial" if workload.name == "tutorial" else "default"
+    parsed = parse_schedule(spec, workload, hw)
+    return default_schedule(workload, hw, bias) if parsed == "default" else parsed

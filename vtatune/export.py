@@ -8,11 +8,14 @@
     12  u32  metadata bytes (M)        16  u32  instructions (N)
     20  u32  micro-ops (U)             24  u64  DRAM bytes
     32  M B  metadata: UTF-8 JSON (hardware config, DRAM tensors, workload, schedule,
-             provenance), zero-padded to a multiple of 16
+             provenance, ``sha256``), zero-padded to a multiple of 16
     ..  N x 16 B  instruction words (two little-endian 64-bit units each, simulator.isa)
     ..  U x 4 B   micro-op words
 
 The hardware config is in the metadata because the instruction fields' widths depend on it.
+``sha256`` is the SHA-256 of the rest of the metadata (compact JSON) and the instruction and
+micro-op words: :func:`load_bin` refuses an image whose contents no longer match it (a
+flipped bit would otherwise run as another program). Images without it still load.
 
 ``program.c`` is recovered from the instruction stream alone: each instruction is mapped
 back to the runtime call that creates it (a pop flag is a ``VTADepPop`` before it, a push
@@ -28,6 +31,7 @@ Example:
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import struct
@@ -142,13 +146,22 @@ def _program_from_meta(meta: dict[str, Any], insns: tuple, uops: tuple) -> Loade
 def to_bin(source: Any) -> bytes:
     """The binary image of a Build or LoadedProgram."""
     program, hw = source.program, source.hw
-    meta = json.dumps(_meta(source), separators=(",", ":")).encode()
+    body = b"".join(encode_insn(i, hw) for i in program.instructions)
+    uops = struct.pack(f"<{len(program.uops)}I", *(encode_uop(u, hw) for u in program.uops))
+    meta_dict = _meta(source)
+    meta_dict["sha256"] = _digest(meta_dict, body + uops)
+    meta = json.dumps(meta_dict, separators=(",", ":")).encode()
     meta += b"\0" * (-(_HEAD.size + len(meta)) % 16)
     head = _HEAD.pack(MAGIC, FORMAT, 0, len(meta), len(program.instructions),
                       len(program.uops), program.dram_bytes)
-    body = b"".join(encode_insn(i, hw) for i in program.instructions)
-    uops = struct.pack(f"<{len(program.uops)}I", *(encode_uop(u, hw) for u in program.uops))
     return head + meta + body + uops
+
+
+def _digest(meta: dict[str, Any], code: bytes) -> str:
+    """SHA-256 of the metadata (without this field) and the instruction and micro-op words:
+    any changed bit of what a run depends on changes it."""
+    text = json.dumps({k: v for k, v in meta.items() if k != "sha256"}, separators=(",", ":"))
+    return hashlib.sha256(text.encode() + code).hexdigest()
 
 
 def from_bin(data: bytes, name: str = "program.bin") -> LoadedProgram:
@@ -170,6 +183,12 @@ def from_bin(data: bytes, name: str = "program.bin") -> LoadedProgram:
         meta = json.loads(data[_HEAD.size:start].rstrip(b"\0"))
     except (json.JSONDecodeError, UnicodeDecodeError):
         raise ExportError(f"{name}: damaged metadata") from None
+    stored = meta.get("sha256") if isinstance(meta, dict) else None
+    if stored is not None and (stored != _digest(meta, data[start:])
+                               or meta.get("dram_bytes") != dram):
+        raise ExportError(f"{name}: the contents differ from the SHA-256 stored when vtatune "
+                          "wrote it (the file was changed or damaged), so its instructions, "
+                          "cycles and results may not be the build's; rebuild it")
     try:
         hw = HardwareConfig.from_dict(meta["hw"]["config"])
         insns = tuple(decode_insn(data[start + 16 * i:start + 16 * i + 16], hw)

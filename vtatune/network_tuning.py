@@ -37,7 +37,7 @@ from simulator.hardware import HardwareConfig
 from .networks import Network, Task, load_network
 from .records import RecordWriter
 from .task_scheduler import TaskState, get_scheduler, objective
-from .tuner import OpenStudy, TunerError, TuneResult, _check_log_belongs
+from .tuner import RUNS_DIR, OpenStudy, TunerError, TuneResult, _check_log_belongs
 
 __all__ = ["NetworkResult", "TaskResult", "default_network_log", "tune_network"]
 
@@ -161,8 +161,9 @@ class NetworkResult:
 
 
 def default_network_log(network: Network, space: str = "full", bias: bool = False,
-                        directory: str | Path = "logs") -> Path:
-    """``logs/<network>-<hw model>[-autotvm][-bias].jsonl``."""
+                        directory: str | Path = RUNS_DIR) -> Path:
+    """``runs/<network>-<hw model>[-autotvm][-bias].jsonl`` (git-ignored, as for
+    :func:`vtatune.tuner.default_log_path`)."""
     parts = [network.name, network.hw.target_model, *([space] if space != "full" else []),
              *(["bias"] if bias else [])]
     return Path(directory) / ("-".join(parts) + ".jsonl")

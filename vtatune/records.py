@@ -87,17 +87,58 @@ def now() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds")
 
 
+_PROBE_BYTES = 1 << 16  # a record is ~1-2 KB: the head of a log holds whole ones
+
+
+def _is_log(path: Path) -> bool:
+    """Whether ``path`` holds vtatune records: a JSON record among its first lines."""
+    with open(path, "rb") as f:
+        head = f.read(_PROBE_BYTES)
+    if b"\0" in head:
+        return False
+    for line in head.decode("utf-8", errors="replace").splitlines():
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(record, dict) and "schema" in record:
+            return True
+    return False
+
+
+def check_log_target(path: str | Path) -> None:
+    """Refuse, before anything is written, a path no record may go to: a directory, a path
+    below a file, or a non-empty file that is not a vtatune log (appending would damage
+    it). Raises LogError; creates nothing."""
+    p = Path(path)
+    if p.is_dir():
+        raise LogError(f"cannot write log {p}: it is a directory")
+    parent = next((d for d in p.parents if d.exists()), None)
+    if parent is not None and not parent.is_dir():
+        raise LogError(f"cannot write log {p}: {parent} is a file, not a directory")
+    try:
+        if p.is_file() and p.stat().st_size and not _is_log(p):
+            raise LogError(f"{p} is not a vtatune log (no JSON record in its first "
+                           f"{_PROBE_BYTES // 1024} KiB): refusing to append to it")
+    except OSError as exc:
+        raise LogError(f"cannot read log {p}: {exc.strerror}") from None
+
+
 class RecordWriter:
     """Append-only JSON-lines writer: one ``os.write`` of one complete line per record.
 
     The file is opened with ``O_APPEND`` and each line goes out in a single system call
     with no user-space buffer, so a killed process leaves whole lines only, and several
     processes may append to one log. A file whose last line lacks its newline (written by
-    something else) gets one first, so a new record never glues onto a broken one.
+    something else) gets one first, so a new record never glues onto a broken one. A path
+    that cannot hold a log (a directory, a file that is not a vtatune log) is refused with
+    :func:`check_log_target` before anything is written.
     """
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
+        self._fd = -1
+        check_log_target(self.path)
         if self.path.parent and not self.path.parent.exists():
             self.path.parent.mkdir(parents=True, exist_ok=True)
         try:

@@ -279,6 +279,11 @@ def parse_schedule(spec: str | None, workload: Workload, hw=None) -> Schedule | 
     except json.JSONDecodeError as exc:
         raise ScheduleError(f"schedule is not valid JSON ({exc.msg} at column {exc.colno})") \
             from None
+    return schedule_from_knobs(data, workload, hw)
+
+
+def schedule_from_knobs(data: Any, workload: Workload, hw=None) -> Schedule:
+    """A dict of knobs (the others at their defaults) or ``{"autotvm": {...}}``."""
     if isinstance(data, dict) and "autotvm" in data:
         if len(data) != 1:
             raise ScheduleError("an autotvm schedule is {\"autotvm\": {knobs}} alone")

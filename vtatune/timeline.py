@@ -82,5 +82,7 @@ def draw_timeline(rows: tuple[TraceRow, ...], path: str | Path, title: str = "")
         fig.savefig(path, dpi=110)
     except OSError as exc:
         raise VtatuneError(f"cannot write timeline {path}: {exc.strerror}") from None
+    except ValueError as exc:  # an image format matplotlib does not know (from the suffix)
+        raise VtatuneError(f"cannot write timeline {path}: {exc}") from None
     finally:
         plt.close(fig)

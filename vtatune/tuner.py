@@ -25,14 +25,21 @@ from simulator.hardware import HardwareConfig
 
 from .errors import VtatuneError
 from .evaluate import Evaluation, evaluate
-from .records import RecordWriter, read_records, target_key
+from .logging import optuna_verbosity
+from .records import RecordWriter, check_log_target, read_records, target_key
 from .schedule import Schedule, tutorial_schedule
 from .workloads import Workload, resolve
 
-__all__ = ["DEFAULT_SAMPLER", "SAMPLERS", "OpenStudy", "TuneResult", "TunerError",
-           "default_log_path", "tune"]
+__all__ = ["DEFAULT_SAMPLER", "RUNS_DIR", "SAMPLERS", "SEED_MAX", "OpenStudy", "TuneResult",
+           "TunerError", "default_log_path", "tune"]
 
 from ._tuner._samplers import DEFAULT_SAMPLER, SAMPLERS, check_sampler  # noqa: E402
+
+#: Where tuning writes its logs unless told (``--log``): the runs of this checkout, which git
+#: ignores; the tracked, shipped logs live in ``logs/`` and are never a default.
+RUNS_DIR = Path("runs")
+#: numpy's seed range (Optuna's samplers seed numpy generators with it).
+SEED_MAX = 2**32 - 1
 
 
 class TunerError(VtatuneError):
@@ -106,8 +113,8 @@ class TuneResult:
 
 
 def default_log_path(workload: Workload, hw: HardwareConfig, space: str = "full",
-                     bias: bool = False, directory: str | Path = "logs") -> Path:
-    """``logs/<operator>-<workload>-<hw model>[-autotvm][-bias].jsonl``."""
+                     bias: bool = False, directory: str | Path = RUNS_DIR) -> Path:
+    """``runs/<operator>-<workload>-<hw model>[-autotvm][-bias].jsonl``."""
     name = workload.name or workload.key()
     parts = [workload.operator, name, hw.target_model]
     if space != "full":
@@ -136,20 +143,26 @@ def _check_log_belongs(log: Path, workloads: list[Workload], hw: HardwareConfig,
         return
 
 
+@optuna_verbosity()
 def tune(workload: Workload | str, hw: HardwareConfig | str | None = None, *,
          trials: int = 200, sampler: str = DEFAULT_SAMPLER, seed: int | None = None, jobs: int = 1,
          log: str | Path | None = None, storage: str | None = None, resume: bool = False,
          space: str = "full", bias: bool = False, progress: bool = False) -> TuneResult:
     """Tune one workload on one hardware config; see the module docstring.
 
-    ``workload``: a Workload or ``"conv2d"``, ``"gemm"``, ``"conv2d:resnet18.C8"``.
+    ``workload``: a Workload, an operator (``"conv2d"``, ``"gemm"``: its tutorial), a
+    workload name as the command line takes it (``"resnet18.C8"``, ``"C8"``,
+    ``"dense128"``) or both (``"conv2d:resnet18.C8"``).
     ``hw``: a HardwareConfig, a preset name or a ``vta_config.json`` path (default pynq).
     ``sampler``: one of :data:`SAMPLERS`. ``seed``: fixes a serial run (drawn and recorded
     when omitted). ``jobs``: simulation processes (joblib/loky). ``log``: the JSON-lines
     log (default :func:`default_log_path`). ``storage``: an Optuna storage URL shared by
     several workers (default: a journal file beside the log). ``resume``: continue the
-    newest study of this problem in the storage.
+    newest study of this problem in the storage. Optuna's INFO lines are shown only when
+    asked (:mod:`vtatune.logging`).
     """
+    from search_spaces import get_template
+
     from ._tuner._driver import parallel_pool
     from ._tuner._storage import open_storage
 
@@ -157,16 +170,24 @@ def tune(workload: Workload | str, hw: HardwareConfig | str | None = None, *,
         raise TunerError(f"trials must be a positive integer, got {trials!r}")
     if not isinstance(jobs, int) or jobs < 1:
         raise TunerError(f"jobs must be a positive integer, got {jobs!r}")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)
+                             or not 0 <= seed <= SEED_MAX):
+        raise TunerError(f"seed must be an integer in 0..{SEED_MAX}, got {seed!r}")
     check_sampler(sampler)
     wl, hw = resolve(workload, hw)
     if space not in ("full", "autotvm"):
         raise TunerError(f"unknown space {space!r} (known: full, autotvm)")
     log_path = Path(log) if log is not None else default_log_path(wl, hw, space, bias)
+    check_log_target(log_path)
     if resume:
         _check_log_belongs(log_path, [wl], hw, bias)
     if seed is None and not resume:
         seed = secrets.randbits(31)
     t0 = time.perf_counter()
+    impossible = get_template(wl, hw, bias=bias, space=space).no_legal_config()
+    if impossible is not None:
+        raise TunerError(f"no schedule of {wl.describe()} can run on {hw.target_model}: "
+                         f"{impossible} ({impossible.rule})")
     store = open_storage(storage, log_path)
     try:
         study = OpenStudy(wl, hw, store, log=log_path, sampler=sampler, seed=seed, jobs=jobs,

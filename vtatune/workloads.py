@@ -399,14 +399,37 @@ def get_workload(operator: str, name: str) -> Workload:
     raise WorkloadError(f"unknown {operator} workload {name!r} (known: {', '.join(table)})")
 
 
+def _by_name(text: str) -> Workload:
+    """``operator[:name]``, or a workload name alone when one operator has it (``C8``,
+    ``resnet18.C8``, ``dense128``); ``tutorial`` alone is ambiguous."""
+    op, colon, name = text.partition(":")
+    if colon or op in WORKLOADS:
+        return get_workload(op, name or "tutorial")
+    found = []
+    for operator in WORKLOADS:
+        try:
+            found.append(get_workload(operator, text))
+        except WorkloadError:
+            continue
+    if len(found) == 1:
+        return found[0]
+    if found:
+        raise WorkloadError(f"workload {text!r} is ambiguous: say "
+                            + " or ".join(f"'{w.operator}:{text}'" for w in found))
+    names = ", ".join(n for table in WORKLOADS.values() for n in table if n != "tutorial")
+    raise WorkloadError(f"unknown workload {text!r}: give an operator ({', '.join(WORKLOADS)}), "
+                        f"a workload name ({names}; short names such as C8 too) or "
+                        "operator:name")
+
+
 def resolve(workload: Workload | str, hw: HardwareConfig | str | None = None
             ) -> tuple[Workload, HardwareConfig]:
-    """The workload (or ``"conv2d"``, ``"gemm:dense128"``, ``"conv2d:resnet18.C8"``) and the
+    """The workload (or ``"conv2d"``, ``"gemm:dense128"``, ``"conv2d:resnet18.C8"``, a name
+    alone such as ``"resnet18.C8"``, ``"C8"`` or ``"dense128"``) and the
     hardware (a config, a preset name, a ``vta_config.json`` path or None for the default),
     checked against each other: the Python API's way of naming what to tune or build."""
     if isinstance(workload, str):
-        op, _, name = workload.partition(":")
-        workload = get_workload(op, name or "tutorial")
+        workload = _by_name(workload)
     if not isinstance(hw, HardwareConfig):
         hw = HardwareConfig.resolve(hw)
     workload.check(hw)

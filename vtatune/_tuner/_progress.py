@@ -1,59 +1,41 @@
-"""A one-line progress bar on stderr (a redrawn line on a terminal, sparse lines otherwise)."""
+"""The tuning progress bar on stderr: tqdm (it fits the terminal's width, shows rates and
+times, and writes sparse plain lines when stderr is not a terminal)."""
 
 from __future__ import annotations
 
 import sys
-import time
 from typing import TextIO
+
+from tqdm import tqdm
+
+#: Off a terminal (CI, a pipe, a file): at most one line per this many seconds.
+PLAIN_INTERVAL = 10.0
 
 
 class Progress:
-    """``label [#####.....] 57/200  best 123456 cycles  12.3s``.
-
-    On a terminal the line is redrawn at most 10 times a second; elsewhere (CI, a pipe) a
-    plain line is printed at every tenth of the way and at the end, so logs stay short.
-    """
+    """``label: 57%|#####     | 114/200 [00:03<00:02, 35.1 trials/s, best=123,456]``."""
 
     def __init__(self, label: str, total: int, done: int = 0, *, enabled: bool = True,
                  stream: TextIO | None = None) -> None:
         self.label, self.total, self.done = label, max(total, 1), done
-        self.stream = stream or sys.stderr
-        self.enabled = enabled
-        self.tty = enabled and hasattr(self.stream, "isatty") and self.stream.isatty()
         self.best: int | None = None
-        self.start = time.perf_counter()
-        self._last_draw = 0.0
-        self._last_decile = done * 10 // self.total
+        stream = stream or sys.stderr
+        tty = hasattr(stream, "isatty") and stream.isatty()
+        self._bar = tqdm(total=self.total, initial=min(done, self.total), desc=label,
+                         unit="trial", file=stream, disable=not enabled, dynamic_ncols=tty,
+                         mininterval=0.1 if tty else PLAIN_INTERVAL, leave=True,
+                         ascii=None if tty else True)
 
     def update(self, done: int, best: int | None) -> None:
-        self.done, self.best = done, best
-        if not self.enabled:
-            return
-        if self.tty:
-            now = time.perf_counter()
-            if now - self._last_draw >= 0.1 or done >= self.total:
-                self._last_draw = now
-                self.stream.write("\r" + self._line() + "\x1b[K")
-                self.stream.flush()
-            return
-        decile = done * 10 // self.total
-        if decile > self._last_decile:
-            self._last_decile = decile
-            print(self._line(), file=self.stream, flush=True)
+        if best is not None and best != self.best:
+            self._bar.set_postfix_str(f"best={best:,}", refresh=False)
+        self.best = best
+        step = min(done, self.total) - self._bar.n
+        if step > 0:
+            self._bar.update(step)
+        self.done = done
 
     def close(self, note: str = "") -> None:
-        if not self.enabled:
-            return
-        if self.tty:
-            self.stream.write("\r" + self._line() + "\x1b[K\n")
-        if note:
-            self.stream.write(f"{self.label}: {note}\n")
-        self.stream.flush()
-
-    def _line(self) -> str:
-        width = 24
-        filled = min(width, self.done * width // self.total)
-        best = f"{self.best:,}" if self.best is not None else "-"
-        return (f"{self.label} [{'#' * filled}{'.' * (width - filled)}] "
-                f"{self.done}/{self.total}  best {best} cycles  "
-                f"{time.perf_counter() - self.start:.1f}s")
+        self._bar.close()
+        if note and not self._bar.disable:
+            self._bar.write(f"{self.label}: {note}", file=self._bar.fp)

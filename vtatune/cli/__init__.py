@@ -5,13 +5,16 @@ subcommand(s) and sets ``func`` (the handler ``(args) -> int``) with ``set_defau
 command, add a module and list it in ``MODULES``.
 
 Bad input prints one line ``vtatune: error: ...`` and exits with status 2; a failed
-``--verify`` or ``replay`` exits with status 1; an interrupted run with status 130.
+``--verify`` or ``replay`` exits with status 1; an interrupted run with status 130. Output
+piped to a reader that stops early (``| head``) ends quietly with status 141, as a command
+killed by SIGPIPE does in a shell.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 from simulator.errors import VTAError
@@ -20,7 +23,7 @@ from .. import __version__
 from ._common import Parser, UsageError
 
 #: The command modules, in the order their commands are listed by ``--help``.
-MODULES = ("simulate", "tune", "network", "build", "logs", "design")
+MODULES = ("simulate", "tune", "network", "design", "build", "logs", "autotvm")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -40,13 +43,20 @@ def main(argv: list[str] | None = None) -> int:
         if args.command is None:
             parser.print_help()
             return 2
-        return args.func(args)
+        status = args.func(args)
+        sys.stdout.flush()  # a closed pipe shows here, not at interpreter exit
+        return status
     except VTAError as exc:
         print(f"vtatune: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("vtatune: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # The reader is gone: send what is still buffered nowhere (Python's documented
+        # recipe) so the interpreter's final flush cannot raise again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
 
 
 __all__ = ["MODULES", "UsageError", "build_parser", "main"]

@@ -1,22 +1,19 @@
 """What the commands share: the one-line usage error, the argparse subclass that raises it,
-the shape flags, and workload/schedule resolution from flags."""
+the help layout, the shape, workload and hardware flags, and workload resolution."""
 
 from __future__ import annotations
 
 import argparse
 import sys
+import textwrap
 import warnings
+from dataclasses import fields
 from typing import Any
 
-from simulator.hardware import HardwareConfig
+from simulator.hardware import PRESETS
 
 from ..errors import VtatuneError
-from ..schedule import Schedule, parse_schedule
-from ..workloads import Conv2dWorkload, GemmWorkload, Workload, get_workload
-
-CONV_FLAGS = ("batch", "height", "width", "in_channels", "out_channels", "kernel", "pad",
-              "stride")
-GEMM_FLAGS = ("batch", "in_channels", "out_channels")
+from ..workloads import WORKLOADS, Workload, get_workload
 
 
 class UsageError(VtatuneError):
@@ -30,39 +27,93 @@ class Parser(argparse.ArgumentParser):
         raise UsageError(message)
 
 
-def add_shape_flags(p: argparse.ArgumentParser) -> None:
-    for name in CONV_FLAGS:
-        p.add_argument(f"--{name.replace('_', '-')}", type=int, dest=name, metavar="N",
-                       help=argparse.SUPPRESS if name != "batch" else "shape flags: --batch "
-                       "--height --width --in-channels --out-channels --kernel --pad --stride "
-                       "(conv2d); --batch --in-channels --out-channels (gemm)")
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Descriptions and epilogs as written (examples keep their lines); every option that
+    has a default says it (``(default: 200)``), flags and unset options don't."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if ("%(default)" not in text and action.default not in (None, False, [])
+                and action.default is not argparse.SUPPRESS
+                and (action.option_strings or action.nargs in ("?", "*"))):
+            text += " (default: %(default)s)"
+        return text
+
+
+def add_command(sub: Any, name: str, summary: str, description: str,
+                examples: tuple[str, ...]) -> argparse.ArgumentParser:
+    """A subcommand whose help reads like a small man page: ``summary`` in the command
+    list, ``description`` on top, ``examples`` (shell lines) in the epilog."""
+    epilog = "examples:\n" + "\n".join(f"  {e}" for e in examples)
+    return sub.add_parser(name, help=summary, description=textwrap.fill(description, 79),
+                          epilog=epilog,
+                          formatter_class=HelpFormatter)
+
+
+def base_workload(operator: str) -> Workload:
+    """The workload shape flags start from: the operator's tutorial."""
+    table = WORKLOADS[operator]
+    return table.get("tutorial") or next(iter(table.values()))
+
+
+def shape_fields(operator: str) -> tuple[str, ...]:
+    return tuple(f.name for f in fields(base_workload(operator)) if f.name != "name")
+
+
+def add_workload_flags(p: argparse.ArgumentParser, operators: tuple[str, ...]) -> None:
+    """``--workload`` (the operators' named workloads) and their shape flags, in a group."""
+    names = sorted({n for op in operators for n in WORKLOADS[op]},
+                   key=lambda n: (n != "tutorial", len(n), n))
+    g = p.add_argument_group("workload", textwrap.fill(
+        "a named workload or shape flags, not both (shape flags left out take the "
+        "tutorial's values)", 77))
+    short = (" (the resnet18 layers also as C2 ... C11)"
+             if any(n.startswith("resnet18.") for n in names) else "")
+    g.add_argument("--workload", metavar="NAME",
+                   help=f"{', '.join(names)}{short}; default: tutorial")
+    seen: set[str] = set()
+    for op in operators:
+        base = base_workload(op).shape_args()
+        for name in shape_fields(op):
+            if name in seen:
+                continue
+            seen.add(name)
+            users = [o for o in operators if name in shape_fields(o)]
+            where = "" if len(users) == len(operators) else f" ({', '.join(users)})"
+            g.add_argument(f"--{name.replace('_', '-')}", type=int, dest=name, metavar="N",
+                           help=f"{name.replace('_', ' ')}{where}; tutorial: {base[name]}")
+
+
+def hw_help() -> str:
+    presets = ", ".join(f"{n} ({h.target} {h.bitstream}, {h.clock_mhz:g} MHz)"
+                        for n, h in PRESETS.items())
+    return (f"hardware: a preset or a vta_config.json. Presets: {presets}. 'sim' is TVM's "
+            "simulator target (the pynq configuration under TVM's default target name, as in "
+            "TVM's vta_config.json); default: pynq")
+
+
+def add_hw_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--hw", metavar="PRESET|FILE", help=hw_help())
+
+
+def shape_flags_given(args: argparse.Namespace) -> list[str]:
+    names = {n for op in WORKLOADS for n in shape_fields(op)}
+    return sorted(n for n in names if getattr(args, n, None) is not None)
 
 
 def resolve_workload(operator: str, args: argparse.Namespace) -> Workload:
-    """A named workload, optionally reshaped by shape flags."""
-    base = get_workload(operator, args.workload or "tutorial")
-    flags = CONV_FLAGS if operator == "conv2d" else GEMM_FLAGS
-    given = {k: getattr(args, k) for k in CONV_FLAGS if getattr(args, k, None) is not None}
-    extra = sorted(set(given) - set(flags))
+    """A named workload, or the tutorial reshaped by shape flags; never both."""
+    given = {k: getattr(args, k) for k in shape_flags_given(args)}
+    extra = sorted(set(given) - set(shape_fields(operator)))
     if extra:
         raise UsageError(f"--{extra[0].replace('_', '-')} does not apply to {operator}")
+    if args.workload and given:
+        raise UsageError(f"give --workload or shape flags, not both (--workload "
+                         f"{args.workload} with --{next(iter(given)).replace('_', '-')})")
     if not given:
-        return base
-    shape = {**base.shape_args(), **given}
-    cls = Conv2dWorkload if operator == "conv2d" else GemmWorkload
-    return cls(**shape, name="")
-
-
-def resolve_schedule(spec: str | None, workload: Workload, hw: HardwareConfig,
-                     bias: bool) -> Schedule:
-    if spec is None:
-        spec = "tutorial" if workload.name == "tutorial" else "default"
-    parsed = parse_schedule(spec, workload, hw)
-    if parsed == "default":
-        from ..defaults import default_schedule
-
-        return default_schedule(workload, hw, bias)
-    return parsed
+        return get_workload(operator, args.workload or "tutorial")
+    base = base_workload(operator)
+    return type(base)(**{**base.shape_args(), **given}, name="")
 
 
 def warnings_one_line() -> None:
@@ -73,3 +124,17 @@ def warnings_one_line() -> None:
         print(f"vtatune: warning: {message}", file=sys.stderr)
 
     warnings.showwarning = show
+
+
+def say_if_compiling() -> None:
+    """One line on stderr when this run will compile the simulator engines (the first run
+    after install, ~10 s): the wait is then explained, not silent."""
+    import simulator.functional  # noqa: F401  (importing registers their compiled engines)
+    import simulator.timing  # noqa: F401
+    from simulator import engines_to_compile
+
+    from ..lowering import _runtime  # noqa: F401
+
+    if engines_to_compile():
+        print("vtatune: compiling the simulator engines (once after install, about 10 s)...",
+              file=sys.stderr, flush=True)

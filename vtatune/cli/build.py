@@ -6,23 +6,40 @@ import argparse
 import sys
 from typing import Any
 
-from ._common import add_shape_flags, resolve_workload, warnings_one_line
+from ._common import (
+    add_command,
+    add_hw_flag,
+    add_workload_flags,
+    resolve_workload,
+    say_if_compiling,
+    warnings_one_line,
+)
 
 
 def register(sub: Any) -> None:
-    b = sub.add_parser("build", help="build a workload with the best tuned schedule and "
-                                     "export program.json/.bin/.c")
-    b.add_argument("operator", choices=("gemm", "conv2d"))
-    b.add_argument("--workload", help="named workload (tutorial, resnet18.C2 ... C11)")
-    add_shape_flags(b)
-    b.add_argument("--hw", help="hardware preset or vta_config.json (default pynq)")
+    b = add_command(
+        sub, "build", "build a workload with its best tuned schedule and export the program",
+        "Take the fastest ok record for the workload, its hardware config and bias flag from "
+        "the logs (AutoTVM's apply_history_best habit; with no such record: the default "
+        "schedule and a warning), lower it and write program.json, program.bin, program.c and "
+        "vta_runtime.h to --out. Exit status: 0, 1 when --verify finds a difference, 2 on bad "
+        "input.",
+        ("python -m vtatune build conv2d --workload C11 --log logs/resnet18-pynq.jsonl --out "
+         "build/c11",
+         "python -m vtatune build gemm --workload dense128 --hw ultra96 --log "
+         "logs/gemm-ultra96.jsonl --out build/dense128 --verify",
+         "python -m vtatune simulate --program build/c11/program.bin"))
+    b.add_argument("operator", choices=("gemm", "conv2d"), help="gemm or conv2d")
+    add_workload_flags(b, ("conv2d", "gemm"))
+    add_hw_flag(b)
     b.add_argument("--bias", action="store_true", help="add the per-channel int32 bias")
     b.add_argument("--log", action="append", default=[], metavar="LOG",
                    help="tuning log (repeatable); the best ok record for this workload and "
                         "hardware is used, else the default schedule (with a warning)")
     b.add_argument("--out", required=True, metavar="DIR", help="output directory")
     b.add_argument("--verify", action="store_true",
-                   help="run the build on random data and compare with numpy")
+                   help="run the build on random data and compare with numpy (exit 1 if it "
+                        "differs)")
     b.set_defaults(func=cmd_build)
 
 
@@ -32,6 +49,7 @@ def cmd_build(args: argparse.Namespace) -> int:
     from ..builds import build, simulate
 
     warnings_one_line()
+    say_if_compiling()
 
     hw = HardwareConfig.resolve(args.hw)
     wl = resolve_workload(args.operator, args)

@@ -8,48 +8,62 @@ import json
 import sys
 from typing import Any
 
-from ._common import UsageError, warnings_one_line
+from ._common import UsageError, add_command, say_if_compiling, warnings_one_line
 
 
 def register(sub: Any) -> None:
-    rp = sub.add_parser("replay", help="re-simulate a log's records and verify them")
-    rp.add_argument("log")
+    rp = add_command(
+        sub, "replay", "re-simulate a log's records and check they are unchanged",
+        "Re-lower and re-simulate every ok record of a log (or the best per workload and "
+        "hardware with --best) and check that cycles and counters equal the recorded ones. "
+        "Exit status: 0 when all are identical, 1 naming the lines that differ, 2 for a log "
+        "with no ok record or bad input.",
+        ("python -m vtatune replay logs/gemm-pynq.jsonl --best",
+         "python -m vtatune replay runs/conv2d-tutorial-pynq_1x16_i8w8a32_15_15_18_17.jsonl "
+         "--jobs 2"))
+    rp.add_argument("log", metavar="LOG", help="a vtatune JSON-lines log")
     rp.add_argument("--best", action="store_true",
                     help="only the best record per workload and hardware")
-    rp.add_argument("--jobs", type=int, default=1, metavar="N")
-    bp = sub.add_parser("best", help="the best config per workload and hardware in a log")
-    bp.add_argument("log")
-    bp.add_argument("--json", action="store_true", help="one JSON record per line")
+    rp.add_argument("--jobs", type=int, default=1, metavar="N",
+                    help="simulation processes")
     rp.set_defaults(func=cmd_replay)
+    bp = add_command(
+        sub, "best", "the best config per workload and hardware in a log",
+        "Print the fastest ok record of each workload x hardware (x bias) in a log, with a "
+        "simulate command that reruns it. Exit status 2 for a log with no ok record.",
+        ("python -m vtatune best logs/resnet18-pynq.jsonl",
+         "python -m vtatune best logs/gemm-pynq.jsonl --json"))
+    bp.add_argument("log", metavar="LOG", help="a vtatune JSON-lines log")
+    bp.add_argument("--json", action="store_true", help="one JSON record per line")
     bp.set_defaults(func=cmd_best)
-    a = sub.add_parser("analyze", help="summary per workload of one or more tuning logs")
-    a.add_argument("logs", nargs="+", metavar="LOG")
+    a = add_command(
+        sub, "analyze", "summary per workload of one or more tuning logs",
+        "One row per workload x hardware x bias of the logs: trials, legal and failed counts, "
+        "best cycles, time, GOPS, utilization, speed-up over the default schedule (simulated) "
+        "and the best knobs. The same tables as vtatune.analysis.summary / read_log.",
+        ("python -m vtatune analyze logs/resnet18-pynq.jsonl",
+         "python -m vtatune analyze logs/gemm-pynq.jsonl logs/gemm-ultra96.jsonl --no-default",
+         "python -m vtatune analyze logs/gemm-pynq.jsonl --csv summary.csv "
+         "--trials-csv trials.csv"))
+    a.add_argument("logs", nargs="+", metavar="LOG", help="one or more vtatune logs")
     a.add_argument("--csv", metavar="OUT", help="write the summary table as CSV")
     a.add_argument("--trials-csv", metavar="OUT", help="write every trial (read_log) as CSV")
     a.add_argument("--no-default", action="store_true",
                    help="skip simulating the default schedule (no speed-up column)")
-    e = sub.add_parser("export", help="export the best configs of logs for AutoTVM")
-    e.add_argument("logs", nargs="+", metavar="LOG")
-    e.add_argument("--format", choices=("autotvm",), default="autotvm")
-    e.add_argument("-o", "--output", required=True, metavar="FILE")
-    i = sub.add_parser("import", help="simulate AutoTVM VTA records (e.g. TopHub's)")
-    i.add_argument("file")
-    i.add_argument("-o", "--output", metavar="LOG", help="append them to a vtatune log")
-    i.add_argument("--best", action="store_true", help="only the best record per task")
-    i.add_argument("--json", action="store_true", help="one JSON object per config")
     a.set_defaults(func=cmd_analyze)
-    e.set_defaults(func=cmd_export)
-    i.set_defaults(func=cmd_import)
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
     from ..records import replay
 
     warnings_one_line()
+    say_if_compiling()
     if args.jobs < 1:
         raise UsageError(f"--jobs must be at least 1, got {args.jobs}")
     report = replay(args.log, best=args.best, jobs=args.jobs)
     what = "best records" if args.best else "ok records"
+    if report.replayed == 0:
+        raise UsageError(f"{args.log} has no ok record to replay")
     for m in report.mismatches:
         print(f"{args.log}:{m.line}: {m.what}", file=sys.stderr)
     if not report.ok:
@@ -152,49 +166,4 @@ def cmd_analyze(args: argparse.Namespace) -> int:
             except OSError as exc:
                 raise UsageError(f"cannot write {out}: {exc.strerror}") from None
             print(f"wrote {out}")
-    return 0
-
-
-def cmd_export(args: argparse.Namespace) -> int:
-    from ..autotvm import export_autotvm
-
-    warnings_one_line()
-
-    done = export_autotvm(args.logs, args.output)
-    if not done:
-        raise UsageError(f"{', '.join(args.logs)}: no ok record AutoTVM's templates can "
-                        "express, nor an AutoTVM point among its tile choices that runs")
-    for e in done:
-        source = (f"the tiles of log line {e.line}, with TVM's loop orders" if e.projected
-                  else f"log line {e.line}")
-        print(f"{e.workload} on {e.model}: {e.cycles:,} cycles ({e.seconds * 1e3:.3f} ms), "
-              f"config index {e.record['config']['index']} ({source})")
-    print(f"wrote {len(done)} AutoTVM v0.2 record(s) to {args.output}")
-    return 0
-
-
-def cmd_import(args: argparse.Namespace) -> int:
-    from ..autotvm import import_autotvm, write_records
-
-    warnings_one_line()
-
-    imported = import_autotvm(args.file, best=args.best)
-    for imp in imported:
-        ev = imp.evaluation
-        if args.json:
-            print(json.dumps({"line": imp.line, "task": imp.task,
-                              "workload": imp.workload.name or imp.workload.key(),
-                              "hw": imp.hw.target_model, "knobs": imp.knobs,
-                              "schedule": imp.schedule.to_dict(),
-                              "autotvm_seconds": imp.autotvm_seconds, **ev.as_dict()}))
-            continue
-        board = "-" if imp.autotvm_seconds is None else f"{imp.autotvm_seconds * 1e3:.3f} ms"
-        sim = (f"{ev.cycles:,} cycles ({ev.seconds * 1e3:.3f} ms, {ev.gops:.2f} GOPS)"
-               if ev.status == "ok" else f"{ev.status}: {ev.error}")
-        print(f"line {imp.line}: {imp.workload.name or imp.workload.key()} on "
-              f"{imp.hw.target_model}: autotvm {board}, simulated {sim}")
-        print(f"  schedule {imp.schedule.short()}")
-    if args.output:
-        write_records(imported, args.output, args.file)
-        print(f"appended {len(imported)} record(s) to {args.output}")
     return 0

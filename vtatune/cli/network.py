@@ -61,7 +61,7 @@ def register(sub: Any) -> None:
                    help=f"each task's sampler: {', '.join(SAMPLERS)}")
     p.add_argument("--seed", type=int, help="sampler seed (a serial run is reproducible)")
     p.add_argument("--jobs", type=int, default=1, metavar="N", help="simulation processes")
-    p.add_argument("--log", help="JSON-lines log (default logs/<network>-<hw>.jsonl)")
+    p.add_argument("--log", help="JSON-lines log (default runs/<network>-<hw>.jsonl)")
     p.add_argument("--storage", metavar="URL",
                    help="Optuna storage URL shared by workers (default: a journal file "
                         "beside the log)")

@@ -4,45 +4,71 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from typing import Any
 
 from simulator.functional import count
 from simulator.hardware import HardwareConfig
 from simulator.timing import TimingProfile, simulate
 
+from ..defaults import resolve_schedule
 from ..lowering import lower
 from ..lowering._vadd import VaddWorkload, lower_vadd
 from ..schedule import Schedule
 from ..timeline import draw_timeline, timing_report, write_trace_csv
-from ._common import UsageError, add_shape_flags, resolve_schedule, resolve_workload
+from ._common import (
+    UsageError,
+    add_command,
+    add_hw_flag,
+    add_workload_flags,
+    resolve_workload,
+    say_if_compiling,
+    shape_flags_given,
+)
 
 
 def register(sub: Any) -> None:
-    sim = sub.add_parser("simulate", help="lower a schedule and run it on the VTA model")
-    sim.add_argument("operator", nargs="?", choices=("gemm", "conv2d", "vadd"))
-    sim.add_argument("--workload", help="named workload (tutorial, resnet18.C2 ... C11)")
-    add_shape_flags(sim)
-    sim.add_argument("--elements", type=int, default=1024, help="vadd length (default 1024)")
-    sim.add_argument("--schedule", help="tutorial, default, a JSON object of knobs, "
-                                        '{"autotvm": {...}} or @file (default: tutorial for '
-                                        "the tutorial workloads, else default)")
-    sim.add_argument("--hw", help="hardware preset (pynq, ultra96, de10nano, 4x8, 1x32) or a "
-                                  "vta_config.json")
+    sim = add_command(
+        sub, "simulate", "lower a schedule and run it on the VTA model",
+        "Lower one schedule of a workload to VTA instructions, count them with fsim's counters "
+        "and time them on the event-driven model; or run an exported program (--program). "
+        "Prints a summary (or one JSON object with --json). Exit status: 0, 1 when --verify "
+        "finds a difference or a program's stored expectations differ, 2 on bad input.",
+        ("python -m vtatune simulate conv2d --workload C8 --schedule tutorial --verify",
+         "python -m vtatune simulate gemm --in-channels 256 --out-channels 64 --hw ultra96 --json",
+         "python -m vtatune simulate vadd --elements 4096",
+         "python -m vtatune simulate --program out/program.bin --verify"))
+    sim.add_argument("operator", nargs="?", choices=("gemm", "conv2d", "vadd"),
+                     help="what to lower: gemm, conv2d or vadd (an element-wise add); "
+                          "omit it with --program")
+    add_workload_flags(sim, ("conv2d", "gemm"))
+    sim.add_argument("--elements", type=int, metavar="N",
+                     help="vadd only: vector length (default: 1024)")
+    sim.add_argument("--schedule", metavar="SPEC",
+                     help="tutorial, default, a JSON object of knobs (the others at their "
+                          'defaults), {"autotvm": {...}} or @file holding such JSON (default: '
+                          "tutorial for the tutorial workloads, else default)")
+    add_hw_flag(sim)
     sim.add_argument("--bias", action="store_true", help="add the per-channel int32 bias")
-    sim.add_argument("--verify", action="store_true", help="check bit-exactly against numpy")
+    sim.add_argument("--verify", action="store_true",
+                     help="run on random data and check bit-exactly against numpy (exit 1 "
+                          "if it differs)")
     sim.add_argument("--seed", type=int, default=0, help="random data seed for --verify")
     sim.add_argument("--json", action="store_true", help="print one JSON object")
     sim.add_argument("--profile", metavar="FILE.json",
                      help="timing profile overrides (fields of simulator.timing.TimingProfile)")
     sim.add_argument("--trace", metavar="FILE.csv", help="write one row per instruction")
     sim.add_argument("--timeline", metavar="FILE.png",
-                     help="draw the modules as lanes over time (needs matplotlib)")
+                     help="draw the modules as lanes over time (png, svg or pdf; needs "
+                          "matplotlib)")
     sim.add_argument("--program", metavar="FILE",
-                     help="run an exported program.bin (or program.json)")
+                     help="run an exported program.bin (or program.json) instead; its stored "
+                          "expected cycles and counters are checked (exit 1 if they differ)")
     sim.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    say_if_compiling()
     if args.program is not None or args.operator is None:
         return cmd_simulate_program(args)
     return cmd_simulate(args)
@@ -54,14 +80,16 @@ def cmd_simulate(args: argparse.Namespace) -> int:
                                      "model": hw.target_model, "clock_mhz": hw.clock_mhz,
                                      "config": hw.to_dict()}}
     if args.operator == "vadd":
-        if args.workload not in (None, "tutorial"):
-            raise UsageError("vadd takes --elements, not --workload")
-        wl = VaddWorkload(args.elements)
+        if args.workload is not None or shape_flags_given(args):
+            raise UsageError("vadd takes --elements, not --workload or shape flags")
+        wl = VaddWorkload(1024 if args.elements is None else args.elements)
         program = lower_vadd(wl, hw)
         report["workload"] = {"operator": "vadd", "name": "vadd", **wl.shape_args()}
         report["schedule"] = None
         lowered = None
     else:
+        if args.elements is not None:
+            raise UsageError(f"--elements applies to vadd, not {args.operator}")
         wl = resolve_workload(args.operator, args)
         wl.check(hw)
         schedule = resolve_schedule(args.schedule, wl, hw, args.bias)
@@ -161,6 +189,12 @@ def cmd_simulate_program(args: argparse.Namespace) -> int:
         "cycles": sim.cycles, "seconds": sim.seconds, "gops": sim.gops,
         "utilization": sim.utilization}
     status = 0
+    expected = loaded.meta.get("expected")  # program.json's; program.bin has its checksum
+    if isinstance(expected, dict) and not args.profile:
+        same = (expected.get("cycles") == sim.cycles
+                and expected.get("counters") == sim.counters)
+        report["expected_matches"] = same
+        status = 0 if same else 1
     if args.verify:
         if wl is None:
             raise UsageError(f"{args.program}: no workload in the metadata, cannot --verify")
@@ -171,10 +205,15 @@ def cmd_simulate_program(args: argparse.Namespace) -> int:
         v = verify(SimpleNamespace(workload=wl, hw=hw, bias=loaded.bias,
                                    program=loaded.program), args.seed)
         report["verified"] = v.ok
-        status = 0 if v.ok else 1
+        status = status or (0 if v.ok else 1)
     if args.json:
         print(json.dumps(report))
         return status
+    if report.get("expected_matches") is False:
+        print(f"vtatune: {args.program}: the simulation differs from the file's expected block "
+              f"({expected.get('cycles')} cycles recorded, {sim.cycles} now): the program was "
+              "edited or damaged since vtatune wrote it, or it was written by another "
+              "version; its results are not the build's", file=sys.stderr)
     print(f"program    {args.program}")
     if wl is not None:
         print(f"workload   {wl.describe()}{' with bias' if loaded.bias else ''}")

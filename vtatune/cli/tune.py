@@ -5,47 +5,77 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ._common import UsageError, add_shape_flags, resolve_workload, warnings_one_line
+from ._common import (
+    UsageError,
+    add_command,
+    add_hw_flag,
+    add_workload_flags,
+    resolve_workload,
+    say_if_compiling,
+    shape_flags_given,
+    warnings_one_line,
+)
+
+_ABOUT = {
+    "conv2d": ("tune conv2d schedules (default: the seed layer, ResNet-18's 14x14 256->256 3x3)",
+               "the seed conv2d layer (ResNet-18's 1x256x14x14 -> 256, 3x3, pad 1)",
+               ("python -m vtatune conv2d --trials 200",
+                "python -m vtatune conv2d --workload C11 --hw ultra96 --seed 0 --log c11.jsonl",
+                "python -m vtatune conv2d --network resnet18 --trials 50 --jobs 2",
+                "python -m vtatune conv2d --height 28 --width 28 --in-channels 128 "
+                "--out-channels 128 --resume --log mine.jsonl")),
+    "gemm": ("tune gemm schedules (default: the 1x1024x1024 GEMM)",
+             "the tutorial GEMM (1x1024 times 1024x1024)",
+             ("python -m vtatune gemm --trials 100",
+              "python -m vtatune gemm --workload dense128 --sampler tpe --seed 0",
+              "python -m vtatune gemm --batch 16 --in-channels 256 --out-channels 256 "
+              "--space autotvm")),
+}
 
 
 def register(sub: Any) -> None:
-    from ..tuner import DEFAULT_SAMPLER, SAMPLERS
+    from ..tuner import DEFAULT_SAMPLER, RUNS_DIR, SAMPLERS, SEED_MAX
 
-    for op, what in (("conv2d", "the seed conv2d layer (1x256x14x14 -> 256, 3x3)"),
-                     ("gemm", "the 1x1024x1024 GEMM")):
-        p = sub.add_parser(op, help=f"tune {op} schedules (default: {what})")
+    for op, (summary, default, examples) in _ABOUT.items():
+        p = add_command(
+            sub, op, summary,
+            f"Tune {op} schedules with an Optuna study: every distinct legal config is "
+            f"simulated and appended to a JSON-lines log; a table of the best schedule ends "
+            f"the run. Default workload: {default}. Exit status: 0, 2 on bad input, 130 when "
+            "interrupted (Ctrl-C keeps every finished trial; --resume continues).",
+            examples)
         p.set_defaults(operator=op)
         p.add_argument("--trials", type=int, default=200, metavar="N",
-                       help="distinct legal configs to simulate (default 200)")
-        p.add_argument("--workload", help="named workload (tutorial, resnet18.C2 ... C11)")
-        add_shape_flags(p)
+                       help="distinct legal configs to simulate")
+        add_workload_flags(p, (op,))
         if op == "conv2d":
             p.add_argument("--network", choices=("resnet18",),
-                           help="tune every conv layer of the network, one study each")
-        p.add_argument("--hw", help="hardware preset or vta_config.json (default pynq)")
+                           help="tune every conv layer of the network, one study each (no "
+                                "--workload or shape flags)")
+        add_hw_flag(p)
         p.add_argument("--sampler", default=DEFAULT_SAMPLER, metavar="NAME",
-                       help=f"{', '.join(SAMPLERS)} (default {DEFAULT_SAMPLER}: TPE over "
-                            "legal, untried configs, warm-started by a cost model)")
-        p.add_argument("--seed", type=int, help="sampler seed (a serial run is reproducible)")
+                       help=f"{', '.join(SAMPLERS)}; {DEFAULT_SAMPLER}: TPE over legal, "
+                            "untried configs, warm-started by a cost model")
+        p.add_argument("--seed", type=int, metavar="N",
+                       help=f"sampler seed, 0..{SEED_MAX}: a serial run with a seed is "
+                            "reproducible (default: drawn at random and printed)")
         p.add_argument("--jobs", type=int, default=1, metavar="N",
-                       help="simulation processes (default 1)")
-        p.add_argument("--log", help="JSON-lines log (default logs/<op>-<workload>-<hw>.jsonl)")
+                       help="simulation processes")
+        p.add_argument("--log", metavar="FILE",
+                       help=f"JSON-lines log to append to (default: {RUNS_DIR}/<op>-<workload>"
+                            f"-<hw model>.jsonl, {RUNS_DIR}/resnet18-<hw model>.jsonl for "
+                            "--network; git ignores that directory)")
         p.add_argument("--storage", metavar="URL",
                        help="Optuna storage URL shared by workers (default: a journal file "
                             "beside the log)")
         p.add_argument("--resume", action="store_true",
-                       help="continue the study in the log's storage")
+                       help="continue the newest study of this problem in the log's storage")
         p.add_argument("--space", choices=("full", "autotvm"), default="full",
-                       help="vtatune's space or AutoTVM's conv2d_packed/dense_packed space")
+                       help="vtatune's space (full) or AutoTVM's conv2d_packed / dense_packed "
+                            "space (autotvm)")
         p.add_argument("--bias", action="store_true", help="add the per-channel int32 bias")
         p.add_argument("--quiet", action="store_true", help="no progress bar")
         p.set_defaults(func=cmd_tune)
-
-
-def _quiet_optuna() -> None:
-    import optuna
-
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
 
 
 def cmd_tune(args: argparse.Namespace) -> int:
@@ -54,8 +84,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
     from ..network_tuning import tune_network
     from ..tuner import tune
 
-    _quiet_optuna()
     warnings_one_line()
+    say_if_compiling()
     if args.trials < 1:
         raise UsageError(f"--trials must be at least 1, got {args.trials}")
     if args.jobs < 1:
@@ -65,11 +95,9 @@ def cmd_tune(args: argparse.Namespace) -> int:
               "jobs": args.jobs, "storage": args.storage, "resume": args.resume,
               "space": args.space, "bias": args.bias, "progress": not args.quiet}
     if getattr(args, "network", None):
-        if args.workload or any(getattr(args, k, None) is not None for k in
-                                ("height", "width", "in_channels", "out_channels", "kernel",
-                                 "pad", "stride", "batch")):
+        if args.workload or shape_flags_given(args):
             raise UsageError("--network tunes the network's own layers: drop --workload and "
-                         "shape flags")
+                             "shape flags")
         # Each task one round of --trials, in turn: the per-layer budget of a single layer.
         net = tune_network(args.network, hw, trials_per_task=args.trials,
                            round_trials=args.trials, scheduler="round-robin", patience=None,

@@ -433,9 +433,7 @@ def _field_width_rule(ctx: Context, sch: Any, bias: bool, eh: int, ew: int, n: i
     """Every instruction and micro-op field fits its bit width (so a legal schedule always
     encodes): the largest value the program puts in each field, known from the plan, one
     line per fact; raises IllegalSchedule("field_width") naming the first that does not."""
-    w = ctx.widths
-    if w is None:
-        raise IllegalSchedule("field_width", ctx.layout_error)
+    w = ctx.widths  # not None: shape_rules ran first
     tile_b, tile_h, tile_w = sch.tile_b, sch.tile_h, sch.tile_w
     tile_co, tile_ci = sch.tile_co, sch.tile_ci
     h, wd, k, p, s, cib, cob = ctx.h, ctx.w, ctx.k, ctx.p, ctx.s, ctx.cib, ctx.cob
@@ -494,7 +492,6 @@ def _field_width_rule(ctx: Context, sch: Any, bias: bool, eh: int, ew: int, n: i
         ("STORE OUT", "y_size", store_shape[0], w.y),
         ("STORE OUT", "x_size", store_shape[1], w.x),
         ("STORE OUT", "x_stride", store_shape[2], w.stride),
-        ("LOAD/STORE", "dram_base", ctx.dram_elems - 1, w.dram),
         ("GEMM", "uop_bgn", uop_top - 1, w.uop_bgn),
         ("GEMM", "uop_end", uop_top, w.uop_end),
         ("GEMM", "dst_factor", max(folded_max(gemm_axes, 0), folded_max(reset_axes, 0)),
@@ -520,6 +517,25 @@ def _field_width_rule(ctx: Context, sch: Any, bias: bool, eh: int, ew: int, n: i
                 f"{what}: field {name}={value} does not fit {width} bits (max "
                 f"{(1 << width) - 1}); the instruction cannot be encoded",
             )
+
+
+def shape_rules(ctx: Context) -> None:
+    """The rules a workload fails on a hardware config whatever its schedule (the DMA pad
+    field, the instruction layout, DRAM addressing); raises IllegalSchedule naming the
+    first. :func:`rules` applies them too, after the rules that read the schedule."""
+    if ctx.p > 15:
+        raise IllegalSchedule("pad_field", f"pad {ctx.p} exceeds the 4-bit DMA pad field "
+                                           "(max 15)")
+    if ctx.fits_all:
+        return
+    if ctx.widths is None:
+        raise IllegalSchedule("field_width", ctx.layout_error)
+    if ctx.dram_elems - 1 >= 1 << ctx.widths.dram:
+        raise IllegalSchedule(
+            "field_width",
+            f"LOAD/STORE: field dram_base={ctx.dram_elems - 1} does not fit "
+            f"{ctx.widths.dram} bits (max {(1 << ctx.widths.dram) - 1}); the tensors do not "
+            "fit the DRAM an instruction addresses")
 
 
 def rules(ctx: Context, sch: Any, bias: bool = False) -> Facts:
@@ -658,8 +674,7 @@ def rules(ctx: Context, sch: Any, bias: bool = False) -> Facts:
         if e > ctx.loop_limit:
             raise IllegalSchedule("loop_extent", f"ALU loop extent {e} exceeds the "
                                                  f"{ctx.loop_limit} an instruction encodes")
-    if p > 15:
-        raise IllegalSchedule("pad_field", f"pad {p} exceeds the 4-bit DMA pad field (max 15)")
+    shape_rules(ctx)
     if not ctx.fits_all:
         _field_width_rule(ctx, sch, bias, eh, ew, n, inp_tile, wgt_tile, acc_tile, bias_tile,
                           inp_split, store_pattern, gemm_axes, reset_axes, n_gemm, n_reset,

@@ -1,6 +1,10 @@
 """Operator workloads: packed conv2d (NCHW), GEMM (dense), grouped conv2d and transposed
 conv2d, plus the named ones.
 
+``resnet18.C2`` … ``resnet18.C11`` are the ten VTA conv tasks of ResNet-18 v1 as VTA's
+tutorials deploy it (TopHub's ten; TVM's ``relay.testing`` ResNet-18 has an eleventh, see
+``_RESNET18``).
+
 A GEMM is lowered as a 1×1 convolution over a 1×1 image: the packed layouts coincide
 (data (N/B, I/BI, B, BI), weight (O/BO, I/BI, BO, BI)), so one lowering serves both.
 
@@ -327,6 +331,12 @@ class Conv2dTransposeWorkload:
 
 Workload = Conv2dWorkload | GemmWorkload | GroupConv2dWorkload | Conv2dTransposeWorkload
 
+#: ResNet-18 v1 as VTA's tutorials deploy it (MXNet Gluon / torchvision ``resnet18``): the
+#: ten VTA conv tasks TopHub tunes, C1 (the 7x7 stem) staying on the CPU. Identity shortcuts
+#: in the first stage, 1x1 stride-2 projections where a stage downsamples (C4, C7, C10). TVM's
+#: ``relay.testing`` ResNet-18 has a projection shortcut on the first unit of every stage,
+#: first included, hence an eleventh task (1x1, 64->64, 56x56, stride 1) absent here and
+#: from TopHub.
 _RESNET18 = {
     # name: (H=W, CI, CO, K, pad, stride)
     "C2": (56, 64, 64, 3, 1, 1),

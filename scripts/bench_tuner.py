@@ -1,51 +1,159 @@
 """Benchmark the tuner's main command: wall time, simulation time, overhead, wasted asks.
 
-    python scripts/bench_tuner.py [--trials 200] [--operator conv2d] [--seed 0] [--jobs 1]
-                                  [--sampler tpe] [--repeat 1]
+    python scripts/bench_tuner.py [--trials 200] [--operator conv2d] [--workload NAME]
+                                  [--seed 0] [--jobs 1] [--sampler guided] [--repeat 1]
+                                  [--warm] [--long] [--cli]
 
 Runs ``vtatune.tune`` the way ``python -m vtatune conv2d --trials 200`` does (tutorial
 workload, default hardware, fresh log and journal in a temporary directory) and prints the
 wall time, the time inside the simulator (``evaluate``), the rest (sampler + storage +
 legality checks + logging), per-ask overhead and the share of asks that were illegal or
-repeats. Also times the process end to end (imports included) with ``--cli``.
+repeats, then where each ask's time goes:
+
+- ``sampler``: the sampler's own work (Optuna's TPE / the guided sampler's model), without
+  the legality checks and cost-model calls it makes;
+- ``legality``: ``Template.check`` / ``Template.legal`` (the sampler's candidate filter and
+  the driver's check of every ask);
+- ``prior``: the guided sampler's cost model (``_prior``);
+- ``storage``: every call into the Optuna storage (journal replay, writes, the fsynced flush);
+- ``log``: writing the JSON-lines log;
+- ``simulation``: lowering, the functional model and timing (``evaluate``);
+- ``other``: the rest (Optuna's ask/tell bookkeeping, the driver's loop).
+
+Each figure is exclusive (a legality check made inside the sampler counts as legality only).
+The timers wrap those functions for the run, which adds ~1 µs per wrapped call.
+
+``--warm`` runs a short untimed study first, so the compiled engines are loaded and the
+simulation time is the steady state (a fresh process pays ~0.5 s once to load them).
+
+``--long``: one study of ``--trials`` (default 3000) on a layer with a large legal space
+(``--workload`` default: the tutorial conv2d, ResNet-18 C8, 113,724 legal configs) and the
+wall time of each 100 simulated trials, plus the ratio of the last window to the one ending
+at trial 300 (the goal: at most 1.3).
+
+Also times the process end to end (imports included) with ``--cli``.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import subprocess
 import sys
 import tempfile
 import time
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+CATEGORIES = ("sampler", "legality", "prior", "storage", "log", "simulation")
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--trials", type=int, default=200)
-    ap.add_argument("--operator", default="conv2d", choices=("conv2d", "gemm"))
-    ap.add_argument("--sampler", default="guided")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--jobs", type=int, default=1)
-    ap.add_argument("--repeat", type=int, default=1)
-    ap.add_argument("--cli", action="store_true",
-                    help="also time `python -m vtatune OP --trials N` as a process")
-    args = ap.parse_args()
 
+class Timers:
+    """Exclusive time per category: a wrapped call nested in another counts only once."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = defaultdict(float)
+        self.calls: dict[str, int] = defaultdict(int)
+        self._stack: list[list[float]] = []  # [start, time spent in nested wrapped calls]
+
+    def wrap(self, category: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(fn)
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            frame = [time.perf_counter(), 0.0]
+            self._stack.append(frame)
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                self._stack.pop()
+                total = time.perf_counter() - frame[0]
+                self.seconds[category] += total - frame[1]
+                self.calls[category] += 1
+                if self._stack:
+                    self._stack[-1][1] += total
+
+        return timed
+
+    def reset(self) -> None:
+        self.seconds.clear()
+        self.calls.clear()
+
+
+def _methods(cls: type, names: Iterator[str] | None = None) -> list[str]:
+    if names is not None:
+        return list(names)
+    return [n for n, v in vars(cls).items() if callable(v) and not n.startswith("__")]
+
+
+@contextmanager
+def instrumented(timers: Timers, template_cls: type) -> Iterator[None]:
+    """Wrap the functions of each category for the duration of the block."""
     import optuna
+    from optuna.storages.journal import JournalStorage
 
+    from vtatune._tuner import _driver, _prior, _samplers, _storage
+    from vtatune.records import RecordWriter
+
+    patches: list[tuple[Any, str, Any]] = []
+
+    def patch(owner: Any, name: str, category: str) -> None:
+        if name in vars(owner):
+            old = vars(owner)[name]
+            if isinstance(old, (staticmethod, classmethod)):
+                return
+            patches.append((owner, name, old))
+            setattr(owner, name, timers.wrap(category, old))
+
+    sampler_classes = {optuna.samplers.TPESampler, optuna.samplers.RandomSampler,
+                       optuna.samplers.BaseSampler}
+    sampler_classes |= {c for c in vars(_samplers).values()
+                        if isinstance(c, type) and issubclass(c, optuna.samplers.BaseSampler)}
+    for cls in sampler_classes:
+        for name in ("infer_relative_search_space", "sample_relative", "sample_independent",
+                     "before_trial", "after_trial"):
+            patch(cls, name, "sampler")
+    for name in ("check", "legal"):
+        patch(template_cls, name, "legality")
+    for name in [n for n, v in vars(_prior).items() if callable(v) and not n.startswith("_")
+                 and getattr(v, "__module__", None) == _prior.__name__]:
+        patch(_prior, name, "prior")
+    for name in _methods(JournalStorage):
+        patch(JournalStorage, name, "storage")
+    patch(_storage.BufferedJournal, "flush", "storage")
+    patch(RecordWriter, "write", "log")
+    patch(_driver, "simulate", "simulation")
+    try:
+        yield
+    finally:
+        for owner, name, old in reversed(patches):
+            setattr(owner, name, old)
+
+
+def breakdown(timers: Timers, wall: float, asks: int) -> str:
+    parts = [f"{c} {timers.seconds.get(c, 0.0) / asks * 1e3:.2f}" for c in CATEGORIES]
+    other = wall - sum(timers.seconds.values())
+    return "  per ask (ms): " + ", ".join(parts) + f", other {other / asks * 1e3:.2f}"
+
+
+def run_short(args: argparse.Namespace) -> None:
     from vtatune.tuner import tune
 
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    workload = args.workload or args.operator
+    template_cls = _template_class(workload)
+    timers = Timers()
     for i in range(args.repeat):
         with tempfile.TemporaryDirectory() as tmp:
-            t0 = time.perf_counter()
-            r = tune(args.operator, trials=args.trials, sampler=args.sampler,
-                     seed=args.seed + i, jobs=args.jobs, log=Path(tmp) / "bench.jsonl")
-            wall = time.perf_counter() - t0
-        print(f"{args.operator} tutorial, {args.sampler}, seed {args.seed + i}, jobs "
+            timers.reset()
+            with instrumented(timers, template_cls):
+                t0 = time.perf_counter()
+                r = tune(workload, trials=args.trials, sampler=args.sampler,
+                         seed=args.seed + i, jobs=args.jobs, log=Path(tmp) / "bench.jsonl")
+                wall = time.perf_counter() - t0
+        print(f"{workload}, {args.sampler}, seed {args.seed + i}, jobs "
               f"{args.jobs}: {r.trials} trials, best {r.best_cycles:,} cycles "
               f"({r.speedup_default or 0:.2f}x default)")
         print(f"  wall {wall:.2f} s (tune() {r.wall_seconds:.2f} s + baselines), "
@@ -55,6 +163,87 @@ def main() -> None:
         print(f"  asks {r.asks}: illegal {r.illegal_asks} ({r.illegal_asks / r.asks:.0%}), "
               f"repeats {r.duplicate_asks} ({r.duplicate_asks / r.asks:.0%}), "
               f"wasted {r.wasted_fraction:.0%}")
+        print(breakdown(timers, r.wall_seconds, r.asks))
+
+
+def run_long(args: argparse.Namespace) -> None:
+    """Wall time of each 100 simulated trials of one long study."""
+    from vtatune._tuner import _driver
+    from vtatune.tuner import tune
+
+    workload = args.workload or "conv2d"
+    stamps: list[float] = []
+    simulate = _driver.simulate
+
+    def stamped(*a: Any) -> Any:
+        out = simulate(*a)
+        stamps.append(time.perf_counter())
+        return out
+
+    _driver.simulate = stamped
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            t0 = time.perf_counter()
+            r = tune(workload, trials=args.trials, sampler=args.sampler, seed=args.seed,
+                     jobs=1, log=Path(tmp) / "long.jsonl")
+            wall = time.perf_counter() - t0
+    finally:
+        _driver.simulate = simulate
+    print(f"{workload}, {args.sampler}, seed {args.seed}: {r.trials} trials ({r.asks} asks, "
+          f"{r.wasted_fraction:.0%} wasted), best {r.best_cycles:,} cycles, wall {wall:.1f} s, "
+          f"simulating {r.sim_seconds:.1f} s")
+    windows = [(n, stamps[n - 1] - stamps[n - 101]) for n in range(200, len(stamps) + 1, 100)]
+    print("  seconds per 100 trials, by the trial that ends the window:")
+    for row in range(0, len(windows), 10):
+        print("   " + "  ".join(f"{n:>5} {dt:5.2f}" for n, dt in windows[row:row + 10]))
+    at = dict(windows)
+    if 300 in at and windows:
+        last_n, last = windows[-1]
+        print(f"  trial {last_n} / trial 300: {last / at[300]:.2f}x")
+
+
+def _template_class(workload: str) -> type:
+    from search_spaces import get_template
+    from vtatune.tuner import resolve
+
+    wl, hw = resolve(workload, None)
+    return type(get_template(wl, hw))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--trials", type=int, default=None,
+                    help="trials per study (default 200, with --long 3000)")
+    ap.add_argument("--operator", default="conv2d", choices=("conv2d", "gemm"))
+    ap.add_argument("--workload", default=None,
+                    help="a workload as tune() takes it, e.g. conv2d:resnet18.C2")
+    ap.add_argument("--sampler", default="guided")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--jobs", type=int, default=1)
+    ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--warm", action="store_true",
+                    help="run a short untimed study first (steady-state simulation time)")
+    ap.add_argument("--long", action="store_true",
+                    help="one long study: seconds per 100 trials along it")
+    ap.add_argument("--cli", action="store_true",
+                    help="also time `python -m vtatune OP --trials N` as a process")
+    args = ap.parse_args()
+    if args.trials is None:
+        args.trials = 3000 if args.long else 200
+
+    import optuna
+
+    from vtatune.tuner import tune
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    if args.warm:
+        with tempfile.TemporaryDirectory() as tmp:
+            tune(args.workload or args.operator, trials=20, sampler=args.sampler,
+                 seed=args.seed + 1000, log=Path(tmp) / "warm.jsonl")
+    if args.long:
+        run_long(args)
+    else:
+        run_short(args)
     if args.cli:
         with tempfile.TemporaryDirectory() as tmp:
             t0 = time.perf_counter()

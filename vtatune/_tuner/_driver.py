@@ -245,13 +245,19 @@ class Search:
             except (KeyError, IndexError, TypeError, VtatuneError):
                 return False
 
+        def legal(params: dict[str, Any]) -> bool:
+            try:
+                return template.legal(codec.from_params({**single, **params}))
+            except (KeyError, IndexError, TypeError, VtatuneError):
+                return False
+
         def draw(rng: random.Random) -> dict[str, Any]:
             return codec.to_params({k.name: rng.choice(k.choices) for k in knobs})
 
         def prior(params: dict[str, Any]) -> float:
             return max(1.0, estimate(template, codec.from_params({**single, **params})))
 
-        sampler.bind(accept, draw, prior)
+        sampler.bind(accept, draw, prior, legal)
         try:
             self._queue.extend(warm_starts(template))
         except VtatuneError:  # a template the cost model cannot read: no warm start

@@ -18,6 +18,7 @@ sampler's candidates. Every score the study sees still comes from the simulator.
 
 from __future__ import annotations
 
+import functools
 import itertools
 from typing import Any
 
@@ -27,10 +28,15 @@ from vtatune.errors import IllegalSchedule
 _TILE_KNOBS = ("tile_b", "tile_h", "tile_w", "tile_ci", "tile_co", "oc_nthread", "h_nthread")
 
 
+@functools.lru_cache(maxsize=16)
+def _profile(hw: Any) -> TimingProfile:
+    return TimingProfile.for_hw(hw)  # built and validated once per board, not per estimate
+
+
 def estimate(template: Any, config: dict[str, Any]) -> float:
     """Estimated cycles of a (legal) config: see the module docstring."""
     ctx = template.context
-    p = TimingProfile.for_hw(template.hw)  # the constants are the timing model's own
+    p = _profile(template.hw)  # the constants are the timing model's own
     gemm_insn = p.gemm_pipeline  # fill/drain + control of one GEMM
     alu_insn = p.alu_pipeline
     load_latency = p.request_cycles + p.read_latency + p.load_done_cycles

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import math
 import random
 import warnings
 from collections.abc import Callable
@@ -10,9 +11,12 @@ from typing import Any
 
 import numpy as np
 import optuna
+from optuna.samplers._tpe.sampler import default_gamma
 from optuna.trial import TrialState
 
 from ..errors import VtatuneError
+from ._parzen import FiniteSpace, Mixture, Observations, split
+from ._parzen import Params as MixtureParams
 
 SAMPLERS = ("guided", "tpe", "random", "cmaes", "gp", "nsga2", "bruteforce")
 DEFAULT_SAMPLER = "guided"
@@ -76,8 +80,9 @@ class GuidedSampler(optuna.samplers.TPESampler):
 
     - Every proposal is legal and new: TPE draws ``n_candidates`` points from its model of
       the good region and proposes the best one (by its acquisition value) that passes the
-      template's legality check (~15 µs) and is not in the study yet. No ask is wasted on
-      an illegal point or a repeat, and no penalty value distorts the model.
+      template's legality check and is held by no trial of the study (any worker's, running
+      or finished; a failed trial's config is free again). No ask is wasted on an illegal
+      point or a repeat, and no penalty value distorts the model.
     - Tile sizes are ordinal indices into their sorted divisors (the ``index`` encoding), so
       the model generalizes along them ("bigger co tiles were better") instead of treating
       each size as an unrelated category.
@@ -88,11 +93,17 @@ class GuidedSampler(optuna.samplers.TPESampler):
     - The driver warm-starts the study with the default schedule and the best few tile
       shapes by the cost model (``_prior.warm_starts``).
 
+    Speed (the sampler runs once per trial, beside a simulation of about a millisecond): the
+    model is Optuna's multivariate TPE evaluated as probability tables over the finite space
+    (``_parzen``), the trials are read incrementally, and the legality and cost-model verdicts
+    of a candidate are computed once per config and remembered (both are pure functions of
+    the config). Only the distinct, untried, legal candidates are scored.
+
     Without :meth:`bind` (e.g. a study loaded by hand) it is a plain multivariate TPE.
 
-    It overrides two private hooks of Optuna's TPESampler (``_sample`` to filter the
-    proposal, ``_compute_acquisition_func`` to mask and bias candidates), which is why
-    pyproject pins Optuna to the 5.x series it is tested with.
+    It overrides Optuna's ``TPESampler.sample_relative`` and reads its private settings
+    (``_n_ei_candidates``, ``_gamma``, ``_parzen_estimator_parameters``, ``_rng``,
+    ``_get_params``), which is why pyproject pins Optuna to the 5.x series it is tested with.
     """
 
     def __init__(self, seed: int | None = None, *, parallel: bool = False,
@@ -101,19 +112,25 @@ class GuidedSampler(optuna.samplers.TPESampler):
         super().__init__(seed=seed, multivariate=True, constant_liar=parallel,
                          n_startup_trials=n_startup_trials, n_ei_candidates=n_candidates)
         self._accept: Callable[[dict[str, Any]], bool] | None = None
+        self._legal: Callable[[dict[str, Any]], bool] | None = None
         self._draw: Callable[[random.Random], dict[str, Any]] | None = None
         self._prior: Callable[[dict[str, Any]], float] | None = None
         self._prior_weight = prior_weight
         self._startup_pool = startup_pool
         self._py_rng = random.Random(seed)
-        self._space: dict[str, Any] = {}
+        self._obs: Observations | None = None
+        self._verdicts: dict[tuple[int, ...], float | None] = {}  # row -> log prior | illegal
 
     def bind(self, accept: Callable[[dict[str, Any]], bool],
              draw: Callable[[random.Random], dict[str, Any]],
-             prior: Callable[[dict[str, Any]], float] | None = None) -> None:
-        """``accept(params)``: legal and not tried; ``draw(rng)``: uniform params;
-        ``prior(params)``: estimated cycles (lower is better)."""
-        self._accept, self._draw, self._prior = accept, draw, prior
+             prior: Callable[[dict[str, Any]], float] | None = None,
+             legal: Callable[[dict[str, Any]], bool] | None = None) -> None:
+        """``accept(params)``: legal and not tried (the caller's word, asked of the chosen
+        candidate); ``draw(rng)``: uniform params; ``prior(params)``: estimated cycles (lower
+        is better); ``legal(params)``: legal (pure: remembered per config). Without ``legal``
+        every candidate is asked ``accept``."""
+        self._accept, self._draw, self._prior, self._legal = accept, draw, prior, legal
+        self._verdicts.clear()
 
     def _random_accepted(self, tries: int = 2000) -> dict[str, Any]:
         assert self._accept is not None and self._draw is not None
@@ -130,64 +147,107 @@ class GuidedSampler(optuna.samplers.TPESampler):
             return pool[0]
         return min(pool, key=self._prior)
 
+    def _observations(self, study: Any, space: FiniteSpace) -> Observations:
+        """The study's trials as rows, read incrementally (rebuilt if the space changes)."""
+        if self._obs is None or self._obs.space != space:
+            self._obs = Observations(space)
+        self._obs.update(study._get_trials(deepcopy=False, use_cache=True),
+                         lambda t: self._get_params(t, study))
+        return self._obs
+
     def sample_relative(self, study: Any, trial: Any,
                         search_space: dict[str, Any]) -> dict[str, Any]:
         if self._accept is None or not search_space:
             return super().sample_relative(study, trial, search_space)
-        states = (TrialState.COMPLETE, TrialState.PRUNED)
-        n = len(study._get_trials(deepcopy=False, states=states, use_cache=True))
-        if n < self._n_startup_trials:
+        space = FiniteSpace.of(search_space)
+        if space is None:  # not a vtatune codec's space: Optuna's TPE, then the filter
+            return self._plain(study, trial, search_space)
+        obs = self._observations(study, space)
+        if obs.n < self._n_startup_trials:
             return self._random_accepted()
-        self._space = search_space
-        try:
-            params = self._sample(study, trial, search_space)
-        finally:
-            self._space = {}
-        if self._accept(params):
-            return params
-        # TPE's candidates all sit on tried points (its model has collapsed onto the best
-        # region): step to the untried legal neighbours of the best configs instead.
-        return self._neighbour(study, search_space) or self._random_accepted()
+        if obs.exotic:  # pruned or constrained trials: Optuna knows how to rank them
+            return self._plain(study, trial, search_space)
+        return (self._propose(trial, space, obs) or self._neighbour(space, obs)
+                or self._random_accepted())
 
-    def _neighbour(self, study: Any, search_space: dict[str, Any]) -> dict[str, Any] | None:
-        """An untried legal config one knob away from one of the best three (the best by the
-        cost model among a few), or None."""
-        done = [t for t in study._get_trials(deepcopy=False, states=(TrialState.COMPLETE,),
-                                             use_cache=True)
-                if t.value is not None and search_space.keys() <= t.params.keys()]
-        done.sort(key=lambda t: t.value)
-        for t in done[:3]:
-            pool = []
-            for name, dist in search_space.items():
-                if isinstance(dist, optuna.distributions.CategoricalDistribution):
-                    values = list(dist.choices)
-                else:
-                    v = t.params[name]
-                    values = [x for x in (v - 1, v + 1, v - 2, v + 2)
-                              if dist.low <= x <= dist.high]
-                for v in values:
-                    p = dict(t.params, **{name: v})
-                    if p != t.params and self._accept(p):
-                        pool.append(p)
-            if pool:
-                self._py_rng.shuffle(pool)
-                pool = pool[: self._startup_pool]
-                return min(pool, key=self._prior) if self._prior else pool[0]
+    def _plain(self, study: Any, trial: Any, search_space: dict[str, Any]) -> dict[str, Any]:
+        states = (TrialState.COMPLETE, TrialState.PRUNED)
+        if len(study._get_trials(deepcopy=False, states=states, use_cache=True)) \
+                < self._n_startup_trials:
+            return self._random_accepted()
+        assert self._accept is not None
+        params = self._sample(study, trial, search_space)
+        return params if self._accept(params) else self._random_accepted()
+
+    def _log_prior(self, row: tuple[int, ...], space: FiniteSpace) -> float | None:
+        """The candidate's log cost estimate (0 without a prior), None if illegal;
+        remembered per config when ``legal`` was bound."""
+        if row in self._verdicts:
+            return self._verdicts[row]
+        params = space.decode(row)
+        ok = (self._legal or self._accept)(params)  # type: ignore[misc]
+        verdict = None
+        if ok:
+            verdict = math.log(self._prior(params)) if self._prior and self._prior_weight \
+                else 0.0
+        if self._legal is not None:
+            if len(self._verdicts) >= 1 << 18:
+                self._verdicts.clear()
+            self._verdicts[row] = verdict
+        return verdict
+
+    def _propose(self, trial: Any, space: FiniteSpace,
+                 obs: Observations) -> dict[str, Any] | None:
+        """Optuna's multivariate TPE step over the legal, untried candidates, or None."""
+        assert self._accept is not None
+        gamma = self._gamma or default_gamma
+        p = self._parzen_estimator_parameters
+        params = MixtureParams(p.prior_weight, p.consider_magic_clip, p.consider_endpoints,
+                               p.weights)
+        running = [(n, r) for n, r in obs.running.items() if n != trial.number] \
+            if self._constant_liar else []
+        below, above = split(obs, gamma(obs.n), running)
+        good = Mixture(below, space, params)
+        rows, log_priors, seen = [], [], set()
+        for row in map(tuple, good.sample(self._rng.rng, self._n_ei_candidates).tolist()):
+            if row in seen or row in obs.taken:
+                continue
+            seen.add(row)
+            lp = self._log_prior(row, space)
+            if lp is not None:
+                rows.append(row)
+                log_priors.append(lp)
+        if not rows:
+            return None
+        cand = np.array(rows, dtype=np.intp)
+        acq = good.log_pdf(cand) - Mixture(above, space, params).log_pdf(cand) \
+            - self._prior_weight * np.array(log_priors)
+        for i in np.argsort(-acq, kind="stable"):
+            chosen = space.decode(rows[i])
+            if self._accept(chosen):
+                return chosen
         return None
 
-    def _external(self, samples: dict[str, np.ndarray], i: int) -> dict[str, Any]:
-        return {n: d.to_external_repr(samples[n][i]) for n, d in self._space.items()}
-
-    def _compute_acquisition_func(self, samples: dict[str, np.ndarray], mpe_below: Any,
-                                  mpe_above: Any) -> np.ndarray:
-        acq = super()._compute_acquisition_func(samples, mpe_below, mpe_above)
-        if self._accept is None or not self._space or samples.keys() != self._space.keys():
-            return acq
-        acq = np.array(acq, dtype=float)
-        for i in range(acq.size):
-            params = self._external(samples, i)
-            if not self._accept(params):
-                acq[i] = -np.inf
-            elif self._prior is not None and self._prior_weight:
-                acq[i] -= self._prior_weight * np.log(self._prior(params))
-        return acq
+    def _neighbour(self, space: FiniteSpace, obs: Observations) -> dict[str, Any] | None:
+        """An untried legal config one knob away from one of the best three (the best by the
+        cost model among a few), or None: TPE's candidates all sit on tried points (its model
+        has collapsed onto the best region)."""
+        assert self._accept is not None
+        for best in np.argsort(obs.values, kind="stable")[:3]:
+            row = tuple(int(x) for x in obs.rows[best])
+            pool = []
+            for j, dim in enumerate(space.dims):
+                values = range(dim.size) if dim.categorical else \
+                    [row[j] + d for d in (-1, 1, -2, 2) if 0 <= row[j] + d < dim.size]
+                for v in values:
+                    near = row[:j] + (v,) + row[j + 1:]
+                    if near != row and near not in obs.taken:
+                        lp = self._log_prior(near, space)
+                        if lp is not None:
+                            pool.append((lp, near))
+            self._py_rng.shuffle(pool)
+            for _, near in sorted(pool[: self._startup_pool], key=lambda c: c[0]):
+                chosen = space.decode(near)
+                if self._accept(chosen):
+                    return chosen
+        return None

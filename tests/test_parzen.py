@@ -1,0 +1,187 @@
+"""The guided sampler's finite TPE model and trial cache against Optuna's own.
+
+``_parzen`` re-expresses Optuna's multivariate Parzen estimator as probability tables and
+collects trials incrementally: both must give what Optuna's ``TPESampler`` computes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import optuna
+import pytest
+from optuna.distributions import CategoricalDistribution, IntDistribution
+from optuna.samplers._tpe.parzen_estimator import _ParzenEstimator, _ParzenEstimatorParameters
+from optuna.samplers._tpe.sampler import _split_trials, default_weights
+from optuna.trial import TrialState
+
+from vtatune._tuner._parzen import FiniteSpace, Mixture, Observations, Params, split
+
+SPACE = {
+    "a": IntDistribution(0, 7),
+    "b": CategoricalDistribution(("x", "y", "z")),
+    "c": IntDistribution(2, 20, step=3),  # 7 values, step 3
+    "d": IntDistribution(0, 0),  # one value (a single() knob)
+    "e": CategoricalDistribution((1, 2, 4, 8, 16)),
+}
+
+
+def _optuna(rows: np.ndarray, space: FiniteSpace, weights) -> _ParzenEstimator:
+    obs = {d.name: (rows[:, j] if d.categorical else d.low + rows[:, j] * d.step)
+           .astype(float) for j, d in enumerate(space.dims)}
+    params = _ParzenEstimatorParameters(prior_weight=1.0, consider_magic_clip=True,
+                                        consider_endpoints=False, weights=weights,
+                                        multivariate=True)
+    return _ParzenEstimator(obs, dict(zip(space.names, space.distributions, strict=True)),
+                            params)
+
+
+def _all_rows(space: FiniteSpace) -> np.ndarray:
+    grids = np.meshgrid(*[np.arange(d.size) for d in space.dims], indexing="ij")
+    return np.stack([g.ravel() for g in grids], axis=1)
+
+
+WIDE = {
+    "a": IntDistribution(0, 149),
+    "b": CategoricalDistribution(("x", "y", "z")),
+    "c": IntDistribution(2, 2 + 3 * 139, step=3),  # 140 values, step 3
+    "d": IntDistribution(0, 0),  # one value (a single() knob)
+    "e": CategoricalDistribution((1, 2, 4, 8, 16)),
+}
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 3, 10, 25, 120])
+def test_mixture_equals_optunas_parzen_estimator(n):
+    """Same log density as Optuna's estimator (default weights, prior, magic clip, step).
+
+    Integer centres are distinct per knob here: Optuna breaks ties between equal centres by
+    an unstable sort, ``_parzen`` by trial order; both are valid, they only differ there."""
+    space = FiniteSpace.of(WIDE)
+    rng = np.random.default_rng(n)
+    rows = np.stack([rng.integers(0, d.size, n) if d.categorical or d.size == 1
+                     else rng.permutation(d.size)[:n] for d in space.dims],
+                    axis=1).astype(np.int16)
+    mine = Mixture(rows, space, Params(1.0, True, False, default_weights))
+    theirs = _optuna(rows, space, default_weights)
+    points = np.stack([rng.integers(0, d.size, 500) for d in space.dims], axis=1)
+    samples = {d.name: (points[:, j] if d.categorical else d.low + points[:, j] * d.step)
+               .astype(float) for j, d in enumerate(space.dims)}
+    np.testing.assert_allclose(mine.log_pdf(points), theirs.log_pdf(samples),
+                               rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("n", [0, 3, 40])
+def test_mixture_is_a_distribution(n):
+    space = FiniteSpace.of(SPACE)
+    rng = np.random.default_rng(n)
+    rows = np.stack([rng.integers(0, d.size, n) for d in space.dims], axis=1).astype(np.int16)
+    mix = Mixture(rows, space, Params(1.0, True, False, default_weights))
+    assert np.exp(mix.log_pdf(_all_rows(space))).sum() == pytest.approx(1.0)
+
+
+def test_mixture_default_weights_distinct_centres():
+    """Optuna's ramp of weights over trial order (distinct centres: no tie to break)."""
+    space = FiniteSpace.of({"a": IntDistribution(0, 99), "b": IntDistribution(0, 59)})
+    rng = np.random.default_rng(1)
+    rows = np.stack([rng.permutation(100)[:40], rng.permutation(60)[:40]],
+                    axis=1).astype(np.int16)
+    mine = Mixture(rows, space, Params(1.0, True, False, default_weights))
+    theirs = _optuna(rows, space, default_weights)
+    points = _all_rows(space)
+    np.testing.assert_allclose(
+        mine.log_pdf(points),
+        theirs.log_pdf({"a": points[:, 0].astype(float), "b": points[:, 1].astype(float)}),
+        rtol=1e-9, atol=1e-12)
+
+
+def test_mixture_samples_follow_its_density():
+    space = FiniteSpace.of({"a": IntDistribution(0, 3), "b": CategoricalDistribution("uvw")})
+    rows = np.array([[0, 1], [3, 2], [1, 1]], dtype=np.int16)
+    mix = Mixture(rows, space, Params(1.0, True, False, default_weights))
+    drawn = mix.sample(np.random.RandomState(0), 40000)
+    points = _all_rows(space)
+    freq = [(drawn == p).all(axis=1).mean() for p in points]
+    np.testing.assert_allclose(freq, np.exp(mix.log_pdf(points)), atol=0.01)
+
+
+def test_space_encodes_and_decodes_params():
+    space = FiniteSpace.of(SPACE)
+    params = {"a": 5, "b": "z", "c": 11, "d": 0, "e": 16}
+    row = space.encode(params)
+    assert row == (5, 2, 3, 0, 4)
+    assert space.decode(row) == params
+    assert space.encode({**params, "c": 12}) is None  # off the step
+    assert space.encode({k: v for k, v in params.items() if k != "a"}) is None
+    assert FiniteSpace.of({"f": optuna.distributions.FloatDistribution(0, 1)}) is None
+
+
+def _tell_some(study, rng, k):
+    trials = [study.ask(SPACE) for _ in range(k)]
+    for t in trials:
+        r = rng.random()
+        if r < 0.6:
+            study.tell(t, float(rng.integers(0, 5)))  # ties on purpose
+        elif r < 0.75:
+            study.tell(t, state=TrialState.FAIL)
+        # else: left running, told later (or never)
+    return [t for t in trials if study._storage.get_trial(t._trial_id).state
+            == TrialState.RUNNING]
+
+
+def test_observations_equal_optunas_collection():
+    """After every batch (trials finishing out of order, some failing, some still running),
+    the incremental cache holds what Optuna's TPE collects: the same complete trials, the
+    same split into below / above, and every non-failed trial's config as taken."""
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0))
+    space = FiniteSpace.of(SPACE)
+    obs = Observations(space)
+    rng = np.random.default_rng(0)
+    tpe = optuna.samplers.TPESampler()
+    running = []
+    for step in range(12):
+        running += _tell_some(study, rng, 15)
+        if step % 3 == 2 and running:  # finish some older running trials
+            for t in running[::2]:
+                study.tell(t, float(rng.integers(0, 5)))
+            running = running[1::2]
+        trials = study.get_trials(deepcopy=False)
+        obs.update(trials)
+        complete = [t for t in trials if t.state == TrialState.COMPLETE]
+        assert obs.numbers.tolist() == [t.number for t in complete] or \
+            sorted(obs.numbers.tolist()) == [t.number for t in complete]
+        n_below = min(len(complete), 7)
+        below, above = split(obs, n_below)
+        ob, oa = _split_trials(study, complete, n_below)
+        for mine, theirs in ((below, ob), (above, oa)):
+            rep = tpe._get_internal_repr(theirs, SPACE, study)
+            expected = np.stack([space.encode(t.params) for t in theirs]) if theirs else \
+                np.empty((0, len(SPACE)))
+            np.testing.assert_array_equal(mine, expected)
+            assert len(rep["a"]) == len(mine)
+        held = [space.encode(t.params) for t in trials if t.state != TrialState.FAIL]
+        assert sum(obs.taken.values()) == len(held)
+        assert set(obs.taken) == set(held)
+        assert set(obs.running) == {t.number for t in trials if t.state == TrialState.RUNNING}
+    assert not obs.exotic
+
+
+def test_observations_free_a_failed_running_trial():
+    """A running trial's config is taken; once the trial fails (a dead worker's trial
+    failed by its heartbeat), the config is free again."""
+    study = optuna.create_study()
+    obs = Observations(FiniteSpace.of(SPACE))
+    t = study.ask(SPACE)
+    row = obs.space.encode(t.params)
+    obs.update(study.get_trials(deepcopy=False))
+    assert obs.taken[row] == 1 and t.number in obs.running
+    study.tell(t, state=TrialState.FAIL)
+    obs.update(study.get_trials(deepcopy=False))
+    assert row not in obs.taken and not obs.running and obs.n == 0
+
+
+def test_observations_mark_pruned_trials_exotic():
+    study = optuna.create_study()
+    obs = Observations(FiniteSpace.of(SPACE))
+    study.tell(study.ask(SPACE), state=TrialState.PRUNED)
+    obs.update(study.get_trials(deepcopy=False))
+    assert obs.exotic

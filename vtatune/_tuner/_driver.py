@@ -78,6 +78,52 @@ class Entry:
     trial: int
 
 
+class EntryCache(dict[Key, Entry]):
+    """The study's configs (``key -> Entry``) with their count of legal configs, best and
+    slowest ok entries kept up to date as entries are set: the loop asks for them after
+    every trial, and recounting every entry made a long study slower with each trial."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.legal = 0
+        self._best: tuple[Key, Entry] | None = None
+        self._worst: float | None = None
+        self._stale = False  # an ok entry was replaced: recompute best and worst once
+
+    def __setitem__(self, k: Key, e: Entry) -> None:
+        old = self.get(k)
+        if old is not None:
+            self.legal -= old.status != "illegal"
+            self._stale |= old.status == "ok"
+        super().__setitem__(k, e)
+        self.legal += e.status != "illegal"
+        if e.status == "ok" and not self._stale:
+            if self._best is None or (e.value, e.trial) < (self._best[1].value,
+                                                           self._best[1].trial):
+                self._best = (k, e)
+            self._worst = e.value if self._worst is None else max(self._worst, e.value)
+
+    def setdefault(self, k: Key, e: Entry) -> Entry:  # dict's own bypasses __setitem__
+        if k not in self:
+            self[k] = e
+        return self[k]
+
+    def _refresh(self) -> None:
+        if self._stale:
+            ok = [(k, e) for k, e in self.items() if e.status == "ok"]
+            self._best = min(ok, key=lambda ke: (ke[1].value, ke[1].trial)) if ok else None
+            self._worst = max(e.value for _, e in ok) if ok else None
+            self._stale = False
+
+    def best(self) -> tuple[Key, Entry] | None:
+        self._refresh()
+        return self._best
+
+    def worst_ok(self) -> float | None:
+        self._refresh()
+        return self._worst
+
+
 @dataclass
 class Stats:
     asks: int = 0
@@ -187,7 +233,7 @@ class Search:
         self._beats = _Heartbeats(store.storage, interval)
         self._stale_every, self._next_stale = float(interval), time.monotonic() + interval
         self._rng = random.Random(self.seed)
-        self.cache: dict[Key, Entry] = {}
+        self.cache = EntryCache()
         self._synced: set[int] = set()  # finished trials already in the cache
         self._mine: set[int] = set()  # trial numbers this worker asked and has not told
         self._elsewhere: set[Key] = set()  # configs other workers are running
@@ -369,15 +415,14 @@ class Search:
     @property
     def done(self) -> int:
         """Distinct legal configs evaluated in the study."""
-        return sum(1 for e in self.cache.values() if e.status != "illegal")
+        return self.cache.legal
 
     def best_entry(self) -> tuple[Key, Entry] | None:
-        ok = [(k, e) for k, e in self.cache.items() if e.status == "ok"]
-        return min(ok, key=lambda ke: (ke[1].value, ke[1].trial)) if ok else None
+        return self.cache.best()
 
     def _penalty(self) -> float:
-        ok = [e.value for e in self.cache.values() if e.status == "ok"]
-        return 2.0 * max(ok) if ok else NO_PENALTY_YET
+        worst = self.cache.worst_ok()
+        return 2.0 * worst if worst is not None else NO_PENALTY_YET
 
     # --- asking ---------------------------------------------------------------------------
     def _next_fixed(self) -> Config | None:

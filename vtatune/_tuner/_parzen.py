@@ -212,30 +212,25 @@ def _kernel(size: int, mu: float, sigma: float) -> np.ndarray:
 
 
 @functools.lru_cache(maxsize=64)
-def _fixed_tables(size: int) -> np.ndarray:
-    """Tables of bandwidth ``code / 2`` (code 1 .. 2 * size) at every centre: the bandwidths
-    of a kernel between its neighbours, which sit on indices or the range's half-step ends.
-    Shape ``(2 * size + 1, size, size)``; code 0 is left empty (the magic-clip minimum)."""
-    out = np.zeros((2 * size + 1, size, size))
-    for code in range(1, 2 * size + 1):
-        for mu in range(size):
-            out[code, mu] = _kernel(size, mu, code / 2)
-    out.setflags(write=False)
-    return out
+def _fixed_columns(size: int) -> np.ndarray:
+    """Kernels at every centre ``mu`` with bandwidth ``code / 2`` (code 1 .. 2 * size: gaps
+    between indices or the range's half-step ends), column ``(code - 1) * size + mu``."""
+    return np.array([_kernel(size, mu, code / 2) for code in range(1, 2 * size + 1)
+                     for mu in range(size)]).T
 
 
 @functools.lru_cache(maxsize=256)
-def _min_tables(size: int, sigma: float) -> np.ndarray:
-    """The tables of bandwidth ``sigma`` (the clip minimum) at every centre."""
-    out = np.array([_kernel(size, mu, sigma) for mu in range(size)])
+def _lookup(size: int, minsigma: float) -> np.ndarray:
+    """Every kernel table an integer knob of ``size`` values can have, as columns: column
+    ``code * size + mu`` is the kernel at centre ``mu`` with bandwidth ``code / 2``, code 0
+    the magic-clip minimum ``minsigma``; the last column is Optuna's prior kernel (centred,
+    as wide as the range). Shape ``(size, (2 * size + 1) * size + 1)``."""
+    at_min = np.array([_kernel(size, mu, minsigma) if minsigma >= 1e-6 else np.eye(size)[mu]
+                       for mu in range(size)]).T
+    prior = _kernel(size, (size - 1) / 2, float(size))[:, None]
+    out = np.ascontiguousarray(np.concatenate([at_min, _fixed_columns(size), prior], axis=1))
     out.setflags(write=False)
     return out
-
-
-@functools.lru_cache(maxsize=64)
-def _prior_table(size: int) -> np.ndarray:
-    """Optuna's prior kernel: centred on the range, as wide as the range."""
-    return _kernel(size, (size - 1) / 2, float(size))
 
 
 @dataclass(frozen=True)
@@ -251,8 +246,10 @@ class Params:
 class Mixture:
     """Optuna's ``_ParzenEstimator`` over ``rows`` (trial-number order), as tables.
 
-    ``tables[j]`` has shape ``(size_j, n_kernels)``: column k is kernel k's distribution of
-    knob j (the last kernel is the prior); ``weights`` sum to one.
+    Knob j's kernels are columns ``keys[j]`` of ``lookups[j]`` (shape ``(size_j, ...)``):
+    kernel k's distribution of knob j is ``lookups[j][:, keys[j][k]]`` (the last kernel is the
+    prior). Only the keys are built per ask (O(trials) integers per knob); ``weights`` sum
+    to one.
     """
 
     def __init__(self, rows: np.ndarray, space: FiniteSpace, params: Params) -> None:
@@ -263,26 +260,37 @@ class Mixture:
             w = np.asarray(params.weights(n), dtype=float)[:n]
             weights = np.append(w, params.prior_weight)
         self.weights = weights / weights.sum()
-        self.tables = [self._tables(rows[:, j], dim, params) if n else self._prior_only(dim)
-                       for j, dim in enumerate(space.dims)]
+        self.dims = space.dims
+        self.lookups: list[np.ndarray] = []
+        self.keys: list[np.ndarray] = []
+        for j, dim in enumerate(space.dims):
+            lookup, keys = self._kernels(rows[:, j], dim, params)
+            self.lookups.append(lookup)
+            self.keys.append(keys)
 
     @staticmethod
-    def _prior_only(dim: Dim) -> np.ndarray:
-        if dim.categorical:
-            return np.full((dim.size, 1), 1.0 / dim.size)
-        return _prior_table(dim.size)[:, None]
-
-    @staticmethod
-    def _tables(mus: np.ndarray, dim: Dim, params: Params) -> np.ndarray:
+    def _kernels(mus: np.ndarray, dim: Dim, params: Params) -> tuple[np.ndarray, np.ndarray]:
         size, n = dim.size, len(mus)
         n_kernels = n + 1
-        if dim.categorical:
+        keys = np.empty(n_kernels, dtype=np.intp)
+        if dim.categorical:  # column c: observed choice c; column size: the prior (uniform)
             a = params.prior_weight / n_kernels
-            table = np.full((size, n_kernels), a)
-            table[mus, np.arange(n)] += 1.0
-            return table / table.sum(axis=0)
+            lookup = np.full((size, size + 1), a) + np.eye(size, size + 1)
+            lookup /= lookup.sum(axis=0)
+            keys[:n] = mus
+            keys[n] = size
+            return lookup, keys
         low, high = -0.5, size - 0.5  # index space: the step is 1
-        order = np.argsort(mus, kind="stable")
+        maxsigma = high - low
+        minsigma = maxsigma / min(100.0, 1.0 + n_kernels) if params.consider_magic_clip \
+            else 1e-12
+        lookup = _lookup(size, minsigma)
+        keys[n] = lookup.shape[1] - 1
+        if n == 0:
+            return lookup, keys
+        # Optuna's sort (same kind, same dtype): equal centres get their bandwidths in the
+        # same order, so a seed gives Optuna's estimator exactly.
+        order = np.argsort(mus.astype(float))
         ends = np.empty(n + 2)
         ends[0], ends[-1] = low, high
         ends[1:-1] = mus[order]
@@ -291,42 +299,40 @@ class Mixture:
             sigmas_sorted[0] = ends[2] - ends[1]
             sigmas_sorted[-1] = ends[-2] - ends[-3]
         sigmas = np.empty(n)
-        sigmas[order] = sigmas_sorted
-        maxsigma = high - low
-        minsigma = maxsigma / min(100.0, 1.0 + n_kernels) if params.consider_magic_clip \
-            else 1e-12
-        sigmas = np.clip(sigmas, minsigma, maxsigma)
+        sigmas[order] = np.clip(sigmas_sorted, minsigma, maxsigma)
         # Bandwidths are gaps between indices or half-step ends (multiples of 1/2) unless
-        # clipped to the minimum: a code per kernel, its table from the caches.
-        at_min = sigmas <= minsigma
-        codes = np.where(at_min, 0, np.rint(2 * sigmas)).astype(np.intp)
-        fixed = _fixed_tables(size)
-        table = np.empty((size, n_kernels))
-        mus = mus.astype(np.intp)
-        table[:, :n] = fixed[codes, mus].T
-        if at_min.any():
-            if minsigma < 1e-6:
-                table[:, :n][:, at_min] = np.eye(size)[:, mus[at_min]]
-            else:
-                table[:, :n][:, at_min] = _min_tables(size, float(minsigma))[mus[at_min]].T
-        table[:, n] = _prior_table(size)
-        return table
+        # clipped to the minimum (code 0).
+        codes = np.where(sigmas <= minsigma, 0, np.rint(2 * sigmas)).astype(np.intp)
+        keys[:n] = codes * size + mus
+        return lookup, keys
 
     def sample(self, rng: np.random.RandomState, size: int) -> np.ndarray:
-        """``size`` rows drawn from the mixture."""
+        """``size`` rows drawn from the mixture, using ``rng`` as Optuna's estimator does
+        (the component, a uniform per categorical knob, then one block of uniforms for the
+        integer knobs: a truncated normal's quantile rounded to an index is the index whose
+        table cell holds that quantile), so a seed draws the same rows."""
         active = rng.choice(len(self.weights), p=self.weights, size=size)
-        out = np.empty((size, len(self.tables)), dtype=np.int16)
-        for j, table in enumerate(self.tables):
-            cum = np.cumsum(table[:, active], axis=0)
-            u = rng.rand(size) * cum[-1]
-            out[:, j] = np.minimum((cum < u).sum(axis=0), len(table) - 1)
+        numeric = [j for j, dim in enumerate(self.dims) if not dim.categorical]
+        quantiles = dict.fromkeys(numeric)
+        for j, dim in enumerate(self.dims):
+            if dim.categorical:
+                quantiles[j] = rng.rand(size)
+        if numeric:
+            block = rng.uniform(low=0, high=1, size=(len(numeric), size))
+            quantiles.update(zip(numeric, block, strict=True))
+        out = np.empty((size, len(self.dims)), dtype=np.int16)
+        for j, (lookup, keys) in enumerate(zip(self.lookups, self.keys, strict=True)):
+            cum = np.cumsum(lookup[:, keys[active]], axis=0)
+            out[:, j] = np.minimum((cum < quantiles[j] * cum[-1]).sum(axis=0), len(cum) - 1)
         return out
 
     def log_pdf(self, rows: np.ndarray) -> np.ndarray:
         """The mixture's log probability of each row."""
-        p = self.tables[0][rows[:, 0]]
-        for j in range(1, len(self.tables)):
-            p = p * self.tables[j][rows[:, j]]
+        p = None
+        for j, (lookup, keys) in enumerate(zip(self.lookups, self.keys, strict=True)):
+            pj = lookup[rows[:, j][:, None], keys[None, :]]
+            p = pj if p is None else p * pj
+        assert p is not None
         with np.errstate(divide="ignore"):
             return np.log(p @ self.weights)
 

@@ -123,7 +123,12 @@ def instrumented(timers: Timers, template_cls: type) -> Iterator[None]:
         patch(_prior, name, "prior")
     for name in _methods(JournalStorage):
         patch(JournalStorage, name, "storage")
-    patch(_storage.BufferedJournal, "flush", "storage")
+    # vtatune's own storage layers (whichever this checkout has): retries, journal file
+    for cls in [c for c in vars(_storage).values()
+                if isinstance(c, type) and c.__module__ == _storage.__name__
+                and not issubclass(c, Exception)]:
+        for name in _methods(cls):
+            patch(cls, name, "storage")
     patch(RecordWriter, "write", "log")
     patch(_driver, "simulate", "simulation")
     try:

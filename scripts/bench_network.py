@@ -1,0 +1,224 @@
+"""Network tuning: quality against each task's optimum, wall time, and gradient vs round-robin.
+
+    python scripts/bench_network.py [--network resnet50] [--hw pynq] [--trials-per-task 20]
+        [--seeds 3] [--reference-trials 300] [--compare resnet50,mobilenet_v1] [--jobs 2]
+
+1. Quality and time: ``tune_network(network, trials_per_task=N)`` (the default gradient
+   scheduler and guided sampler, one process, exactly as ``python -m vtatune network``
+   runs it) once per seed; its wall time, and every task's best against the task's
+   optimum.
+2. The optimum of each task: the legal spaces of ResNet-50's tasks hold 21k-215k configs
+   (2.7M in all), too many to simulate exhaustively on this 2-core machine in a session, so
+   the optimum is the **best known**, as in ``scripts/bench_search.py``: the best of every
+   config simulated for the task here: the network runs, ``--reference-trials``-trial guided
+   studies with two other seeds, and the whole of AutoTVM's conv2d_packed sub-space
+   (exhaustive, bruteforce sampler).
+3. Gradient against round-robin: the network's VTA time (Σ multiplicity × best cycles)
+   after every round against the trials spent, for each network of ``--compare`` and each
+   seed, plotted (median over seeds) in ``scripts/results/network_schedulers.png``.
+
+Outputs in ``scripts/results/``: ``network.json`` (every run and reference),
+``network.md`` (the tables) and ``network_schedulers.png``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+RESULTS = ROOT / "scripts" / "results"
+
+
+def quiet() -> None:
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+
+def network_run(network: str, hw: str, per_task: int, scheduler: str, seed: int
+                ) -> dict[str, Any]:
+    """One network tuning run in a fresh temporary log."""
+    quiet()
+    from vtatune.network_tuning import tune_network
+
+    with tempfile.TemporaryDirectory() as tmp:
+        t0 = time.perf_counter()
+        r = tune_network(network, hw, trials_per_task=per_task, scheduler=scheduler,
+                         seed=seed, log=Path(tmp) / "net.jsonl")
+        wall = time.perf_counter() - t0
+    return {"network": network, "scheduler": scheduler, "seed": seed, "wall": wall,
+            "trials": r.trials, "stopped": r.stopped, "total_cycles": r.total_cycles,
+            "total_ms": r.total_ms, "speedup_default": r.speedup_default,
+            "sim_seconds": r.sim_seconds,
+            "tasks": {t.task.name: {"best": t.best_cycles, "trials": t.trials,
+                                    "multiplicity": t.task.multiplicity, "dead": t.dead}
+                      for t in r.tasks},
+            "history": [[n, v] for n, v in r.history]}
+
+
+def reference(network: str, hw: str, task: str, trials: int, seeds: list[int]
+              ) -> dict[str, Any]:
+    """The best of long guided studies and AutoTVM's whole sub-space for one task."""
+    quiet()
+    from vtatune.networks import load_network
+    from vtatune.tuner import tune
+
+    net = load_network(network, hw)
+    wl = next(t.workload for t in net.tasks if t.name == task)
+    out: dict[str, Any] = {"task": task}
+    with tempfile.TemporaryDirectory() as tmp:
+        for s in seeds:
+            r = tune(wl, net.hw, trials=trials, seed=s, log=Path(tmp) / f"g{s}.jsonl")
+            out[f"guided_{s}"] = r.best_cycles
+        r = tune(wl, net.hw, trials=10**6, sampler="bruteforce", space="autotvm",
+                 log=Path(tmp) / "autotvm.jsonl")
+        out["autotvm"] = r.best_cycles
+        out["autotvm_legal"] = r.trials
+    return out
+
+
+def run_par(fn: Any, args: list[tuple], jobs: int) -> list[Any]:
+    if jobs <= 1:
+        return [fn(*a) for a in args]
+    from joblib import Parallel, delayed
+
+    return Parallel(n_jobs=jobs, backend="loky")(delayed(fn)(*a) for a in args)
+
+
+def plot(compare: list[dict[str, Any]], path: Path) -> None:
+    import math
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    nets = sorted({r["network"] for r in compare})
+    fig, axes = plt.subplots(1, len(nets), figsize=(6 * len(nets), 4))
+    axes = [axes] if len(nets) == 1 else axes
+    for ax, net in zip(axes, nets, strict=True):
+        for sched, colour in (("gradient", "tab:blue"), ("round-robin", "tab:orange")):
+            runs = [r for r in compare if r["network"] == net and r["scheduler"] == sched]
+            for r in runs:
+                pts = [(n, v / 1e5) for n, v in r["history"] if v is not None
+                       and math.isfinite(v)]
+                ax.plot(*zip(*pts, strict=True), color=colour, alpha=0.35, lw=1)
+            ax.plot([], [], color=colour, label=f"{sched} ({len(runs)} seeds)")
+        ax.set_title(f"{net} on pynq")
+        ax.set_xlabel("trials spent (network total)")
+        ax.set_ylabel("network VTA time (ms at 100 MHz)")
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--network", default="resnet50")
+    ap.add_argument("--hw", default="pynq")
+    ap.add_argument("--trials-per-task", type=int, default=20)
+    ap.add_argument("--seeds", type=int, default=3)
+    ap.add_argument("--reference-trials", type=int, default=300)
+    ap.add_argument("--compare", default="resnet50,mobilenet_v1")
+    ap.add_argument("--jobs", type=int, default=2)
+    args = ap.parse_args()
+    quiet()
+    from vtatune.networks import load_network
+
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    seeds = list(range(args.seeds))
+    t_start = time.perf_counter()
+
+    # 1. the timed runs: one at a time, alone (the wall time is the figure)
+    runs = [network_run(args.network, args.hw, args.trials_per_task, "gradient", s)
+            for s in seeds]
+    for r in runs:
+        print(f"[{time.perf_counter() - t_start:5.0f}s] {r['network']} seed {r['seed']}: "
+              f"{r['trials']} trials, {r['wall']:.1f} s wall, {r['total_ms']:.3f} ms",
+              flush=True)
+
+    # 2. the best-known optimum of every task
+    net = load_network(args.network, args.hw)
+    ref_seeds = [1000 + s for s in range(2)]
+    refs = run_par(reference, [(args.network, args.hw, t.name, args.reference_trials,
+                                ref_seeds) for t in net.tunable], args.jobs)
+    print(f"[{time.perf_counter() - t_start:5.0f}s] references done", flush=True)
+    rows = []
+    within = []
+    for ref in refs:
+        name = ref["task"]
+        cands = [v for k, v in ref.items() if k.startswith(("guided_", "autotvm")) and
+                 k != "autotvm_legal" and v]
+        cands += [r["tasks"][name]["best"] for r in runs if r["tasks"][name]["best"]]
+        best = min(cands)
+        ratios = [r["tasks"][name]["best"] / best for r in runs]
+        within.append(all(x <= 1.01 for x in ratios))
+        rows.append((name, net.tasks[[t.name for t in net.tasks].index(name)].multiplicity,
+                     best, ref["autotvm"], ratios,
+                     [r["tasks"][name]["trials"] for r in runs]))
+
+    # 3. gradient vs round-robin
+    nets = [n for n in args.compare.split(",") if n]
+    compare = [r for r in runs] + [
+        network_run(n, args.hw, args.trials_per_task, sched, s)
+        for n in nets for sched in ("gradient", "round-robin") for s in seeds
+        if not (n == args.network and sched == "gradient")]
+    print(f"[{time.perf_counter() - t_start:5.0f}s] scheduler comparison done", flush=True)
+    plot(compare, RESULTS / "network_schedulers.png")
+
+    cmd = ("python scripts/bench_network.py " + " ".join(sys.argv[1:])).strip()
+    md = [f"Produced by `{cmd}` ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}).", "",
+          f"{args.network} on {net.hw.target_model}, {args.trials_per_task} trials per task "
+          f"on average ({args.trials_per_task * len(net.tunable)} in all), gradient "
+          f"scheduler, guided sampler, seeds {seeds}:", "",
+          "| seed | wall (s) | simulating (s) | trials | stopped | VTA time (ms) | vs default |",
+          "|---:|---:|---:|---:|---|---:|---:|"]
+    for r in runs:
+        md.append(f"| {r['seed']} | {r['wall']:.1f} | {r['sim_seconds']:.1f} | {r['trials']} "
+                  f"| {r['stopped']} | {r['total_ms']:.3f} | {r['speedup_default']:.2f}x |")
+    md += ["", f"Tasks within 1% of the best known optimum in every seed: "
+           f"{sum(within)}/{len(within)}.", "",
+           "| task | count | best known (cycles) | AutoTVM sub-space optimum | "
+           "run best / best known (per seed) | trials (per seed) |",
+           "|---|---:|---:|---:|---|---|"]
+    for name, mult, best, atvm, ratios, trials in rows:
+        md.append(f"| {name} | {mult} | {best:,} | {atvm:,} | "
+                  + ", ".join(f"{x:.4f}" for x in ratios) + " | "
+                  + ", ".join(map(str, trials)) + " |")
+    md += ["", "Gradient against round-robin (same budget; VTA time in ms at the end, and "
+           "trials spent when each run first came within 1% of its own final time):", "",
+           "| network | scheduler | seed | trials | final ms | trials to within 1% |",
+           "|---|---|---:|---:|---:|---:|"]
+    import math
+
+    for r in compare:
+        final = r["total_cycles"]
+        hit = next((n for n, v in r["history"] if v is not None and math.isfinite(v)
+                    and v <= 1.01 * final), None)
+        md.append(f"| {r['network']} | {r['scheduler']} | {r['seed']} | {r['trials']} | "
+                  f"{r['total_ms']:.3f} | {hit} |")
+    text = "\n".join(md) + "\n"
+    (RESULTS / "network.md").write_text(text)
+    (RESULTS / "network.json").write_text(json.dumps(
+        {"args": vars(args), "runs": runs, "references": refs, "compare": compare}) + "\n")
+    print(text)
+    meds = {(n, s): statistics.median(r["total_ms"] for r in compare
+                                      if r["network"] == n and r["scheduler"] == s)
+            for n in nets for s in ("gradient", "round-robin")}
+    print(meds)
+    print(f"[{time.perf_counter() - t_start:5.0f}s] done")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -22,7 +22,8 @@ trajectory), ``runs.csv``, ``layers.csv``, ``summary.json``, ``search_quality.md
 spliced into the README between the ``search-quality`` markers) and ``convergence.png``.
 
 Evaluations are deterministic, so they are memoized on disk (``scripts/results/cache/``,
-git-ignored; one JSON-lines file per hardware x workload, keyed by the schedule) and shared
+git-ignored; one JSON-lines file per hardware x timing model x workload, keyed by the
+schedule) and shared
 by every seed and sampler; studies already in ``runs.jsonl`` for the same tuner source are
 not run again. Studies run in ``--jobs`` processes (joblib/loky).
 """
@@ -62,19 +63,28 @@ def workload(label: str) -> Any:
 
 
 def tuner_hash() -> str:
-    """Runs are redone when the tuner's source changes."""
-    h = hashlib.sha256()
-    files = sorted((ROOT / "vtatune" / "_tuner").glob("*.py")) + [ROOT / "vtatune" / "tuner.py"]
+    """Runs are redone when the tuner's source or the timing model (its rules' source and
+    the default profile's fingerprint) changes."""
+    from simulator.hardware import DEFAULT
+    from simulator.timing import TimingProfile
+
+    h = hashlib.sha256(TimingProfile.for_hw(DEFAULT).fingerprint().encode())
+    files = sorted((ROOT / "vtatune" / "_tuner").glob("*.py")) + [ROOT / "vtatune" / "tuner.py",
+                                                                 ROOT / "simulator" / "timing.py"]
     for f in files:
         h.update(f.read_bytes())
     return h.hexdigest()[:12]
 
 
 class EvalCache:
-    """Evaluations of one workload on one hardware config, memoized in a JSON-lines file."""
+    """Evaluations of one workload on one hardware config, memoized in a JSON-lines file
+    per timing model (its profile's fingerprint): a new model never reads an old score."""
 
     def __init__(self, wl: Any, hw: Any) -> None:
-        self.path = CACHE / hw.target_model / f"{wl.key()}.jsonl"
+        from simulator.timing import TimingProfile
+
+        model = TimingProfile.for_hw(hw).fingerprint().replace(":", "-")
+        self.path = CACHE / hw.target_model / model / f"{wl.key()}.jsonl"
         self.data: dict[str, dict[str, Any]] = {}
         self._read_to = 0
         self.refresh()

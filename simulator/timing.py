@@ -162,15 +162,19 @@ class TimingProfile:
     def fingerprint(self) -> str:
         """``<MODEL_VERSION>:<12 hex digits>`` naming the rules and every constant: two
         profiles with the same fingerprint give the same cycles on every program."""
-        text = json.dumps(self.to_dict(), sort_keys=True)
-        digest = hashlib.sha256(f"{MODEL_VERSION}|{text}".encode()).hexdigest()[:12]
-        return f"{MODEL_VERSION}:{digest}"
+        return _fingerprint(self)
 
     def store_elem_cycles(self, hw: HardwareConfig) -> int:
         """Cycles a STORE spends per output element: each of its BATCH rows is written in
         beats, then the next row is read from SRAM (3 on pynq: 2 beats + 1 read)."""
         row_bytes = hw.block_out * hw.out_width // 8
         return hw.batch * (-(-row_bytes // self.bus_bytes) + self.store_read_cycles)
+
+
+@lru_cache(maxsize=64)
+def _fingerprint(p: TimingProfile) -> str:  # every evaluation names its profile: hash once
+    text = json.dumps(p.to_dict(), sort_keys=True)
+    return f"{MODEL_VERSION}:{hashlib.sha256(f'{MODEL_VERSION}|{text}'.encode()).hexdigest()[:12]}"
 
 
 _MAY_BE_ZERO = frozenset({"read_latency", "request_cycles", "load_done_cycles",

@@ -17,9 +17,13 @@ For the ten ResNet-18 conv layers and the two GEMMs (``gemm.tutorial`` 1x1024x10
 - TopHub's board-tuned configs (docs section 9: C2, C5, C8), the tutorial schedule where
   defined, the best config's compute and memory floors (``TimingResult``).
 
-Outputs in ``scripts/results/``: ``runs.jsonl`` (one line per study, with its best-so-far
-trajectory), ``runs.csv``, ``layers.csv``, ``summary.json``, ``search_quality.md`` (also
-spliced into the README between the ``search-quality`` markers) and ``convergence.png``.
+Outputs: ``runs.jsonl`` (one line per study, with its best-so-far trajectory), ``runs.csv``,
+``layers.csv``, ``summary.json``, ``search_quality.md`` and ``convergence.png``, written to
+``--out`` (default ``scripts/results/local/``, git-ignored), so a partial run (a few layers,
+samplers or seeds) never overwrites the published report. ``--publish`` writes them to
+``scripts/results/`` instead and splices ``search_quality.md`` into the README between the
+``search-quality`` markers: use it for the complete run only. Studies already published
+(``scripts/results/runs.jsonl``) are reused, never run again.
 
 Evaluations are deterministic, so they are memoized on disk (``scripts/results/cache/``,
 git-ignored; one JSON-lines file per hardware x timing model x workload, keyed by the
@@ -45,8 +49,10 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-RESULTS = ROOT / "scripts" / "results"
-CACHE = RESULTS / "cache"
+PUBLISHED = ROOT / "scripts" / "results"
+LOCAL = PUBLISHED / "local"  # git-ignored
+RESULTS = LOCAL  # where this run writes: --out, or PUBLISHED with --publish (set in main)
+CACHE = PUBLISHED / "cache"
 LAYERS = [f"C{i}" for i in range(2, 12)] + ["gemm.tutorial", "gemm.dense128"]
 SAMPLERS = ["guided", "tpe", "random", "cmaes", "gp"]
 
@@ -457,10 +463,19 @@ def main(argv: list[str] | None = None) -> int:
                     help="also run one N-trial guided study per layer (seed 1000) towards the "
                          "best-known optimum")
     ap.add_argument("--exhaustive-limit", type=int, default=1000)
-    ap.add_argument("--no-readme", action="store_true")
+    ap.add_argument("--out", type=Path, default=LOCAL, metavar="DIR",
+                    help="where to write the outputs (default scripts/results/local/, "
+                         "git-ignored)")
+    ap.add_argument("--publish", action="store_true",
+                    help="write scripts/results/ and the README's search-quality table (the "
+                         "complete run only)")
+    ap.add_argument("--no-readme", action="store_true",
+                    help="with --publish: leave the README alone")
     ap.add_argument("--report-only", action="store_true",
                     help="run nothing new: summarize the studies already in runs.jsonl")
     args = ap.parse_args(argv)
+    global RESULTS
+    RESULTS = PUBLISHED if args.publish else args.out
     args.command = "python scripts/bench_search.py " + " ".join(argv if argv is not None
                                                                 else sys.argv[1:])
     from joblib import Parallel, delayed
@@ -513,10 +528,12 @@ def main(argv: list[str] | None = None) -> int:
     RESULTS.mkdir(parents=True, exist_ok=True)
     th = tuner_hash()
     done: dict[tuple, dict[str, Any]] = {}
-    if runs_path.exists():
-        for line in runs_path.read_text().splitlines():
-            r = json.loads(line)
-            done[(r["layer"], r["hw"], r["sampler"], r["seed"], r["trials"], r["tuner"])] = r
+    for path in dict.fromkeys((PUBLISHED / "runs.jsonl", runs_path)):  # published ones first
+        if path.exists():
+            for line in path.read_text().splitlines():
+                r = json.loads(line)
+                done[(r["layer"], r["hw"], r["sampler"], r["seed"], r["trials"],
+                      r["tuner"])] = r
     want = [(lab, s, seed, args.trials) for s in samplers for seed in range(args.seeds)
             for lab in layers]
     if args.long:
@@ -597,7 +614,7 @@ def main(argv: list[str] | None = None) -> int:
             d["worst_best"] = bests[-1]
     md = write_outputs(args, hw, layers, samplers, runs, optimum, extra, summary)
     plot(layers, samplers, runs, optimum, args.trials)
-    if not args.no_readme:
+    if args.publish and not args.no_readme:
         splice_readme(md)
     print(md)
     print(f"[{time.perf_counter() - t_start:6.0f}s] done: {RESULTS}")

@@ -62,9 +62,11 @@ def register(sub: Any) -> None:
         p.add_argument("--jobs", type=int, default=1, metavar="N",
                        help="simulation processes")
         p.add_argument("--log", metavar="FILE",
-                       help=f"JSON-lines log to append to (default: {RUNS_DIR}/<op>-<workload>"
-                            f"-<hw model>.jsonl, {RUNS_DIR}/resnet18-<hw model>.jsonl for "
-                            "--network; git ignores that directory)")
+                       help=f"JSON-lines log to append to (default: {RUNS_DIR}/{op}-<workload>"
+                            f"-<hw model>.jsonl"
+                            + (f", {RUNS_DIR}/resnet18-<hw model>.jsonl for --network"
+                               if op == "conv2d" else "")
+                            + "; git ignores that directory)")
         p.add_argument("--storage", metavar="URL",
                        help="Optuna storage URL shared by workers (default: a journal file "
                             "beside the log)")

@@ -232,10 +232,10 @@ def _reference_rule(wl, s, hw, bias, monkeypatch):
     (as the emitter does) and scanning its uops."""
     seen = []
 
-    def record(what, axes, ctx):
-        seen.append((what, axes, ctx))
+    def record(what, axes, folds, ctx):
+        seen.append((what, axes, folds, ctx))
         n = 1
-        for _, e, _ in axes[2:]:
+        for _, e, _ in axes[folds:]:
             n *= e
         return n
 
@@ -248,13 +248,13 @@ def _reference_rule(wl, s, hw, bias, monkeypatch):
             late = exc
     if not seen:  # failed before the kernels
         return late.rule, str(late)
-    for what, axes, ctx in seen:
+    for what, axes, folds, ctx in seen:
         n = 1
-        for _, e, _ in axes[2:]:
+        for _, e, _ in axes[folds:]:
             n *= e
         if n > ctx.uop_depth:
             return "uop_capacity", f"has {n} uops"
-        kern = _plan._fold_kernel(axes, (0, 0, 0), reset=what == "reset")
+        kern = _plan._fold_kernel(axes, folds, (0, 0, 0), reset=what == "reset")
         assert len(kern.uops) == n
         if any(lp.extent > ctx.loop_limit for lp in kern.loops):
             return "loop_extent", ""

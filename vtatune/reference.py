@@ -19,7 +19,13 @@ import numpy as np
 from simulator.functional import RunResult, run
 from simulator.hardware import HardwareConfig
 
-from .workloads import Conv2dWorkload, GemmWorkload, Workload
+from .workloads import (
+    Conv2dTransposeWorkload,
+    Conv2dWorkload,
+    GemmWorkload,
+    GroupConv2dWorkload,
+    Workload,
+)
 
 SHIFT = 8
 
@@ -38,18 +44,58 @@ def _wrap32(x: np.ndarray) -> np.ndarray:
     return (x & 0xFFFFFFFF).astype(np.uint32).view(np.int32)
 
 
+def _conv_acc(data: np.ndarray, kernel: np.ndarray, k: int, p: int, s: int, oh: int,
+              ow: int) -> np.ndarray:
+    """The (float64, exact) accumulators of a cross-correlation: NCHW data, OIHW kernel."""
+    x = np.pad(data.astype(np.float64), ((0, 0), (0, 0), (p, p), (p, p)))
+    win = np.lib.stride_tricks.sliding_window_view(x, (k, k), axis=(2, 3))
+    win = win[:, :, ::s, ::s][:, :, :oh, :ow]
+    # float64 is exact here: |sum| < 2^14 * CI * K * K < 2^53.
+    return np.einsum("nchwij,ocij->nohw", win, kernel.astype(np.float64), optimize=True)
+
+
+def _finish(acc: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
+    """int32 accumulators (wrapping) -> the fused epilogue with a per-channel bias."""
+    b = None if bias is None else bias.reshape(1, -1, 1, 1)
+    return epilogue(_wrap32(acc.astype(np.int64)), b)
+
+
 def conv2d_reference(data: np.ndarray, kernel: np.ndarray, wl: Conv2dWorkload,
                      bias: np.ndarray | None = None) -> np.ndarray:
     """NCHW int8 data, OIHW int8 kernel, per-channel int32 bias -> NCHW int8 output."""
-    p, s, k = wl.pad, wl.stride, wl.kernel
-    x = np.pad(data.astype(np.float64), ((0, 0), (0, 0), (p, p), (p, p)))
-    win = np.lib.stride_tricks.sliding_window_view(x, (k, k), axis=(2, 3))
-    win = win[:, :, ::s, ::s][:, :, : wl.out_height, : wl.out_width]
-    # float64 is exact here: |sum| < 2^14 * CI * K * K < 2^53.
-    acc = np.einsum("nchwij,ocij->nohw", win, kernel.astype(np.float64), optimize=True)
-    acc = _wrap32(acc.astype(np.int64))
-    b = None if bias is None else bias.reshape(1, -1, 1, 1)
-    return epilogue(acc, b)
+    return _finish(_conv_acc(data, kernel, wl.kernel, wl.pad, wl.stride, wl.out_height,
+                             wl.out_width), bias)
+
+
+def group_conv2d_reference(data: np.ndarray, kernel: np.ndarray, wl: GroupConv2dWorkload,
+                           bias: np.ndarray | None = None) -> np.ndarray:
+    """NCHW int8 data, (CO, CI / groups, K, K) int8 kernel -> NCHW int8 output: group g's
+    output channels convolve group g's input channels only."""
+    ci, co = wl.group_in_channels, wl.group_out_channels
+    acc = np.concatenate([
+        _conv_acc(data[:, g * ci:(g + 1) * ci], kernel[g * co:(g + 1) * co], wl.kernel,
+                  wl.pad, wl.stride, wl.out_height, wl.out_width)
+        for g in range(wl.groups)], axis=1)
+    return _finish(acc, bias)
+
+
+def conv2d_transpose_reference(data: np.ndarray, kernel: np.ndarray,
+                               wl: Conv2dTransposeWorkload,
+                               bias: np.ndarray | None = None) -> np.ndarray:
+    """NCHW int8 data, IOHW int8 kernel (ONNX ConvTranspose's and PyTorch's layout) ->
+    NCHW int8 output, computed by its definition: input pixel (i, j) adds
+    ``data[i, j] * kernel[:, :, a, b]`` to output pixel (i * stride + a - pad,
+    j * stride + b - pad); output_padding adds rows and columns at the bottom and right."""
+    n, s, k, p = wl.batch, wl.stride, wl.kernel, wl.pad
+    full_h = max((wl.height - 1) * s + k, p + wl.out_height)
+    full_w = max((wl.width - 1) * s + k, p + wl.out_width)
+    acc = np.zeros((n, wl.out_channels, full_h, full_w))
+    x, w = data.astype(np.float64), kernel.astype(np.float64)
+    for a in range(k):
+        for b in range(k):
+            acc[:, :, a:a + (wl.height - 1) * s + 1:s, b:b + (wl.width - 1) * s + 1:s] += \
+                np.einsum("nchw,co->nohw", x, w[:, :, a, b], optimize=True)
+    return _finish(acc[:, :, p:p + wl.out_height, p:p + wl.out_width], bias)
 
 
 def gemm_reference(data: np.ndarray, weight: np.ndarray,
@@ -64,6 +110,21 @@ def pack_conv_data(x: np.ndarray, hw: HardwareConfig) -> np.ndarray:
     n, c, h, w = x.shape
     return x.reshape(n // hw.batch, hw.batch, c // hw.block_in, hw.block_in, h, w) \
         .transpose(0, 2, 4, 5, 1, 3).copy()
+
+
+def dilate(x: np.ndarray, stride: int) -> np.ndarray:
+    """NCHW data with ``stride - 1`` zero rows and columns between pixels (topi.nn.dilate):
+    what conv2d_transpose_packed reads; the host computes it before VTA runs."""
+    n, c, h, w = x.shape
+    out = np.zeros((n, c, (h - 1) * stride + 1, (w - 1) * stride + 1), x.dtype)
+    out[:, :, ::stride, ::stride] = x
+    return out
+
+
+def transpose_kernel(k: np.ndarray) -> np.ndarray:
+    """An IOHW transposed-conv kernel as conv2d_transpose_packed correlates it: OIHW,
+    spatially flipped (as TVM's own test packs it: transpose, then np.flip on kh and kw)."""
+    return np.ascontiguousarray(k.transpose(1, 0, 2, 3)[:, :, ::-1, ::-1])
 
 
 def pack_conv_kernel(k: np.ndarray, hw: HardwareConfig) -> np.ndarray:
@@ -103,26 +164,44 @@ class Operands:
     bias: np.ndarray | None
 
 
+def operand_shapes(workload: Workload) -> dict[str, tuple[int, ...]]:
+    """The unpacked operands' shapes: data NCHW (gemm: (N, I)); weight OIHW (gemm: (O, I);
+    group_conv2d: (O, I / groups, K, K); conv2d_transpose: IOHW); bias one per output
+    channel."""
+    wl = workload
+    if isinstance(wl, GemmWorkload):
+        shapes = {"data": (wl.batch, wl.in_channels),
+                  "weight": (wl.out_channels, wl.in_channels)}
+    else:
+        k = wl.kernel
+        if isinstance(wl, Conv2dTransposeWorkload):
+            weight = (wl.in_channels, wl.out_channels, k, k)
+        elif isinstance(wl, GroupConv2dWorkload):
+            weight = (wl.out_channels, wl.group_in_channels, k, k)
+        else:
+            weight = (wl.out_channels, wl.in_channels, k, k)
+        shapes = {"data": (wl.batch, wl.in_channels, wl.height, wl.width), "weight": weight}
+    return {**shapes, "bias": (wl.out_channels,)}
+
+
 def random_operands(workload: Workload, bias: bool, seed: int = 0) -> Operands:
     rng = np.random.default_rng(seed)
-    conv = workload.as_conv()
-    if isinstance(workload, GemmWorkload):
-        data = rng.integers(-128, 128, (workload.batch, workload.in_channels), dtype=np.int8)
-        weight = rng.integers(-128, 128, (workload.out_channels, workload.in_channels),
-                              dtype=np.int8)
-    else:
-        data = rng.integers(-128, 128, (conv.batch, conv.in_channels, conv.height, conv.width),
-                            dtype=np.int8)
-        weight = rng.integers(-128, 128, (conv.out_channels, conv.in_channels, conv.kernel,
-                                          conv.kernel), dtype=np.int8)
-    b = rng.integers(-(1 << 12), 1 << 12, conv.out_channels, dtype=np.int32) if bias else None
+    shapes = operand_shapes(workload)
+    data = rng.integers(-128, 128, shapes["data"], dtype=np.int8)
+    weight = rng.integers(-128, 128, shapes["weight"], dtype=np.int8)
+    b = rng.integers(-(1 << 12), 1 << 12, shapes["bias"], dtype=np.int32) if bias else None
     return Operands(data, weight, b)
 
 
 def packed_inputs(workload: Workload, ops: Operands, hw: HardwareConfig) -> dict[str, np.ndarray]:
+    """The DRAM tensors of a run: operands packed as the program reads them (for
+    conv2d_transpose, the input dilated and the kernel flipped as TVM's compute needs)."""
     if isinstance(workload, GemmWorkload):
         inputs = {"data": pack_matrix(ops.data, hw.batch, hw.block_in),
                   "weight": pack_matrix(ops.weight, hw.block_out, hw.block_in)}
+    elif isinstance(workload, Conv2dTransposeWorkload):
+        inputs = {"data": pack_conv_data(dilate(ops.data, workload.stride), hw),
+                  "weight": pack_conv_kernel(transpose_kernel(ops.weight), hw)}
     else:
         inputs = {"data": pack_conv_data(ops.data, hw), "weight": pack_conv_kernel(ops.weight, hw)}
     if ops.bias is not None:
@@ -133,6 +212,10 @@ def packed_inputs(workload: Workload, ops: Operands, hw: HardwareConfig) -> dict
 def reference_output(workload: Workload, ops: Operands) -> np.ndarray:
     if isinstance(workload, GemmWorkload):
         return gemm_reference(ops.data, ops.weight, ops.bias)
+    if isinstance(workload, GroupConv2dWorkload):
+        return group_conv2d_reference(ops.data, ops.weight, workload, ops.bias)
+    if isinstance(workload, Conv2dTransposeWorkload):
+        return conv2d_transpose_reference(ops.data, ops.weight, workload, ops.bias)
     return conv2d_reference(ops.data, ops.weight, workload, ops.bias)
 
 

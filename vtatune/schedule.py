@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ScheduleError
-from .workloads import Conv2dWorkload, GemmWorkload, Workload
+from .workloads import GemmWorkload, GroupConv2dWorkload, Workload
 
 GEMM_AXES = ("ci", "co", "h", "w", "kh", "kw")
 OUTER_AXES = ("b", "h", "c", "w")
@@ -136,8 +136,17 @@ class Schedule:
         return s
 
 
-def _conv(workload: Workload) -> Conv2dWorkload:
-    return workload.as_conv()
+def autotvm_extents(workload: Workload, hw=None) -> dict[str, int]:
+    """The extent of each axis AutoTVM's template splits (``cfg.define_split``): batch and
+    channel blocks, output rows and columns; ``tile_ci`` splits one group's input blocks
+    (group_conv2d's reduction axis)."""
+    from simulator.hardware import DEFAULT
+
+    hw = hw or DEFAULT
+    wl = workload.as_conv() if isinstance(workload, GemmWorkload) else workload
+    ci = wl.group_in_channels if isinstance(wl, GroupConv2dWorkload) else wl.in_channels
+    return {"tile_b": wl.batch // hw.batch, "tile_h": wl.out_height, "tile_w": wl.out_width,
+            "tile_ci": ci // hw.block_in, "tile_co": wl.out_channels // hw.block_out}
 
 
 def _split_inner(name: str, value: Any, extent: int) -> int:
@@ -156,11 +165,11 @@ def _split_inner(name: str, value: Any, extent: int) -> int:
 
 
 def from_autotvm(knobs: Any, workload: Workload, hw=None) -> Schedule:
-    """The schedule TVM's ``conv2d_packed`` / ``dense_packed`` template builds for a point."""
+    """The schedule TVM's ``conv2d_packed`` / ``dense_packed`` template builds for a point
+    (``group_conv2d_packed`` and ``conv2d_transpose_packed`` define the same knobs)."""
     from simulator.hardware import DEFAULT
 
     hw = hw or DEFAULT
-    conv = _conv(workload)
     if not isinstance(knobs, dict):
         raise ScheduleError("an autotvm point must be an object of knobs")
     allowed = DENSE_AUTOTVM_KNOBS if isinstance(workload, GemmWorkload) else CONV_AUTOTVM_KNOBS
@@ -168,13 +177,7 @@ def from_autotvm(knobs: Any, workload: Workload, hw=None) -> Schedule:
         if key not in allowed:
             raise ScheduleError(f"unknown autotvm knob {key!r} for {workload.operator} "
                                 f"(knobs: {', '.join(allowed)})")
-    extents = {
-        "tile_b": conv.batch // hw.batch,
-        "tile_h": conv.out_height,
-        "tile_w": conv.out_width,
-        "tile_ci": conv.in_channels // hw.block_in,
-        "tile_co": conv.out_channels // hw.block_out,
-    }
+    extents = autotvm_extents(workload, hw)
     tiles = {}
     for key in _TILE_KNOBS:
         if key in knobs:
@@ -196,21 +199,11 @@ def from_autotvm(knobs: Any, workload: Workload, hw=None) -> Schedule:
 
 def to_autotvm(schedule: Schedule, workload: Workload, hw=None) -> dict[str, Any] | None:
     """The AutoTVM point expressing ``schedule``, or None if the template cannot."""
-    from simulator.hardware import DEFAULT
-
-    hw = hw or DEFAULT
-    conv = _conv(workload)
     is_gemm = isinstance(workload, GemmWorkload)
     base = from_autotvm_defaults(schedule)
     if base != schedule:
         return None
-    extents = {
-        "tile_b": conv.batch // hw.batch,
-        "tile_h": conv.out_height,
-        "tile_w": conv.out_width,
-        "tile_ci": conv.in_channels // hw.block_in,
-        "tile_co": conv.out_channels // hw.block_out,
-    }
+    extents = autotvm_extents(workload, hw)
     names = DENSE_AUTOTVM_KNOBS if is_gemm else CONV_AUTOTVM_KNOBS
     out: dict[str, Any] = {}
     for key in names:

@@ -19,9 +19,13 @@ from ._ir import Dep, For, Stage, Threaded, expand_threads, insert_deps, loop
 from ._plan import Plan, context, pattern_2d, window
 from ._runtime import COMPUTE, LOAD, STORE, CommandQueue, window_tables
 
-#: Slots of the loop variables (a variable outside its loop is 0).
-_SLOT = {"b": 0, "h": 1, "c": 2, "w": 3, "bi": 4, "k0": 5}
-_B, _H, _C, _W, _BI, _K0 = range(6)
+#: Slots of the loop variables (a variable outside its loop is 0). ``g``: group_conv2d's
+#: groups, when an oc tile lies within one group: the oc tile loop runs as a loop over the
+#: groups around a loop over a group's tiles (the same iterations in the same order as
+#: TVM's one loop, and CoProcSync puts no dependency between two directly nested loops),
+#: so that the input's channel offset is affine in the loop variables.
+_SLOT = {"b": 0, "h": 1, "c": 2, "w": 3, "bi": 4, "k0": 5, "g": 6}
+_B, _H, _C, _W, _BI, _K0, _G = range(7)
 
 
 class _Leaf:
@@ -91,7 +95,9 @@ def _tensors(workload, hw, bias: bool):
                  ("weight", (g.cob, g.cib, BO, BI), "int8", "input")]
         out_shape = (g.nb, g.cob, B, BO)
     else:
-        specs = [("data", (g.nb, g.cib, g.h, g.w, B, BI), "int8", "input"),
+        # conv2d_transpose: "data" is the stride-dilated input (TVM's DilatedInput, which
+        # the host writes to DRAM before VTA runs).
+        specs = [("data", (g.nb, g.in_blocks, g.h, g.w, B, BI), "int8", "input"),
                  ("weight", (g.cob, g.cib, g.k, g.k, BO, BI), "int8", "input")]
         out_shape = (g.nb, g.cob, g.oh, g.ow, B, BO)
     if bias:
@@ -113,7 +119,7 @@ def _windows(p: int, s: int, k: int, ntiles: int, size: int, extent: int):
 
 @lru_cache(maxsize=1024)
 def _input_windows(p: int, s: int, k: int, oh: int, ow: int, gh: int, gw: int, tile_h: int,
-                   tile_w: int, tile_ci: int, split: bool):
+                   tile_w: int, nch: int, split: bool):
     """The queue's window tables of the input loads (see CommandQueue.set_windows)."""
     ywin, yshapes = _windows(p, s, k, oh // tile_h, tile_h, gh)
     xwin, xshapes = _windows(p, s, k, ow // tile_w, tile_w, gw)
@@ -126,7 +132,7 @@ def _input_windows(p: int, s: int, k: int, oh: int, ow: int, gh: int, gw: int, t
             elif split:
                 row.append((*pattern_2d([(ny, gw), (nx, 1)]), 0, 0, 0, 0))
             else:
-                row.append((*pattern_2d([(tile_ci, gh * gw), (ny, gw), (nx, 1)]), 0, 0, 0, 0))
+                row.append((*pattern_2d([(nch, gh * gw), (ny, gw), (nx, 1)]), 0, 0, 0, 0))
         shapes.append(row)
     return window_tables(ywin, xwin, shapes)
 
@@ -151,26 +157,38 @@ def emit(plan: Plan) -> Program:
         return divmod(t, oc_n)
 
     # --- input loads: windows per tile row / column, DMA shape per window pair -----------
+    nch = plan.inp_channels
     split = g.p > 0 or plan.inp_split
-    q.set_windows(_input_windows(g.p, g.s, g.k, g.oh, g.ow, gh, gw, tile_h, tile_w, tile_ci,
+    q.set_windows(_input_windows(g.p, g.s, g.k, g.oh, g.ow, gh, gw, tile_h, tile_w, nch,
                                  split))
-    chan = [(c * g.eh * g.ew, c * gh * gw) for c in range(tile_ci if split else 1)]
+    chan = [(c * g.eh * g.ew, c * gh * gw) for c in range(nch if split else 1)]
     INP, WGT = MemId.INP, MemId.WGT
+    group_loop, per_tile = plan.group_loop, plan.groups_per_tile
 
     # DRAM addresses as functions of the loop variables e and the thread's coordinates
     # (t_h, t_oc): linear in e, so the queue gets each as its constant and coefficients.
+    def oc_tile(e, t_oc):
+        return (e[_G] * group_loop + e[_C]) * oc_n + t_oc
+
+    def first_group(e, t_oc):
+        """The first group an oc tile reads (group_conv2d; 0 otherwise)."""
+        if g.groups == 1:
+            return 0
+        return e[_G] if group_loop else oc_tile(e, t_oc) * per_tile
+
     def inp_address(e, t_h, t_oc):
         # The window adds the tile's (y0 * gw + x0) and gives the DMA shape.
-        return inp0 + ((e[_B] * tile_b + e[_BI]) * cib + e[_K0] * tile_ci) * gh * gw
+        return inp0 + ((e[_B] * tile_b + e[_BI]) * g.in_blocks + first_group(e, t_oc) * cib
+                       + e[_K0] * tile_ci) * gh * gw
 
     def wgt_address(e, t_h, t_oc):
-        return wgt0 + ((e[_C] * oc_n + t_oc) * tile_co * cib + e[_K0] * tile_ci) * kk
+        return wgt0 + (oc_tile(e, t_oc) * tile_co * cib + e[_K0] * tile_ci) * kk
 
     def bias_address(e, t_h, t_oc):
-        return bias0 + (e[_B] * tile_b + e[_BI]) * cob + (e[_C] * oc_n + t_oc) * tile_co
+        return bias0 + (e[_B] * tile_b + e[_BI]) * cob + oc_tile(e, t_oc) * tile_co
 
     def out_address(e, t_h, t_oc):
-        return out0 + (((e[_B] * tile_b * cob + (e[_C] * oc_n + t_oc) * tile_co) * g.oh
+        return out0 + (((e[_B] * tile_b * cob + oc_tile(e, t_oc) * tile_co) * g.oh
                         + (e[_H] * h_n + t_h) * tile_h) * g.ow + e[_W] * tile_w)
 
     def affine(address, t):
@@ -247,7 +265,11 @@ def emit(plan: Plan) -> Program:
               **{name: alu(name) for name in ("shr", "add", "min", "max")}}
     extents = {_SLOT[axis]: g.counts[axis] for axis in sch.outer_order}
     extents[_SLOT["bi"]], extents[_SLOT["k0"]] = sch.tile_b, g.cib // sch.tile_ci
-    looped = tuple(axis for axis in (*sch.outer_order, "bi", "k0") if extents[_SLOT[axis]] > 1)
+    outer = sch.outer_order
+    if group_loop:
+        outer = outer.replace("c", "gc")
+        extents[_G], extents[_C] = g.groups, group_loop
+    looped = tuple(axis for axis in (*outer, "bi", "k0") if extents[_SLOT[axis]] > 1)
     for kind, a, b in _steps(looped, plan.bias, sch.clip_order, plan.nthreads):
         if kind == _LEAF:
             makers[a](b)

@@ -51,7 +51,13 @@ from simulator.isa import AluOp, Opcode, _uop_widths, field_widths, loop_limit
 
 from ..errors import IllegalSchedule
 from ..schedule import Schedule
-from ..workloads import Conv2dWorkload, GemmWorkload, Workload
+from ..workloads import (
+    Conv2dTransposeWorkload,
+    Conv2dWorkload,
+    GemmWorkload,
+    GroupConv2dWorkload,
+    Workload,
+)
 from ._runtime import KERNEL_KEYS, Kernel, KernelLoop
 
 Dims = list[tuple[int, int]]  # (size, stride) from outer to inner, in elements
@@ -119,7 +125,6 @@ class Plan:
     """Everything decided about a schedule before emitting instructions."""
 
     workload: Workload
-    conv: Conv2dWorkload
     schedule: Schedule
     hw: HardwareConfig
     bias: bool
@@ -131,6 +136,11 @@ class Plan:
     nthreads: int
     gemm_axes: tuple[tuple[str, int, tuple[int, int, int]], ...]  # (axis, extent, coeffs)
     reset_axes: tuple[tuple[str, int, tuple[int, int, int]], ...]
+    gemm_folds: int  # how many of gemm_axes fold into the instruction's loops (0-2)
+    reset_folds: int
+    inp_channels: int  # input channel blocks per load step (a tile's groups' span)
+    group_loop: int  # group_conv2d: oc tile loop iterations per group (0: no group loop)
+    groups_per_tile: int  # group_conv2d: whole groups an oc tile covers (else 1)
     inp_split: bool  # one input LOAD per channel block
     store_loops: Dims
     store_pattern: tuple[int, int, int]
@@ -163,11 +173,11 @@ class Plan:
     def gemm_kernel(self, t: int, bi: int) -> Kernel:
         base = (self.acc_base(t) + bi * self.acc_tile // self.schedule.tile_b,
                 self.inp_base(t), self.wgt_base(t))
-        return _fold_kernel(self.gemm_axes, base, reset=False)
+        return _fold_kernel(self.gemm_axes, self.gemm_folds, base, reset=False)
 
     def reset_kernel(self, t: int, bi: int) -> Kernel:
         base = (self.acc_base(t) + bi * self.acc_tile // self.schedule.tile_b, 0, 0)
-        return _fold_kernel(self.reset_axes, base, reset=True)
+        return _fold_kernel(self.reset_axes, self.reset_folds, base, reset=True)
 
     def alu_kernels(self, t: int) -> tuple[tuple[str, Kernel], ...]:
         """Thread t's epilogue kernels in order: shift, bias add, clip."""
@@ -193,24 +203,25 @@ def _alu_kernels(a: int, bias_at: int | None, flat, bias_loops, out_width: int,
 
 
 @lru_cache(maxsize=4096)
-def _fold_kernel(axes, base: tuple[int, int, int], reset: bool) -> Kernel:
-    """The two outermost loops fold into the instruction; the rest unroll into uops.
-    (Cached: a kernel is an immutable value, shared by every schedule that builds it.)"""
-    folded, offs = _kernel_shape(axes, reset)
+def _fold_kernel(axes, folds: int, base: tuple[int, int, int], reset: bool) -> Kernel:
+    """The ``folds`` (at most two) outermost loops fold into the instruction; the rest
+    unroll into uops. (Cached: a kernel is an immutable value, shared by every schedule
+    that builds it.)"""
+    folded, offs = _kernel_shape(axes, folds, reset)
     if reset:  # a reset uop only names its ACC row
         base = (base[0], 0, 0)
     return Kernel(offs + np.array(base, np.int64), folded, reset=reset)
 
 
 @lru_cache(maxsize=1024)
-def _kernel_shape(axes, reset: bool) -> tuple[tuple[KernelLoop, ...], np.ndarray]:
+def _kernel_shape(axes, folds: int, reset: bool) -> tuple[tuple[KernelLoop, ...], np.ndarray]:
     """(folded loops, uop offsets) of the kernel over ``axes``: every thread and batch row
     shares them, only the base differs."""
     folded = tuple(KernelLoop(e, *c) if not reset else KernelLoop(e, c[0], 0, 0)
-                   for _, e, c in axes[:2])
+                   for _, e, c in axes[:folds])
     if reset:
-        return folded, _unrolled(tuple((e, (c[0], 0, 0)) for _, e, c in axes[2:]))
-    return folded, _unrolled(tuple((e, c) for _, e, c in axes[2:]))
+        return folded, _unrolled(tuple((e, (c[0], 0, 0)) for _, e, c in axes[folds:]))
+    return folded, _unrolled(tuple((e, c) for _, e, c in axes[folds:]))
 
 
 @lru_cache(maxsize=256)
@@ -232,15 +243,18 @@ class Context:
     """The constants of the legality rules for one workload on one hardware config."""
 
     nb: int  # batch blocks
-    cib: int
+    cib: int  # input-channel blocks each output channel reduces over (one group's)
     cob: int
     oh: int
     ow: int
-    h: int
+    h: int  # the input as VTA loads it from DRAM (conv2d_transpose: the dilated input)
     w: int
     k: int
     s: int
-    p: int
+    p: int  # pad before (top, left); the pad after follows from oh / ow
+    groups: int  # 1 except for group_conv2d
+    in_blocks: int  # channel blocks of the DRAM input tensor (groups x cib)
+    transpose: bool  # conv2d_transpose: TVM's template has its own inner loop nest
     batch_lanes: int
     block_in: int
     inp_depth: int
@@ -300,7 +314,64 @@ def _widths(hw: HardwareConfig) -> tuple[Widths | None, str]:
                   *_uop_widths(hw)), ""
 
 
-def _fits_all(conv: Conv2dWorkload, hw: HardwareConfig, w: Widths | None,
+class OperatorShape(NamedTuple):
+    """An operator as TVM's VTA compute lays it out: a stride-``s`` correlation of a
+    ``k`` x ``k`` kernel over an ``h`` x ``w`` input (as VTA loads it from DRAM), padded by
+    ``p`` before (top, left) and as much as the ``oh`` x ``ow`` output needs after, each
+    output channel reducing over ``group_in`` input channels of its group.
+
+    * conv2d / gemm (a 1x1 conv of a 1x1 image): as given.
+    * group_conv2d (``group_conv2d_packed``): output channel ``c`` reads input channels
+      ``c // (out / groups) * group_in + [0, group_in)``.
+    * conv2d_transpose (``conv2d_transpose_packed``): TVM's compute dilates the input by the
+      stride (``topi.nn.dilate``, a host stage written to DRAM), pads it by ``k - 1 - pad``
+      before and ``k - 1 - pad + output_padding`` after, and correlates at stride 1 with
+      the packed kernel (which holds the spatially flipped, in/out-swapped weights).
+    """
+
+    batch: int
+    in_channels: int  # of the DRAM input tensor
+    out_channels: int
+    group_in: int
+    groups: int
+    h: int
+    w: int
+    k: int
+    s: int
+    p: int
+    oh: int
+    ow: int
+    transpose: bool
+
+
+def operator_shape(workload: Workload) -> OperatorShape:
+    """The :class:`OperatorShape` of ``workload``.
+
+    Example:
+        >>> from vtatune.workloads import WORKLOADS
+        >>> operator_shape(WORKLOADS["conv2d_transpose"]["dcgan.CT1"])[5:]
+        (7, 7, 4, 1, 2, 8, 8, True)
+    """
+    wl = workload
+    if isinstance(wl, GemmWorkload):
+        wl = wl.as_conv()
+    if isinstance(wl, Conv2dWorkload):
+        return OperatorShape(wl.batch, wl.in_channels, wl.out_channels, wl.in_channels, 1,
+                             wl.height, wl.width, wl.kernel, wl.stride, wl.pad,
+                             wl.out_height, wl.out_width, False)
+    if isinstance(wl, GroupConv2dWorkload):
+        return OperatorShape(wl.batch, wl.in_channels, wl.out_channels, wl.group_in_channels,
+                             wl.groups, wl.height, wl.width, wl.kernel, wl.stride, wl.pad,
+                             wl.out_height, wl.out_width, False)
+    if isinstance(wl, Conv2dTransposeWorkload):
+        s = wl.stride
+        return OperatorShape(wl.batch, wl.in_channels, wl.out_channels, wl.in_channels, 1,
+                             (wl.height - 1) * s + 1, (wl.width - 1) * s + 1, wl.kernel, 1,
+                             wl.kernel - 1 - wl.pad, wl.out_height, wl.out_width, True)
+    raise TypeError(f"not a workload: {workload!r}")  # pragma: no cover
+
+
+def _fits_all(op: OperatorShape, hw: HardwareConfig, w: Widths | None,
               dram_elems: int) -> bool:
     """True when no schedule passing the other rules can overflow a field: every SRAM
     index and DMA size is below a buffer depth (the capacity rules), so depths below 2^16
@@ -308,11 +379,10 @@ def _fits_all(conv: Conv2dWorkload, hw: HardwareConfig, w: Widths | None,
     output channel) below 2^16 and DRAM below 2^32 elements leave nothing to check."""
     if w is None:
         return False
-    cib, cob = conv.in_channels // hw.block_in, conv.out_channels // hw.block_out
-    oh, ow, k = conv.out_height, conv.out_width, conv.kernel
+    cib, cob = op.group_in // hw.block_in, op.out_channels // hw.block_out
     size_limit = 1 << min(w.sram, w.y, w.x, w.stride)
     return (max(hw.inp_depth, hw.wgt_depth, hw.acc_depth, hw.uop_depth) < size_limit
-            and max(conv.height * conv.width, cib * k * k, cob * oh * ow) < size_limit
+            and max(op.h * op.w, cib * op.k * op.k, cob * op.oh * op.ow) < size_limit
             and hw.acc_depth <= min(1 << w.uop_dst, 1 << w.dst_factor)
             and hw.acc_depth <= min(1 << w.uop_src, 1 << w.src_factor)  # ALU src is ACC
             and hw.inp_depth <= min(1 << w.uop_src, 1 << w.src_factor)
@@ -320,7 +390,7 @@ def _fits_all(conv: Conv2dWorkload, hw: HardwareConfig, w: Widths | None,
             and hw.uop_depth <= (1 << w.uop_bgn)  # uop_bgn < depth
             and hw.uop_depth < (1 << w.uop_end)  # uop_end <= depth
             and dram_elems < (1 << w.dram)
-            and (conv.batch // hw.batch) * 8 * hw.uop_depth + 16 < (1 << w.dram)
+            and (op.batch // hw.batch) * 8 * hw.uop_depth + 16 < (1 << w.dram)
             and (1 << (hw.out_width - 1)) - 1 < (1 << (w.imm - 1)))
 
 
@@ -328,26 +398,25 @@ def _fits_all(conv: Conv2dWorkload, hw: HardwareConfig, w: Widths | None,
 def context(workload: Workload, hw: HardwareConfig) -> Context:
     """The rule constants of ``workload`` on ``hw`` (raises WorkloadError for bad shapes)."""
     workload.check(hw)
-    conv = workload.as_conv()
+    op = operator_shape(workload)
     widths, layout_error = _widths(hw)
     # All tensors (bias included) with alignment slack, in the smallest element.
-    dram_bytes = (conv.batch * conv.in_channels * conv.height * conv.width * hw.inp_width // 8
-                  + conv.out_channels * conv.in_channels * conv.kernel ** 2 * hw.wgt_width // 8
-                  + conv.batch * conv.out_channels * hw.acc_width // 8
-                  + conv.batch * conv.out_channels * conv.out_height * conv.out_width
-                  * hw.out_width // 8
+    dram_bytes = (op.batch * op.in_channels * op.h * op.w * hw.inp_width // 8
+                  + op.out_channels * op.group_in * op.k ** 2 * hw.wgt_width // 8
+                  + op.batch * op.out_channels * hw.acc_width // 8
+                  + op.batch * op.out_channels * op.oh * op.ow * hw.out_width // 8
                   + 4 * max(hw.inp_elem_bytes, hw.wgt_elem_bytes, hw.acc_elem_bytes,
                             hw.out_elem_bytes))
     dram_elems = -(-dram_bytes // min(hw.inp_elem_bytes, hw.wgt_elem_bytes, hw.acc_elem_bytes,
                                       hw.out_elem_bytes))
     return Context(
-        conv.batch // hw.batch, conv.in_channels // hw.block_in,
-        conv.out_channels // hw.block_out, conv.out_height, conv.out_width, conv.height,
-        conv.width, conv.kernel, conv.stride, conv.pad, hw.batch, hw.block_in, hw.inp_depth,
+        op.batch // hw.batch, op.group_in // hw.block_in, op.out_channels // hw.block_out,
+        op.oh, op.ow, op.h, op.w, op.k, op.s, op.p, op.groups, op.in_channels // hw.block_in,
+        op.transpose, hw.batch, hw.block_in, hw.inp_depth,
         hw.wgt_depth, hw.acc_depth, hw.uop_depth, hw.inp_elem_bytes, hw.wgt_elem_bytes,
         hw.acc_elem_bytes, hw.acc_buff_bytes, loop_limit(), hw.out_width, widths,
         layout_error,
-        _fits_all(conv, hw, widths, dram_elems), dram_elems, isinstance(workload, GemmWorkload))
+        _fits_all(op, hw, widths, dram_elems), dram_elems, isinstance(workload, GemmWorkload))
 
 
 Axes = tuple[tuple[str, int, tuple[int, int, int]], ...]
@@ -366,18 +435,23 @@ class Facts(NamedTuple):
     bias_tile: int
     gemm_axes: Axes  # non-unit inner axes in order: (axis, extent, (dst, src, wgt) coeffs)
     reset_axes: Axes
+    gemm_folds: int  # leading axes folded into the instruction's loops (at most 2)
+    reset_folds: int
     n_gemm_uops: int
     n_reset_uops: int
+    inp_channels: int  # input channel blocks per load step
+    group_loop: int  # group_conv2d: oc tile loop iterations per group (0: no group loop)
+    groups_per_tile: int  # group_conv2d: whole groups an oc tile covers (1 otherwise)
     inp_split: bool  # one input LOAD per channel block
     strict_store_pattern: tuple[int, int, int] | None  # tvm_strict tile store only
     alu_flat: tuple[tuple[int, int, int], ...]  # (extent, dst, src) per loop
     alu_bias: tuple[tuple[int, int, int], ...]
 
 
-def _kernel_rules(what: str, axes: Axes, ctx: Context) -> int:
-    """uop capacity, loop extents and dst-distinct of a kernel over ``axes`` (the two
+def _kernel_rules(what: str, axes: Axes, folds: int, ctx: Context) -> int:
+    """uop capacity, loop extents and dst-distinct of a kernel over ``axes`` (the ``folds``
     outermost fold into the instruction, the rest unroll); returns the uop count."""
-    unrolled = axes[2:]
+    unrolled = axes[folds:]
     nuops = 1
     for _, e, _ in unrolled:
         nuops *= e
@@ -386,7 +460,7 @@ def _kernel_rules(what: str, axes: Axes, ctx: Context) -> int:
             "uop_capacity",
             f"{what} micro-op kernel has {nuops} uops, the uop buffer holds {ctx.uop_depth}",
         )
-    for _, e, _ in axes[:2]:
+    for _, e, _ in axes[:folds]:
         if e > ctx.loop_limit:
             raise IllegalSchedule("loop_extent", f"{what} loop extent {e} exceeds "
                                                  f"the {ctx.loop_limit} an instruction encodes")
@@ -429,7 +503,8 @@ def store_plan(cob: int, oh: int, ow: int, sch: Any, strict_pattern) -> tuple[Di
 def _field_width_rule(ctx: Context, sch: Any, bias: bool, eh: int, ew: int, n: int,
                       inp_tile: int, wgt_tile: int, acc_tile: int, bias_tile: int,
                       inp_split: bool, strict_store, gemm_axes: Axes, reset_axes: Axes,
-                      n_gemm: int, n_reset: int, alu_flat, alu_bias) -> None:
+                      n_gemm: int, n_reset: int, alu_flat, alu_bias, nch: int,
+                      gemm_folds: int, reset_folds: int) -> None:
     """Every instruction and micro-op field fits its bit width (so a legal schedule always
     encodes): the largest value the program puts in each field, known from the plan, one
     line per fact; raises IllegalSchedule("field_width") naming the first that does not."""
@@ -447,7 +522,7 @@ def _field_width_rule(ctx: Context, sch: Any, bias: bool, eh: int, ew: int, n: i
     elif split:
         inp_shape = pattern_2d([(eh, wd), (ew, 1)])
     else:
-        inp_shape = pattern_2d([(tile_ci, h * wd), (eh, wd), (ew, 1)])
+        inp_shape = pattern_2d([(nch, h * wd), (eh, wd), (ew, 1)])
     wgt_shape = pattern_2d([(tile_co, cib * kk), (tile_ci, kk), (kk, 1)])
     bias_shape = pattern_2d([(tile_b, cob), (tile_co, 1)])
     store_loops, store_shape = store_plan(cob, ctx.oh, ctx.ow, sch, strict_store)
@@ -459,10 +534,12 @@ def _field_width_rule(ctx: Context, sch: Any, bias: bool, eh: int, ew: int, n: i
     uop_top = min(n_kernels_uops, ctx.uop_depth)  # an upper bound of uop_end
 
     def unrolled_max(axes: Axes, j: int) -> int:
-        return sum((e - 1) * c[j] for _, e, c in axes[2:])
+        folds = gemm_folds if axes is gemm_axes else reset_folds
+        return sum((e - 1) * c[j] for _, e, c in axes[folds:])
 
     def folded_max(axes: Axes, j: int) -> int:
-        return max((c[j] for _, _, c in axes[:2]), default=0)
+        folds = gemm_folds if axes is gemm_axes else reset_folds
+        return max((c[j] for _, _, c in axes[:folds]), default=0)
 
     acc_row = acc_tile // tile_b
     alu_src_max = (n - 1) * acc_tile
@@ -471,7 +548,7 @@ def _field_width_rule(ctx: Context, sch: Any, bias: bool, eh: int, ew: int, n: i
     clip_max = (1 << (ctx.out_width - 1)) - 1
     facts = (
         # (instruction, field, largest value, width)
-        ("LOAD INP", "sram_base", (n - 1) * inp_tile + (tile_ci - 1 if split else 0) * eh * ew,
+        ("LOAD INP", "sram_base", (n - 1) * inp_tile + (nch - 1 if split else 0) * eh * ew,
          w.sram),
         ("LOAD INP", "y_size", inp_shape[0], w.y),
         ("LOAD INP", "x_size", inp_shape[1], w.x),
@@ -523,8 +600,10 @@ def shape_rules(ctx: Context) -> None:
     """The rules a workload fails on a hardware config whatever its schedule (the DMA pad
     field, the instruction layout, DRAM addressing); raises IllegalSchedule naming the
     first. :func:`rules` applies them too, after the rules that read the schedule."""
-    if ctx.p > 15:
-        raise IllegalSchedule("pad_field", f"pad {ctx.p} exceeds the 4-bit DMA pad field "
+    # rows past the input the last window reads (conv2d_transpose: k-1-pad+output_padding)
+    pad = max(ctx.p, (ctx.oh - 1) * ctx.s + ctx.k - ctx.h - ctx.p)
+    if pad > 15:
+        raise IllegalSchedule("pad_field", f"pad {pad} exceeds the 4-bit DMA pad field "
                                            "(max 15)")
     if ctx.fits_all:
         return
@@ -581,9 +660,50 @@ def rules(ctx: Context, sch: Any, bias: bool = False) -> Facts:
             f"{KERNEL_KEYS} per call site (UopKernelMap: CHECK_LT(key, {KERNEL_KEYS})), so "
             f"tile_b <= {KERNEL_KEYS - 1}",
         )
+    # --- groups: which input channels an oc tile reads -----------------------------------
+    m, group_loop = 1, 0
+    if ctx.groups > 1:
+        cobg = cob // ctx.groups
+        if tile_co % cobg == 0:
+            m = tile_co // cobg  # the tile covers m whole groups
+        elif cobg % tile_co == 0:
+            per_group = cobg // tile_co
+            if per_group % sch.oc_nthread:
+                raise IllegalSchedule(
+                    "group_thread_split",
+                    f"oc_nthread={sch.oc_nthread} needs an even number of oc tiles per group, "
+                    f"got {per_group}: a thread pair would straddle two groups (vtatune "
+                    "addresses a group's input per loop iteration, not per thread)")
+            group_loop = per_group // sch.oc_nthread
+        else:
+            raise IllegalSchedule(
+                "group_tile",
+                f"tile_co={tile_co} neither divides nor is a multiple of the {cobg} "
+                "output-channel blocks per group: the input channels of a tile would span a "
+                "varying number of groups (TVM's bound inference gives the input tile no "
+                "constant extent)")
+    # A tile over m groups loads, per load step, the channel range from its first group's
+    # blocks to its last's: TVM's bound of c // (CO/G) * CI/G + k over the tile.
+    nch = (m - 1) * ctx.cib + tile_ci
+    pad_after = (oh - 1) * s + k - ctx.h - p  # rows past the input the last window reads
+    if strict and ctx.transpose:
+        if pad_after != p:
+            raise IllegalSchedule(
+                "tvm_output_padding",
+                f"output_padding {pad_after - p}: TVM's conv2d_transpose_packed asserts "
+                "'VTA does not support output padding for now'; vtatune's own schedules "
+                "support it")
+        for knob, tile, split, what in (("tile_h", tile_h, 4, "rows"),
+                                        ("tile_w", tile_w, 2, "columns")):
+            if tile > split and tile % split:
+                raise IllegalSchedule(
+                    "tvm_split_tail",
+                    f"{knob}={tile} is not a multiple of {split}: conv2d_transpose_packed "
+                    f"splits a tile's {what} by {split} and unrolls the inner part, and the "
+                    "guarded tail keeps TVM from folding the micro-op loops (not modelled)")
     eh, ew = (tile_h - 1) * s + k, (tile_w - 1) * s + k
     n = sch.oc_nthread * sch.h_nthread
-    inp_tile = tile_ci * eh * ew
+    inp_tile = nch * eh * ew
     wgt_tile = tile_co * tile_ci * k * k
     acc_tile = tile_b * tile_co * tile_h * tile_w
     bias_tile = tile_b * tile_co if bias else 0
@@ -625,20 +745,21 @@ def rules(ctx: Context, sch: Any, bias: bool = False) -> Facts:
 
     # --- DMA patterns ---------------------------------------------------------------------
     if p > 0:
-        inp_split = tile_ci > 1
+        inp_split = nch > 1
         if inp_split and strict:
             raise IllegalSchedule(
                 "dma_pattern",
-                f"a padded input load cannot fold {tile_ci} channel blocks into one 2D "
-                "DMA (TVM: 'Do not support pad on the innermost block'); use tile_ci=1",
+                f"a padded input load cannot fold {nch} channel blocks into one 2D "
+                "DMA (TVM: 'Do not support pad on the innermost block'); use tile_ci=1"
+                + (" and one group per oc tile" if m > 1 else ""),
             )
     else:
-        inp_split = pattern_2d([(tile_ci, ctx.h * ctx.w), (eh, ctx.w), (ew, 1)]) is None
+        inp_split = pattern_2d([(nch, ctx.h * ctx.w), (eh, ctx.w), (ew, 1)]) is None
         if inp_split and strict:
             raise IllegalSchedule(
                 "dma_pattern",
-                f"input tile of {tile_ci} channel blocks x {eh} rows x {ew} columns has no "
-                f"2D DMA pattern (TVM: 'cannot detect 2d pattern'; shape=[{tile_ci}, {eh}, "
+                f"input tile of {nch} channel blocks x {eh} rows x {ew} columns has no "
+                f"2D DMA pattern (TVM: 'cannot detect 2d pattern'; shape=[{nch}, {eh}, "
                 f"{ew}, {ctx.batch_lanes * ctx.block_in}])",
             )
     store_pattern = None
@@ -654,18 +775,24 @@ def rules(ctx: Context, sch: Any, bias: bool = False) -> Facts:
 
     # --- micro-op kernels (thread 0; other threads differ by an offset) -------------------
     kk = k * k
-    coeffs = {
-        "ci": (tile_ci, (0, eh * ew, kk)),
-        "co": (tile_co, (tile_h * tile_w, 0, tile_ci * kk)),
-        "h": (tile_h, (tile_w, s * ew, 0)),
-        "w": (tile_w, (1, s, 0)),
-        "kh": (k, (0, ew, k)),
-        "kw": (k, (0, 1, 1)),
-    }
-    gemm_axes = tuple((a, *coeffs[a]) for a in sch.gemm_order.split(",") if coeffs[a][0] != 1)
-    reset_axes = tuple(x for x in gemm_axes if x[0] in _RESET_AXES)
-    n_gemm = _kernel_rules("GEMM", gemm_axes, ctx)
-    n_reset = _kernel_rules("reset", reset_axes, ctx)
+    nest = _inner_nest(ctx, sch)
+    # group_conv2d, a tile over m > 1 groups: output block c reads the input blocks of group
+    # c // cobg, so the co loop splits into (group, block in group), each affine. TVM keeps
+    # one co loop whose input index has a floordiv: FoldUopLoop cannot fold it.
+    split_co = ()
+    if m > 1:
+        cobg = cob // ctx.groups
+        split_co = (("co", m, (cobg * tile_h * tile_w, ctx.cib * eh * ew, cobg * tile_ci * kk),
+                     not strict),
+                    ("co", cobg, (tile_h * tile_w, 0, tile_ci * kk), not strict))
+    gemm_nest = [x for a in nest for x in (split_co if a[0] == "co" and split_co else (a,))
+                 if x[1] != 1]
+    reset_nest = [a for a in nest if a[1] != 1 and a[0] in _RESET_AXES]
+    gemm_axes = tuple(a[:3] for a in gemm_nest)
+    reset_axes = tuple(a[:3] for a in reset_nest)
+    gemm_folds, reset_folds = _folds(gemm_nest), _folds(reset_nest)
+    n_gemm = _kernel_rules("GEMM", gemm_axes, gemm_folds, ctx)
+    n_reset = _kernel_rules("reset", reset_axes, reset_folds, ctx)
     alu_ext = (tile_b, tile_co, tile_h, tile_w)
     alu_dst = (tile_co * tile_h * tile_w, tile_h * tile_w, tile_w, 1)
     alu_flat = alu_loops(alu_ext, alu_dst, alu_dst)
@@ -678,9 +805,63 @@ def rules(ctx: Context, sch: Any, bias: bool = False) -> Facts:
     if not ctx.fits_all:
         _field_width_rule(ctx, sch, bias, eh, ew, n, inp_tile, wgt_tile, acc_tile, bias_tile,
                           inp_split, store_pattern, gemm_axes, reset_axes, n_gemm, n_reset,
-                          alu_flat, alu_bias if bias else ())
+                          alu_flat, alu_bias if bias else (), nch, gemm_folds, reset_folds)
     return Facts(eh, ew, n, inp_tile, wgt_tile, acc_tile, bias_tile, gemm_axes, reset_axes,
-                 n_gemm, n_reset, inp_split, store_pattern, alu_flat, alu_bias)
+                 gemm_folds, reset_folds, n_gemm, n_reset, nch, group_loop, m, inp_split,
+                 store_pattern, alu_flat, alu_bias)
+
+
+#: TVM's conv2d_transpose_packed inner loop nest: rows split by 4, columns by 2, and the
+#: inner parts and the kernel window unrolled (``s[conv].unroll``): (axis, split factor of
+#: the tile, part) from outer to inner; ``outer``/``inner`` parts of split axes.
+_TVM_TRANSPOSE_NEST = (("ci", 1, "all"), ("w", 2, "outer"), ("co", 1, "all"),
+                       ("h", 4, "outer"), ("w", 2, "inner"), ("kw", 1, "all"),
+                       ("kh", 1, "all"), ("h", 4, "inner"))
+_UNROLLED = frozenset({("w", "inner"), ("kw", "all"), ("kh", "all"), ("h", "inner")})
+
+
+def _inner_nest(ctx: Context, sch: Any) -> list[tuple[str, int, tuple[int, int, int], bool]]:
+    """The loops inside a load step, outer to inner: (axis, extent, (dst, src, wgt)
+    coefficients, whether TVM's FoldUopLoop may fold it). vtatune's schedules (and
+    AutoTVM's conv2d/group_conv2d/dense points) follow ``gemm_order``; AutoTVM's
+    conv2d_transpose points follow that template's own nest."""
+    tile_h, tile_w, tile_ci, tile_co = sch.tile_h, sch.tile_w, sch.tile_ci, sch.tile_co
+    k, s = ctx.k, ctx.s
+    eh, ew = (tile_h - 1) * s + k, (tile_w - 1) * s + k
+    kk = k * k
+    coeffs = {
+        "ci": (tile_ci, (0, eh * ew, kk)),
+        "co": (tile_co, (tile_h * tile_w, 0, tile_ci * kk)),
+        "h": (tile_h, (tile_w, s * ew, 0)),
+        "w": (tile_w, (1, s, 0)),
+        "kh": (k, (0, ew, k)),
+        "kw": (k, (0, 1, 1)),
+    }
+    if not (sch.tvm_strict and ctx.transpose):
+        return [(a, *coeffs[a], True) for a in sch.gemm_order.split(",")]
+    nest = []
+    for axis, factor, part in _TVM_TRANSPOSE_NEST:
+        extent, coef = coeffs[axis]
+        if factor > 1:
+            inner = factor if extent > factor else extent  # a tile within one split
+            if part == "outer":
+                extent, coef = extent // inner, tuple(inner * c for c in coef)
+            else:
+                extent = inner
+        nest.append((axis, extent, coef, (axis, part) not in _UNROLLED))
+    return nest
+
+
+def _folds(nest) -> int:
+    """How many loops fold into the instruction: TVM's FoldUopLoop folds the outermost
+    loop, then the next, and stops at the first it cannot fold (an unrolled axis, or an
+    index that is not linear in the loop variable)."""
+    folds = 0
+    for a in nest[:2]:
+        if not a[3]:
+            break
+        folds += 1
+    return folds
 
 
 def legality(workload: Workload, schedule: Schedule, hw: HardwareConfig,
@@ -701,7 +882,8 @@ def plan(workload: Workload, schedule: Schedule, hw: HardwareConfig, bias: bool 
                            "w": ctx.ow // sch.tile_w})
     store_loops, store_pattern = store_plan(ctx.cob, ctx.oh, ctx.ow, sch,
                                             f.strict_store_pattern)
-    return Plan(workload, workload.as_conv(), sch, hw, bias, geo, f.inp_tile, f.wgt_tile,
-                f.acc_tile, f.bias_tile, f.nthreads, f.gemm_axes, f.reset_axes, f.inp_split,
+    return Plan(workload, sch, hw, bias, geo, f.inp_tile, f.wgt_tile,
+                f.acc_tile, f.bias_tile, f.nthreads, f.gemm_axes, f.reset_axes, f.gemm_folds,
+                f.reset_folds, f.inp_channels, f.group_loop, f.groups_per_tile, f.inp_split,
                 store_loops, store_pattern, tuple(KernelLoop(*lp) for lp in f.alu_flat),
                 tuple(KernelLoop(*lp) for lp in f.alu_bias))

@@ -46,7 +46,7 @@ LOAD, COMPUTE, STORE = 1, 2, 3
 #: site whose kernel depends on a loop variable may therefore see at most 99 values of it.
 KERNEL_KEYS = 100
 #: Loop-variable slots a queue program may use.
-NSLOTS = 10
+NSLOTS = 11
 
 
 @dataclass(frozen=True)

@@ -52,7 +52,8 @@ _MONOTONE_RULES = frozenset({"inp_capacity", "wgt_capacity", "acc_capacity", "th
 _ORDER_FREE_RULES = frozenset({"tile_divides", "thread_split", "tvm_dense_tensorize",
                                "uop_kernel_keys", "group_tile", "group_thread_split",
                                "tvm_split_tail", "inp_capacity", "wgt_capacity",
-                               "acc_capacity", "tvm_vthread_inplace", "dma_pattern"})
+                               "acc_capacity", "tvm_vthread_inplace", "dma_pattern",
+                               "pad_window"})
 
 #: Spaces whose relevant part is at most this big are pruned exactly (by enumeration).
 _EXACT_PRUNE_LIMIT = 5000

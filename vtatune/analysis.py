@@ -5,7 +5,8 @@
 workload (``operator``, ``workload``: its name as :func:`vtatune.tune` takes it, qualified
 ``conv2d:tutorial`` / ``gemm:tutorial`` where operators share it, ``workload_key`` and the
 shape: ``batch``,
-``height``, ``width``, ``in_channels``, ``out_channels``, ``kernel``, ``pad``, ``stride``),
+``height``, ``width``, ``in_channels``, ``out_channels``, ``kernel``, ``pad``, ``stride``,
+``groups``, ``output_padding``),
 the hardware (``target``, ``bitstream``, ``hw_model``), ``bias``, one column per knob of
 the config (their names are in ``df.attrs["knobs"]``; integer knobs are ``Int64``, empty
 where a workload lacks them), the outcome (``status``, ``rule``,
@@ -35,7 +36,8 @@ from simulator.functional import FsimCounters
 
 from .records import RecordWarning, read_records
 
-SHAPE = ("batch", "height", "width", "in_channels", "out_channels", "kernel", "pad", "stride")
+SHAPE = ("batch", "height", "width", "in_channels", "out_channels", "kernel", "pad", "stride",
+         "groups", "output_padding")
 COUNTERS = tuple(FsimCounters.__dataclass_fields__)
 _HEAD = ("log", "line", "study", "trial", "timestamp", "sampler", "seed", "template", "space",
          "operator", "workload", "workload_key", *SHAPE, "target", "bitstream", "hw_model",
@@ -203,15 +205,12 @@ def _default_cycles(row: pd.Series) -> int | None:
     from .autotvm import hw_from_model
     from .defaults import default_schedule
     from .evaluate import evaluate
-    from .workloads import Conv2dWorkload, GemmWorkload
+    from .workloads import WORKLOAD_CLASSES
 
     try:
         hw = hw_from_model(row["hw_model"])
-        if row["operator"] == "gemm":
-            wl = GemmWorkload(int(row["batch"]), int(row["in_channels"]),
-                              int(row["out_channels"]))
-        else:
-            wl = Conv2dWorkload(*(int(row[k]) for k in SHAPE))
+        cls = WORKLOAD_CLASSES[row["operator"]]
+        wl = cls(**{k: int(row[k]) for k in cls.__dataclass_fields__ if k != "name"})
         ev = evaluate(wl, default_schedule(wl, hw, bool(row["bias"])), hw,
                       bias=bool(row["bias"]))
     except Exception:  # an exotic hardware or shape: the column stays empty, never a crash

@@ -46,7 +46,7 @@ from .lowering import Lowered, lower
 from .records import read_records
 from .schedule import Schedule
 from .simulation import Simulation, simulate
-from .workloads import GemmWorkload, Workload, resolve
+from .workloads import Workload, resolve
 
 __all__ = ["Build", "BuildError", "FallbackWarning", "HistoryBest", "Provenance", "Simulation",
            "apply_history_best", "build", "simulate"]
@@ -106,26 +106,22 @@ class Build:
         """Execute the program functionally on unpacked tensors; the unpacked int8 output.
 
         conv2d: data NCHW, weight OIHW (int8), bias per output channel (int32);
-        gemm: data (N, I), weight (O, I). Bias is required exactly when the build has one.
+        group_conv2d: weight (O, I / groups, H, W); conv2d_transpose: weight IOHW (ONNX's
+        ConvTranspose layout; the build dilates the input and flips the kernel as TVM's
+        compute needs); gemm: data (N, I), weight (O, I). Bias is required exactly when the
+        build has one.
         """
-        from .reference import Operands, packed_inputs, unpack_output
+        from .reference import Operands, operand_shapes, packed_inputs, unpack_output
 
         wl, hw = self.workload, self.hw
-        conv = wl.as_conv()
-        if isinstance(wl, GemmWorkload):
-            shapes = {"data": (wl.batch, wl.in_channels),
-                      "weight": (wl.out_channels, wl.in_channels)}
-        else:
-            shapes = {"data": (conv.batch, conv.in_channels, conv.height, conv.width),
-                      "weight": (conv.out_channels, conv.in_channels, conv.kernel,
-                                 conv.kernel)}
+        shapes = operand_shapes(wl)
         ops = {"data": _operand("data", data, shapes["data"], np.int8),
                "weight": _operand("weight", weight, shapes["weight"], np.int8)}
         if self.bias and bias is None:
             raise BuildError("this build adds a bias: pass bias (one int32 per output channel)")
         if not self.bias and bias is not None:
             raise BuildError("this build has no bias: build with bias=True to add one")
-        b = None if bias is None else _operand("bias", bias, (conv.out_channels,), np.int32)
+        b = None if bias is None else _operand("bias", bias, shapes["bias"], np.int32)
         inputs = packed_inputs(wl, Operands(ops["data"], ops["weight"], b), hw)
         result = run(self.program, hw, inputs)
         return unpack_output(wl, result.machine.read_tensor(self.program, "output"))

@@ -65,7 +65,7 @@ from simulator.rows import instructions_of
 from . import __version__
 from .errors import VtatuneError
 from .simulation import simulate
-from .workloads import Conv2dWorkload, GemmWorkload, Workload
+from .workloads import WORKLOAD_CLASSES, Workload
 
 MAGIC = b"VTATUNE\0"
 FORMAT = 1
@@ -91,8 +91,7 @@ class LoadedProgram:
         w = self.meta.get("workload")
         if not w:
             return None
-        cls = Conv2dWorkload if w["operator"] == "conv2d" else GemmWorkload
-        return cls(**w["shape"], name=w.get("name", ""))
+        return WORKLOAD_CLASSES[w["operator"]](**w["shape"], name=w.get("name", ""))
 
     @property
     def bias(self) -> bool:

@@ -40,7 +40,7 @@ from simulator.hardware import HardwareConfig
 
 from .errors import VtatuneError
 from .schedule import Schedule
-from .workloads import Conv2dWorkload, GemmWorkload, Workload
+from .workloads import WORKLOAD_CLASSES, Workload
 
 SCHEMA = 1
 
@@ -66,8 +66,7 @@ def hw_fields(hw: HardwareConfig) -> dict[str, Any]:
 def workload_from(record: dict[str, Any]) -> Workload:
     """The workload a record was tuned for."""
     w = record["workload"]
-    cls = Conv2dWorkload if w["operator"] == "conv2d" else GemmWorkload
-    return cls(**w["shape"], name=w.get("name", ""))
+    return WORKLOAD_CLASSES[w["operator"]](**w["shape"], name=w.get("name", ""))
 
 
 def hw_from(record: dict[str, Any]) -> HardwareConfig:

@@ -331,6 +331,12 @@ class Conv2dTransposeWorkload:
 
 Workload = Conv2dWorkload | GemmWorkload | GroupConv2dWorkload | Conv2dTransposeWorkload
 
+#: The workload class of each operator name (``Workload.operator``).
+WORKLOAD_CLASSES: dict[str, type] = {
+    cls.operator: cls
+    for cls in (Conv2dWorkload, GemmWorkload, GroupConv2dWorkload, Conv2dTransposeWorkload)
+}
+
 #: ResNet-18 v1 as VTA's tutorials deploy it (MXNet Gluon / torchvision ``resnet18``): the
 #: ten VTA conv tasks TopHub tunes, C1 (the 7x7 stem) staying on the CPU. Identity shortcuts
 #: in the first stage, 1x1 stride-2 projections where a stage downsamples (C4, C7, C10). TVM's

@@ -801,6 +801,15 @@ def rules(ctx: Context, sch: Any, bias: bool = False) -> Facts:
         if e > ctx.loop_limit:
             raise IllegalSchedule("loop_extent", f"ALU loop extent {e} exceeds the "
                                                  f"{ctx.loop_limit} an instruction encodes")
+    for knob, tile, out, extent, what in (("tile_h", tile_h, oh, ctx.h, "row"),
+                                          ("tile_w", tile_w, ow, ctx.w, "column")):
+        for t in (0, out // tile - 1):
+            if window(p, s, k, t, tile, extent)[1] < 1:
+                raise IllegalSchedule(
+                    "pad_window",
+                    f"{knob}={tile}: {what} tile {t}'s input window lies entirely in the "
+                    "padding; a LOAD with no input element (x_size 0) is a NOP on VTA and "
+                    "writes no zeros")
     shape_rules(ctx)
     if not ctx.fits_all:
         _field_width_rule(ctx, sch, bias, eh, ew, n, inp_tile, wgt_tile, acc_tile, bias_tile,

@@ -34,10 +34,11 @@ def one_error_line(err: str) -> str:
 # --- 5 and 13: one line and exit 2, nothing left behind ---------------------------------
 @pytest.mark.parametrize("seed", ["-1", "99999999999"])
 def test_bad_seed_is_one_line_and_leaves_no_journal(seed, tmp_path, capsys):
-    code, _, err = run_cli(capsys, "gemm", "--seed", seed, "--log", tmp_path / "g.jsonl")
-    assert code == 2
-    assert f"seed must be an integer in 0..4294967295, got {seed}" in one_error_line(err)
-    assert list(tmp_path.iterdir()) == []
+    for argv in (["gemm"], ["conv2d", "--network", "resnet18"]):
+        code, _, err = run_cli(capsys, *argv, "--seed", seed, "--log", tmp_path / "g.jsonl")
+        assert code == 2
+        assert f"seed must be in 0..4294967295, got {seed}" in one_error_line(err)
+        assert list(tmp_path.iterdir()) == []
 
 
 def test_api_bad_seed_raises_vtatunes_error(tmp_path):
@@ -56,8 +57,9 @@ def test_log_targets_refused_before_anything_is_written(make, log, message, tmp_
                                                         capsys):
     make(tmp_path)
     before = {p: p.read_bytes() if p.is_file() else None for p in tmp_path.rglob("*")}
-    code, _, err = run_cli(capsys, "gemm", "--trials", "2", "--log", tmp_path / log)
-    assert code == 2 and message in one_error_line(err)
+    for argv in (["gemm"], ["conv2d", "--network", "resnet18"]):
+        code, _, err = run_cli(capsys, *argv, "--trials", "2", "--log", tmp_path / log)
+        assert code == 2 and message in one_error_line(err)
     after = {p: p.read_bytes() if p.is_file() else None for p in tmp_path.rglob("*")}
     assert after == before  # no journal beside it, no byte appended
 

@@ -84,9 +84,14 @@ def cmd_tune(args: argparse.Namespace) -> int:
     from simulator.hardware import HardwareConfig
 
     from ..network_tuning import tune_network
-    from ..tuner import tune
+    from ..records import check_log_target
+    from ..tuner import SEED_MAX, tune
 
     warnings_one_line()
+    if args.seed is not None and not 0 <= args.seed <= SEED_MAX:  # --network too
+        raise UsageError(f"--seed must be in 0..{SEED_MAX}, got {args.seed}")
+    if args.log is not None:
+        check_log_target(args.log)
     say_if_compiling()
     if args.trials < 1:
         raise UsageError(f"--trials must be at least 1, got {args.trials}")

@@ -149,6 +149,13 @@ def test_bad_files_one_line_exit_2(tmp_path, capsys):
     assert main(["import", str(empty)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1].startswith("vtatune: error:")
+    only_cpu = tmp_path / "cpu.log"  # nothing vtatune simulates: one error line, no warning
+    only_cpu.write_text(f.read_text().splitlines()[2] + "\n")
+    assert main(["import", str(only_cpu)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"vtatune: error: {only_cpu}: no usable AutoTVM VTA record (one of "
+                   "conv2d_packed.vta, dense_packed.vta on a VTA target, with error_no 0); "
+                   "skipped 1 record vtatune cannot simulate (first at line 1): 1 target llvm"]
     assert main(["import", str(tmp_path / "missing.log")]) == 2
     assert main(["export", str(tmp_path / "missing.jsonl"), "-o", str(f)]) == 2
 

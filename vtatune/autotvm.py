@@ -523,8 +523,9 @@ def import_autotvm(path: str | Path, *, best: bool = False) -> list[Imported]:
                 f"at line {first_unsupported}): "
                 + ", ".join(f"{c} {k}" for k, c in sorted(unsupported.items(),
                                                           key=lambda kc: (-kc[1], kc[0]))))
-        warnings.warn(f"{path}: {what}", RecordWarning, stacklevel=2)
-    if resplit:
+        if parsed:  # else the error below says it
+            warnings.warn(f"{path}: {what}", RecordWarning, stacklevel=2)
+    if resplit and parsed:
         warnings.warn(f"{path}: {len(resplit)} split{'s' * (len(resplit) != 1)} with outer x "
                       f"inner not the axis length (first at line {resplit[0][0]}: "
                       f"{resplit[0][1]}) applied with the inner factor, as TVM's "

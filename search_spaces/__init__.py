@@ -78,8 +78,9 @@ count; the config holds the inner factor (the tile), ``outer = extent // inner``
 and ``to_schedule(config) == from_autotvm(autotvm_knobs(config))``. Legality is what TVM
 builds and runs: ``dense_packed`` compiles only ``tile_co`` inner 1 and ``oc_nthread`` 1
 (``tvm_dense_tensorize``), and no schedule's batch tile exceeds 99 rows, the runtime's
-kernel-key limit (``uop_kernel_keys``), so gemm.dense128's 256 points have 28 legal. ResNet-18 C8 has
-AutoTVM's 1600 points (``prune=False``); pruning leaves 320 (``tile_ci`` must be 1).
+kernel-key limit (``uop_kernel_keys``), so gemm.dense128's 256 points have 28 legal.
+ResNet-18 C8 has AutoTVM's 1600 points (``prune=False``); pruning leaves 320 (``tile_ci``
+must be 1).
 
     >>> c8 = WORKLOADS["conv2d"]["resnet18.C8"]
     >>> atvm = get_template(c8, DEFAULT, space="autotvm")

@@ -9,7 +9,7 @@ over the maximal buffer sizes of every BATCH x BLOCK, bounded by the compute flo
 wall time, the stock and best designs (cycles, ms at the board clock, speed-up, binding
 resource) and, per (BATCH, BLOCK) shape, the network's compute floor and the estimate of
 the shape's logic with the smallest buffers (what binds when a shape cannot be built).
-Writes ``scripts/results/design.json`` and ``scripts/results/design.md``.
+Writes ``scripts/results/<name>.json`` and ``<name>.md`` (``--name``, default ``design``).
 """
 
 from __future__ import annotations
@@ -52,6 +52,8 @@ def main() -> int:
     ap.add_argument("--trials-per-task", type=int, default=20)
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--out", default=str(ROOT / "scripts" / "results" / "design_runs"))
+    ap.add_argument("--name", default="design",
+                    help="results file stem in scripts/results (default design)")
     args = ap.parse_args()
     results = []
     for network in args.networks.split(","):
@@ -80,7 +82,7 @@ def main() -> int:
             print(json.dumps({k: row[k] for k in ("network", "board", "wall_seconds",
                                                    "evaluated", "stock", "best")}), flush=True)
     out = ROOT / "scripts" / "results"
-    (out / "design.json").write_text(json.dumps(results, indent=1) + "\n")
+    (out / f"{args.name}.json").write_text(json.dumps(results, indent=1) + "\n")
     lines = ["| network | board | stock ms | best design | best ms | speed-up | binds "
              "(best) | designs | wall s |", "|---|---|---|---|---|---|---|---|---|"]
     for r in results:
@@ -100,7 +102,7 @@ def main() -> int:
             p = s["percent"]
             lines.append(f"| {r['board']} | {s['shape']} | {p['LUT']} | {p['BRAM']} | "
                          f"{p['DSP']} | {'; '.join(s['over_budget']) or '-'} |")
-    (out / "design.md").write_text("\n".join(lines) + "\n")
+    (out / f"{args.name}.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     return 0
 

@@ -30,6 +30,11 @@ KNOB_RANGES = {"log_batch": (0, 4), "log_block": (2, 6), "log_uop_buff_size": (1
                "log_acc_buff_size": (10, 22)}
 
 
+#: Fewest elements an INP, WGT or ACC buffer may hold: smaller ones starve every tile (the
+#: inner search would look for legal schedules that hardly exist).
+MIN_DEPTH = 256
+
+
 def stock(board: str) -> HardwareConfig:
     """The released configuration on ``board`` (1x16, buffers 15/15/18/17)."""
     return HardwareConfig(target=board)
@@ -43,6 +48,10 @@ def infeasibility(hw: HardwareConfig, device: Device, network: str,
         check_encodable(hw)
     except VTAError as exc:
         return f"encoding: {exc}"
+    for name in ("inp", "wgt", "acc"):
+        depth = getattr(hw, f"{name}_depth")
+        if depth < MIN_DEPTH:
+            return f"buffers: {name} holds {depth} elements, fewer than {MIN_DEPTH}"
     over = estimate(hw, device).over_budget
     if over:
         return "resources: " + "; ".join(over)

@@ -54,6 +54,7 @@ from ._design._space import (
     smallest,
     stock,
 )
+from .tuner import RUNS_DIR
 
 __all__ = ["OBJECTIVES", "Design", "DesignError", "DesignResult", "co_design", "pareto_front",
            "plot_front"]
@@ -282,7 +283,7 @@ def co_design(network: str, board: str, *, trials_per_task: int = 20,
     exhaustive walk for ``latency``, 24 for ``latency-area``).
     ``network``: a catalogue name or an ONNX file; a design must run on VTA the layers the
     stock design runs. ``out``: where the design study, the tuning logs and the Pareto
-    designs' ``vta_config.json`` and logs go (default ``logs/design-<network>-<board>``).
+    designs' ``vta_config.json`` and logs go (default ``runs/design-<network>-<board>``).
     """
     if board not in DEVICES:
         raise DesignError(f"unknown board {board!r} (known: {', '.join(DEVICES)})")
@@ -296,7 +297,7 @@ def co_design(network: str, board: str, *, trials_per_task: int = 20,
             raise DesignError(f"{name} must be a positive integer, got {value!r}")
     t0 = time.perf_counter()
     out_dir = Path(out) if out is not None else \
-        Path("logs") / f"design-{Path(network).stem}-{board}"
+        RUNS_DIR / f"design-{Path(network).stem}-{board}"
     search = _Search(network, board, objective, trials_per_task, seed, out_dir, storage,
                      resume, jobs)
     base = stock(board)

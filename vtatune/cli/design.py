@@ -51,7 +51,7 @@ def register(sub: Any) -> None:
     p.add_argument("--jobs", type=int, default=1, metavar="N",
                    help="designs tuned in parallel processes (default 1)")
     p.add_argument("--out", metavar="DIR",
-                   help="output directory (default logs/design-<network>-<board>)")
+                   help="output directory (default runs/design-<network>-<board>)")
     p.add_argument("--storage", metavar="URL",
                    help="Optuna storage URL of the design study (default DIR/design.journal)")
     p.add_argument("--resume", action="store_true",

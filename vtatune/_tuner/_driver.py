@@ -235,6 +235,7 @@ class Search:
         self._rng = random.Random(self.seed)
         self.cache = EntryCache()
         self._synced: set[int] = set()  # finished trials already in the cache
+        self._sync_from = 0  # every trial before this number is finished and synced
         self._mine: set[int] = set()  # trial numbers this worker asked and has not told
         self._elsewhere: set[Key] = set()  # configs other workers are running
         self.stats = Stats()
@@ -325,8 +326,18 @@ class Search:
         """Catch up with the study: finished trials (earlier runs, other workers) join the
         cache; the configs other workers are running are noted."""
         elsewhere: set[Key] = set()
-        for t in self.study.get_trials(deepcopy=False,
-                                       states=(TrialState.COMPLETE, TrialState.RUNNING)):
+        trials = self.study.get_trials(deepcopy=False)
+        # Trials before the first unfinished one were read already and cannot change: start
+        # there (reading every trial on every ask made a long study slower with each trial).
+        start = self._sync_from if len(trials) > self._sync_from and \
+            trials[self._sync_from].number == self._sync_from else 0
+        while start < len(trials) and trials[start].state.is_finished() and (
+                trials[start].state != TrialState.COMPLETE or start in self._synced):
+            start += 1
+        self._sync_from = start
+        for t in trials[start:]:
+            if t.state not in (TrialState.COMPLETE, TrialState.RUNNING):
+                continue
             if t.state == TrialState.RUNNING:
                 if t.number not in self._mine:
                     k = self._key_of(t)

@@ -34,6 +34,7 @@ from typing import Any
 
 from simulator.hardware import HardwareConfig
 
+from .logging import optuna_verbosity
 from .networks import Network, Task, load_network
 from .records import RecordWriter
 from .task_scheduler import TaskState, get_scheduler, objective
@@ -179,6 +180,7 @@ def _tag(task: Task) -> str:
     return f"{wl.operator}.k{kernel}.{int(math.log(wl.macs + 1, 1.618))}"
 
 
+@optuna_verbosity()
 def tune_network(network: str | Path | Network, hw: HardwareConfig | str | None = None, *,
                  trials: int | None = None, trials_per_task: int | None = None,
                  scheduler: str = "gradient", round_trials: int = DEFAULT_ROUND,

@@ -44,6 +44,11 @@ def infeasibility(hw: HardwareConfig, device: Device, network: str,
                   reference: frozenset[str]) -> str | None:
     """Why ``hw`` cannot run ``network``'s ``reference`` VTA layers on ``device`` (one
     line), or None."""
+    return _hardware_reason(hw, device) or placement_difference(placed(network, hw), reference)
+
+
+def _hardware_reason(hw: HardwareConfig, device: Device) -> str | None:
+    """Encoding, buffer depth and budget rules (independent of the network)."""
     try:
         check_encodable(hw)
     except VTAError as exc:
@@ -55,7 +60,7 @@ def infeasibility(hw: HardwareConfig, device: Device, network: str,
     over = estimate(hw, device).over_budget
     if over:
         return "resources: " + "; ".join(over)
-    return placement_difference(placed(network, hw), reference)
+    return None
 
 
 def shapes(network: str, board: str, reference: frozenset[str]) -> list[tuple[int, int]]:
@@ -79,14 +84,6 @@ def compute_floor(net: Network) -> int:
     return sum(t.multiplicity * -(-t.workload.macs // per) for t in net.tasks if not t.skip)
 
 
-def _fits(hw: HardwareConfig, device: Device) -> bool:
-    try:
-        check_encodable(hw)
-    except VTAError:
-        return False
-    return estimate(hw, device).fits
-
-
 def maximal_configs(board: str, device: Device, log_batch: int, log_block: int
                     ) -> list[HardwareConfig]:
     """The feasible buffer sizes of one (BATCH, BLOCK) that no other feasible one
@@ -104,7 +101,7 @@ def maximal_configs(board: str, device: Device, log_batch: int, log_block: int
                                      log_wgt_buff_size=w, log_acc_buff_size=a)
                     except VTAError:
                         continue
-                    if _fits(hw, device):
+                    if _hardware_reason(hw, device) is None:
                         best = (u, i, w, a)
                         break
                 if best:

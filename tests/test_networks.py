@@ -327,3 +327,16 @@ def test_cli_tunes_reports_and_exports_one_record_per_task(capsys, tmp_path):
                        "--resume", "--log", str(log), "--quiet")
     assert code == 0 and "search    12 trials (12 asked" in out
     assert "resnet18.C2" in out and "speed-up" in out and "on the CPU (2 layers):" in out
+
+
+def test_grouped_and_transposed_tasks_are_tuned(tmp_path):
+    layers = [Layer("g", "conv2d", 1, 32, 32, 8, 8, (3, 3), (1, 1, 1, 1), groups=2),
+              Layer("t", "conv2d_transpose", 1, 32, 16, 4, 4, (4, 4), (1, 1, 1, 1), (2, 2))]
+    tasks, cpu = tasks_of(layers, DEFAULT, "ops")
+    assert [(t.operator, t.skip) for t in tasks] == [("group_conv2d", ""),
+                                                     ("conv2d_transpose", "")]
+    r = tune_network(Network("ops", "test", DEFAULT, tasks, cpu), trials_per_task=3, seed=0,
+                     log=tmp_path / "ops.jsonl")
+    assert r.trials == 6 and all(t.trials >= 2 and t.best_cycles for t in r.tasks)
+    ops = {rec["workload"]["operator"] for _, rec in read_records(tmp_path / "ops.jsonl")}
+    assert ops == {"group_conv2d", "conv2d_transpose"}

@@ -103,11 +103,8 @@ def cmd_network(args: argparse.Namespace) -> int:
         else:
             print_network(net)
         return 0
-    import optuna
-
     from ..network_tuning import tune_network
 
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
     if args.plot:
         from ..network_plot import check_matplotlib
 

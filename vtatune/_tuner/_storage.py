@@ -446,9 +446,13 @@ def _rdb(url: str, heartbeat: float) -> BaseStorage:
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-def open_storage(url: str | None, log: Path, *, heartbeat: float = HEARTBEAT_SECONDS,
-                 outage: float = OUTAGE_SECONDS) -> Store:
-    """The journal file next to ``log`` (``url`` None), ``journal:FILE`` or an RDB URL."""
+def open_storage(url: str | None, log: Path, *, heartbeat: float | None = None,
+                 outage: float | None = None) -> Store:
+    """The journal file next to ``log`` (``url`` None), ``journal:FILE`` or an RDB URL;
+    ``heartbeat`` and ``outage`` default to :data:`HEARTBEAT_SECONDS`, :data:`OUTAGE_SECONDS`.
+    """
+    heartbeat = HEARTBEAT_SECONDS if heartbeat is None else heartbeat
+    outage = OUTAGE_SECONDS if outage is None else outage
     if url is None or url.startswith("journal:"):
         path = default_storage_path(log) if url is None else Path(url[len("journal:"):])
         if path.is_dir():

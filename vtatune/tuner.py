@@ -272,8 +272,7 @@ class OpenStudy:
             duplicate_asks=search.stats.duplicate + search.stats.gave_way,
             wall_seconds=wall_seconds, sim_seconds=search.stats.sim_seconds,
             study_id=search.study_id,
-            other_trials=max(0, search.done - search.done_at_start - search.stats.simulated),
-            notes=tuple(search.notes))
+            other_trials=search.other_trials, notes=search.all_notes())
 
 
 def _tutorial(wl: Workload, hw: HardwareConfig, bias: bool) -> Evaluation | None:

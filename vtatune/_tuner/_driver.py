@@ -67,6 +67,7 @@ STUCK = 64  # wasted asks in a row before the loop hands the sampler a fresh leg
 # proposing it): from then on, hand it a fresh config after this many wasted asks.
 STUCK_AGAIN = 4
 NO_PENALTY_YET = float(2**40)
+SYNC_SECONDS = 0.5  # how stale the view of other workers' trials may be between claims
 
 
 @dataclass
@@ -175,9 +176,11 @@ class _Heartbeats:
                     self._storage.record_heartbeat(trial_id)
 
     def close(self) -> None:
+        """Stop the thread (a later :meth:`add` starts a new one: a study run again)."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=5)
+        self._thread, self._stop = None, threading.Event()
         # A study run again (a network's task, round after round) beats again.
         self._thread, self._stop = None, threading.Event()
 
@@ -236,10 +239,12 @@ class Search:
         self.cache = EntryCache()
         self._synced: set[int] = set()  # finished trials already in the cache
         self._sync_from = 0  # every trial before this number is finished and synced
+        self._synced_at = 0.0
         self._mine: set[int] = set()  # trial numbers this worker asked and has not told
         self._elsewhere: set[Key] = set()  # configs other workers are running
         self.stats = Stats()
         self.notes: list[str] = []
+        self._runs = 0
         self.default_config: Config | None = None
         self._queue: list[Config] = []
         self._inflight: set[Key] = set()  # asked in the current batch, not yet told
@@ -322,9 +327,14 @@ class Search:
         except (KeyError, IndexError, TypeError):
             return None  # another problem's params, or an ask still being written
 
-    def _sync(self) -> None:
+    def _sync(self, *, force: bool = True) -> None:
         """Catch up with the study: finished trials (earlier runs, other workers) join the
-        cache; the configs other workers are running are noted."""
+        cache; the configs other workers are running are noted. Unless ``force``d, at most
+        every SYNC_SECONDS (each read is a few database queries; the claim before simulating
+        always reads)."""
+        if not force and time.monotonic() - self._synced_at < SYNC_SECONDS:
+            return
+        self._synced_at = time.monotonic()
         elsewhere: set[Key] = set()
         trials = self.study.get_trials(deepcopy=False)
         # Trials before the first unfinished one were read already and cannot change: start
@@ -531,10 +541,11 @@ class Search:
 
     # --- the loop -------------------------------------------------------------------------
     def run(self, writer: RecordWriter, parallel: Callable[..., list[Any]] | None) -> None:
-        if self.done >= self.target and not self.exhausted:
+        if self.done >= self.target and not self.exhausted and self._runs == 0:
             self.notes.append(f"the study already holds {self.done} trials (--trials "
                               f"{self.target}): nothing to simulate; a larger --trials "
                               "continues it")
+        self._runs += 1
         progress = Progress(self.label, self.target, self.done, enabled=self.show_progress)
         best = self.best_entry()
         progress.update(self.done, int(best[1].value) if best else None)
@@ -546,7 +557,7 @@ class Search:
                 unstuck = False
                 while self.done < self.target and not self.exhausted and not stop.flag:
                     self._fail_stale()
-                    self._sync()
+                    self._sync(force=False)
                     # Configs other workers are running count towards the study's total
                     # (they finish them, or die and heartbeats hand them back).
                     room = min(max(1, 2 * self.jobs if self.jobs > 1 else 1),
@@ -617,10 +628,19 @@ class Search:
             self._beats.close()
             self.interrupted = stop.flag
             progress.close()
-        others = self.done - self.done_at_start - self.stats.simulated
-        if others > 0:
-            self.notes.append(f"other workers added {others} trials to this study during this "
-                              f"run ({self.stats.simulated} simulated here)")
+
+    @property
+    def other_trials(self) -> int:
+        """Trials other workers added to the study while this one ran."""
+        return max(0, self.done - self.done_at_start - self.stats.simulated)
+
+    def all_notes(self) -> tuple[str, ...]:
+        """What the table must say about this study besides its numbers."""
+        others = self.other_trials
+        return (*self.notes, *([f"other workers added {others} trial{'s' * (others != 1)} "
+                                f"to this study during this run ({self.stats.simulated} "
+                                "simulated here)"]
+                               if others else []))
 
     def _claim(self, batch: list[tuple[optuna.trial.Trial, Config, Key]],
                asked: list[optuna.trial.Trial]) -> list[tuple[optuna.trial.Trial, Config, Key]]:

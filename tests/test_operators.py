@@ -3,6 +3,7 @@ the rules that reject what VTA or TVM cannot run, and the shape of the lowered s
 
 from __future__ import annotations
 
+import json
 import random
 
 import numpy as np
@@ -219,3 +220,63 @@ def test_sweep_random_legal_schedules_bit_exact(wl, hw):
     _sweep(wl, hw, "full", 12, seed=7)
     if _has_legal(wl, hw):
         _sweep(wl, hw, "autotvm", 6, seed=8)
+
+
+# --- command line ---------------------------------------------------------------------------
+
+
+def _cli(capsys, *argv):
+    from vtatune.cli import main
+
+    code = main(list(argv))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_cli_simulate_verifies_both_operators(capsys):
+    code, out, _ = _cli(capsys, "simulate", "group_conv2d", "--height", "6", "--width", "6",
+                        "--in-channels", "64", "--out-channels", "64", "--groups", "4",
+                        "--stride", "2", "--bias", "--verify", "--json")
+    report = json.loads(out)
+    assert code == 0 and report["verified"] is True
+    assert report["workload"]["groups"] == 4 and report["workload"]["operator"] == "group_conv2d"
+    code, out, _ = _cli(capsys, "simulate", "conv2d_transpose", "--height", "3", "--width", "3",
+                        "--in-channels", "32", "--out-channels", "16", "--kernel", "3",
+                        "--pad", "1", "--stride", "2", "--output-padding", "1", "--verify",
+                        "--json")
+    report = json.loads(out)
+    assert code == 0 and report["verified"] is True
+    assert report["workload"]["output_padding"] == 1
+
+
+@pytest.mark.parametrize("argv,message", [
+    (("simulate", "group_conv2d", "--groups", "3"),
+     "vtatune: error: in_channels 512 is not divisible by groups 3\n"),
+    (("simulate", "conv2d", "--groups", "2"),
+     "vtatune: error: --groups does not apply to conv2d\n"),
+    (("simulate", "group_conv2d", "--output-padding", "1"),
+     "vtatune: error: --output-padding does not apply to group_conv2d\n"),
+    (("simulate", "conv2d_transpose", "--schedule", "tutorial"),
+     "vtatune: error: the seed tutorials schedule conv2d and gemm only, not conv2d_transpose: "
+     "use default or a JSON schedule\n"),
+    (("simulate", "conv2d_transpose", "--output-padding", "1", "--schedule",
+      '{"tile_h": 17, "tile_w": 17, "tvm_strict": true}'),
+     "vtatune: error: output_padding 1: TVM's conv2d_transpose_packed asserts 'VTA does not "
+     "support output padding for now'; vtatune's own schedules support it\n"),
+])
+def test_cli_rejects_with_one_line(capsys, argv, message):
+    code, out, err = _cli(capsys, *argv)
+    assert (code, out, err) == (2, "", message)
+
+
+def test_cli_tune_and_build(capsys, tmp_path):
+    log = tmp_path / "t.jsonl"
+    code, out, _ = _cli(capsys, "conv2d_transpose", "--height", "4", "--width", "4",
+                        "--in-channels", "32", "--out-channels", "32", "--trials", "4",
+                        "--seed", "0", "--log", str(log), "--quiet")
+    assert code == 0 and "conv2d_transpose" in out
+    assert len(log.read_text().splitlines()) == 4
+    code, out, _ = _cli(capsys, "build", "conv2d_transpose", "--height", "4", "--width", "4",
+                        "--in-channels", "32", "--out-channels", "32", "--log", str(log),
+                        "--out", str(tmp_path / "b"), "--verify")
+    assert code == 0 and "verified   yes" in out

@@ -230,6 +230,9 @@ def tutorial_schedule(workload: Workload, hw=None) -> Schedule:
     hw = hw or DEFAULT
     if isinstance(workload, GemmWorkload):
         return gemm_tutorial_schedule(256, 256, hw)
+    if workload.operator != "conv2d":
+        raise ScheduleError(f"the seed tutorials schedule conv2d and gemm only, not "
+                            f"{workload.operator}: use default or a JSON schedule")
     # convolution_opt: 128 output channels x 7 rows x 14 cols per tile, one input-channel
     # block per load step, 2 virtual threads on oc, stores per output element.
     return Schedule(tile_b=1, tile_h=7, tile_w=14, tile_co=128 // hw.block_out,

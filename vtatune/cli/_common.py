@@ -50,6 +50,10 @@ def add_command(sub: Any, name: str, summary: str, description: str,
                           formatter_class=HelpFormatter)
 
 
+#: The operators with workloads and schedules (every command that lowers takes them).
+OPERATORS = tuple(WORKLOADS)
+
+
 def base_workload(operator: str) -> Workload:
     """The workload shape flags start from: the operator's tutorial."""
     table = WORKLOADS[operator]

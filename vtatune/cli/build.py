@@ -7,6 +7,7 @@ import sys
 from typing import Any
 
 from ._common import (
+    OPERATORS,
     add_command,
     add_hw_flag,
     add_workload_flags,
@@ -29,8 +30,8 @@ def register(sub: Any) -> None:
          "python -m vtatune build gemm --workload dense128 --hw ultra96 --log "
          "logs/gemm-ultra96.jsonl --out build/dense128 --verify",
          "python -m vtatune simulate --program build/c11/program.bin"))
-    b.add_argument("operator", choices=("gemm", "conv2d"), help="gemm or conv2d")
-    add_workload_flags(b, ("conv2d", "gemm"))
+    b.add_argument("operator", choices=OPERATORS, help=", ".join(OPERATORS))
+    add_workload_flags(b, OPERATORS)
     add_hw_flag(b)
     b.add_argument("--bias", action="store_true", help="add the per-channel int32 bias")
     b.add_argument("--log", action="append", default=[], metavar="LOG",

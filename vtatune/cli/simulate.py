@@ -17,6 +17,7 @@ from ..lowering._vadd import VaddWorkload, lower_vadd
 from ..schedule import Schedule
 from ..timeline import draw_timeline, timing_report, write_trace_csv
 from ._common import (
+    OPERATORS,
     UsageError,
     add_command,
     add_hw_flag,
@@ -37,17 +38,20 @@ def register(sub: Any) -> None:
         ("python -m vtatune simulate conv2d --workload C8 --schedule tutorial --verify",
          "python -m vtatune simulate gemm --in-channels 256 --out-channels 64 --hw ultra96 --json",
          "python -m vtatune simulate vadd --elements 4096",
+         "python -m vtatune simulate group_conv2d --workload mobilenet.D7 --bias --verify",
+         "python -m vtatune simulate conv2d_transpose --height 4 --width 4 --in-channels 64 "
+         "--out-channels 32 --kernel 4 --stride 2 --pad 1 --output-padding 1 --verify",
          "python -m vtatune simulate --program out/program.bin --verify"))
-    sim.add_argument("operator", nargs="?", choices=("gemm", "conv2d", "vadd"),
-                     help="what to lower: gemm, conv2d or vadd (an element-wise add); "
-                          "omit it with --program")
-    add_workload_flags(sim, ("conv2d", "gemm"))
+    sim.add_argument("operator", nargs="?", choices=(*OPERATORS, "vadd"),
+                     help="what to lower: gemm, conv2d, group_conv2d, conv2d_transpose or "
+                          "vadd (an element-wise add); omit it with --program")
+    add_workload_flags(sim, OPERATORS)
     sim.add_argument("--elements", type=int, metavar="N",
                      help="vadd only: vector length (default: 1024)")
     sim.add_argument("--schedule", metavar="SPEC",
                      help="tutorial, default, a JSON object of knobs (the others at their "
                           'defaults), {"autotvm": {...}} or @file holding such JSON (default: '
-                          "tutorial for the tutorial workloads, else default)")
+                          "tutorial for the conv2d and gemm tutorial workloads, else default)")
     add_hw_flag(sim)
     sim.add_argument("--bias", action="store_true", help="add the per-channel int32 bias")
     sim.add_argument("--verify", action="store_true",
@@ -171,7 +175,8 @@ def cmd_simulate_program(args: argparse.Namespace) -> int:
     from ..export import load_bin, load_json
 
     if args.program is None:
-        raise UsageError("simulate needs an operator (gemm, conv2d, vadd) or --program FILE")
+        raise UsageError(f"simulate needs an operator ({', '.join(OPERATORS)}, vadd) or "
+                         "--program FILE")
     if args.operator is not None:
         raise UsageError("give an operator or --program, not both")
     loaded = (load_json if args.program.endswith(".json") else load_bin)(args.program)

@@ -1,4 +1,5 @@
-"""``conv2d`` / ``gemm``: tune schedules of one workload (or every layer of a network)."""
+"""``conv2d`` / ``gemm`` / ``group_conv2d`` / ``conv2d_transpose``: tune schedules of one
+workload (or every layer of a network)."""
 
 from __future__ import annotations
 
@@ -30,6 +31,20 @@ _ABOUT = {
               "python -m vtatune gemm --workload dense128 --sampler tpe --seed 0",
               "python -m vtatune gemm --batch 16 --in-channels 256 --out-channels 256 "
               "--space autotvm")),
+    "group_conv2d": ("tune grouped conv2d schedules (default: 14x14 512->512 3x3, 32 groups)",
+                     "1x512x14x14 -> 512, 3x3, pad 1, 32 groups of 16 channels (TVM's "
+                     "group_conv2d_packed)",
+                     ("python -m vtatune group_conv2d --trials 100",
+                      "python -m vtatune group_conv2d --workload mobilenet.D5 --space autotvm",
+                      "python -m vtatune group_conv2d --in-channels 256 --out-channels 256 "
+                      "--groups 8 --height 28 --width 28 --stride 2")),
+    "conv2d_transpose": ("tune transposed conv2d schedules (default: DCGAN's 8x8 512->256 "
+                         "4x4 stride 2)",
+                         "DCGAN's generator layer 1x512x8x8 -> 256, 4x4, pad 1, stride 2 "
+                         "(TVM's conv2d_transpose_packed)",
+                         ("python -m vtatune conv2d_transpose --trials 100",
+                          "python -m vtatune conv2d_transpose --workload dcgan.CT3 --bias",
+                          "python -m vtatune conv2d_transpose --output-padding 1 --seed 0")),
 }
 
 
@@ -73,8 +88,9 @@ def register(sub: Any) -> None:
         p.add_argument("--resume", action="store_true",
                        help="continue the newest study of this problem in the log's storage")
         p.add_argument("--space", choices=("full", "autotvm"), default="full",
-                       help="vtatune's space (full) or AutoTVM's conv2d_packed / dense_packed "
-                            "space (autotvm)")
+                       help="vtatune's space (full) or AutoTVM's space (autotvm: "
+                            "conv2d_packed, dense_packed, group_conv2d_packed, "
+                            "conv2d_transpose_packed)")
         p.add_argument("--bias", action="store_true", help="add the per-channel int32 bias")
         p.add_argument("--quiet", action="store_true", help="no progress bar")
         p.set_defaults(func=cmd_tune)

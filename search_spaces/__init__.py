@@ -69,7 +69,9 @@ the same program.
 The ``autotvm`` space: AutoTVM's conv2d_packed / dense_packed
 --------------------------------------------------------------
 Knobs: exactly the template's — conv2d ``tile_b tile_h tile_w tile_ci tile_co oc_nthread
-h_nthread``, dense ``tile_b tile_ci tile_co oc_nthread`` — with the orders fixed to
+h_nthread`` (group_conv2d_packed and conv2d_transpose_packed define the same; group_conv2d's
+``tile_ci`` splits one group's input blocks), dense ``tile_b tile_ci tile_co oc_nthread``
+— with the orders fixed to
 AutoTVM's (``outer_order="bhcw"``, ``gemm_order="ci,w,kw,kh,co,h"``), ``store="tile"``,
 ``reuse=False``, ``clip_order="min_max"`` and ``tvm_strict=True`` (TVM's own lowering
 limits). AutoTVM writes each tile knob as a split ``[outer, inner]`` of the axis' block

@@ -154,7 +154,8 @@ def test_bad_files_one_line_exit_2(tmp_path, capsys):
     assert main(["import", str(only_cpu)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [f"vtatune: error: {only_cpu}: no usable AutoTVM VTA record (one of "
-                   "conv2d_packed.vta, dense_packed.vta on a VTA target, with error_no 0); "
+                   "conv2d_packed.vta, dense_packed.vta, group_conv2d_packed.vta, "
+                   "conv2d_transpose_packed.vta on a VTA target, with error_no 0); "
                    "skipped 1 record vtatune cannot simulate (first at line 1): 1 target llvm"]
     assert main(["import", str(tmp_path / "missing.log")]) == 2
     assert main(["export", str(tmp_path / "missing.jsonl"), "-o", str(f)]) == 2
@@ -321,12 +322,20 @@ def test_import_a_log_shaped_like_tophubs(tmp_path):
                                   ["tile_co", "sp", [8, 1]], ["oc_nthread", "ot", 1]]},
             "result": [[0.00014], 0, 20.2, 1565674279.9], "version": 0.2,
             "tvm_version": "0.7.dev0"}
+    def entity(h, w, ci, co):  # tile splits that fit the row's shape, 2 threads on oc
+        return {"index": 0, "code_hash": None,
+                "entity": [["tile_b", "sp", [1, 1]], ["tile_h", "sp", h], ["tile_w", "sp", w],
+                           ["tile_ci", "sp", ci], ["tile_co", "sp", co],
+                           ["oc_nthread", "ot", 2], ["h_nthread", "ot", 1]]}
+
     dcgan = dict(c8, input=[TARGET, "conv2d_transpose_packed.vta",
                             [_tensor([1, 64, 4, 4, 1, 16]), _tensor([32, 64, 4, 4, 16, 16]),
-                             [2, 2], [1, 1, 1, 1], "int32", [0, 0]], {}])
+                             [2, 2], [1, 1, 1, 1], "int32", [0, 0]], {}],
+                 config=entity([1, 8], [1, 8], [64, 1], [8, 4]))
     group = [dict(c8, input=[TARGET, "group_conv2d_packed.vta",
                              [_tensor([1, c, h, h, 1, 16]), _tensor([c, 1, 3, 3, 16, 16]),
-                              [s, s], [1, 1, 1, 1], [1, 1], c, "int32"], {}])
+                              [s, s], [1, 1, 1, 1], [1, 1], c, "int32"], {}],
+                  config=entity([1, 7], [1, 7], [1, 1], [c, 1]))
              for c, h, s in ((32, 14, 2), (64, 7, 1))]
     r4x8 = _tophub_conv([1, 8, 56, 56], [8, 8, 3, 3], 1, 1,
                         ([28, 2], [1, 56], [8, 1], [1, 8], 1, 2), 2873,
@@ -354,7 +363,8 @@ def test_import_a_log_shaped_like_tophubs(tmp_path):
                 or x["input"][1] not in TASKS)
     messages = [str(w.message) for w in caught]
     assert messages == [
-        f"{f}: skipped {sum(skipped.values())} records vtatune cannot simulate (first at line "
+        f"{f}: skipped {sum(skipped.values())} record{'s' * (sum(skipped.values()) > 1)} "
+        f"vtatune cannot simulate (first at line "
         f"{first}): " + ", ".join(f"{c} {k}" for k, c in sorted(skipped.items(),
                                                          key=lambda kc: (-kc[1], kc[0]))),
         f"{f}: 6 splits with outer x inner not the axis length (first at line 2: tile_h "

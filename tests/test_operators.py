@@ -280,3 +280,27 @@ def test_cli_tune_and_build(capsys, tmp_path):
                         "--in-channels", "32", "--out-channels", "32", "--log", str(log),
                         "--out", str(tmp_path / "b"), "--verify")
     assert code == 0 and "verified   yes" in out
+
+
+def test_autotvm_export_import_round_trip(tmp_path):
+    """Records of both operators export under TVM's task names with TVM's args, and
+    import back to the same workload, schedule and cycles."""
+    from vtatune.autotvm import export_autotvm, import_autotvm, task_args
+    from vtatune.tuner import tune
+
+    cases = [(G(1, 8, 8, 64, 64, 3, 1, 1, 4), "group_conv2d_packed.vta"),
+             (T(1, 4, 4, 32, 32, 4, 1, 2, 0), "conv2d_transpose_packed.vta")]
+    for wl, task in cases:
+        log = tmp_path / f"{wl.operator}.jsonl"
+        tune(wl, DEFAULT, trials=3, seed=0, space="autotvm", log=str(log), progress=False)
+        out = tmp_path / f"{wl.operator}.autotvm.log"
+        (exported,) = export_autotvm(str(log), str(out))
+        record = json.loads(out.read_text())
+        assert record["input"][1] == task
+        assert record["input"][2] == task_args(wl, DEFAULT)
+        (imported,) = import_autotvm(str(out))
+        assert imported.task == task and imported.workload.key() == wl.key()
+        assert imported.evaluation.cycles == exported.cycles
+    args = task_args(cases[0][0], DEFAULT)
+    assert args[1] == ["TENSOR", [4, 1, 3, 3, 16, 16], "int8"] and args[5] == 4
+    assert task_args(cases[1][0], DEFAULT)[4:] == ["int32", [0, 0]]

@@ -4,8 +4,11 @@ TopHub's) -> vtatune configs that simulate.
 An exported record is what TVM's ``autotvm.apply_history_best`` reads: the target string
 of the hardware (``ext_dev -device=vta -keys=cpu -model=<target>_<bitstream>``), the task
 (``conv2d_packed.vta`` with args ``[data, kernel, strides, padding, dilation, layout,
-out_dtype]``, or ``dense_packed.vta`` with ``[data, weight, None, out_dtype]``; tensors in
-VTA's packed layout), the config entity in TVM's knob order (conv2d_packed: tile_b, tile_h,
+out_dtype]``, ``dense_packed.vta`` with ``[data, weight, None, out_dtype]``,
+``group_conv2d_packed.vta`` with ``[data, kernel, strides, padding, dilation, groups,
+out_dtype]`` or ``conv2d_transpose_packed.vta`` with ``[data, kernel, strides, padding,
+out_dtype, output_padding]``; tensors in VTA's packed layout; the last two define
+conv2d_packed's knobs), the config entity in TVM's knob order (conv2d_packed: tile_b, tile_h,
 tile_w, tile_ci, tile_co, oc_nthread, h_nthread; dense_packed: tile_b, tile_ci, tile_co,
 oc_nthread) with its index in the template's space (mixed radix, the first knob varying
 fastest, as ``ConfigSpace.get`` reads it), and the simulated time in seconds at the board
@@ -48,10 +51,18 @@ from .schedule import (
     CONV_AUTOTVM_KNOBS,
     DENSE_AUTOTVM_KNOBS,
     Schedule,
+    autotvm_extents,
     from_autotvm,
     to_autotvm,
 )
-from .workloads import WORKLOADS, Conv2dWorkload, GemmWorkload, Workload
+from .workloads import (
+    WORKLOADS,
+    Conv2dTransposeWorkload,
+    Conv2dWorkload,
+    GemmWorkload,
+    GroupConv2dWorkload,
+    Workload,
+)
 
 #: TVM version whose VTA templates the lowering reproduces (the fsim reference data's).
 TVM_VERSION = "0.14.0"
@@ -84,13 +95,19 @@ def hw_from_model(model: str) -> HardwareConfig:
 
 
 # --- the AutoTVM tasks ------------------------------------------------------------------
-def _conv2d_args(w: Workload, hw: HardwareConfig) -> list[Any]:
+def _conv_tensors(w: Any, hw: HardwareConfig, kernel_in: int) -> list[Any]:
+    """The packed data (N/B, C/BI, H, W, B, BI) and kernel (O/BO, kernel_in/BI, K, K, BO,
+    BI) args of a convolution task."""
     b, bi, bo = hw.batch, hw.block_in, hw.block_out
-    assert isinstance(w, Conv2dWorkload)
     return [["TENSOR", [w.batch // b, w.in_channels // bi, w.height, w.width, b, bi], "int8"],
-            ["TENSOR", [w.out_channels // bo, w.in_channels // bi, w.kernel, w.kernel, bo, bi],
-             "int8"],
-            [w.stride, w.stride], [w.pad] * 4, [1, 1], f"NCHW{b}n{bi}c", "int32"]
+            ["TENSOR", [w.out_channels // bo, kernel_in // bi, w.kernel, w.kernel, bo, bi],
+             "int8"]]
+
+
+def _conv2d_args(w: Workload, hw: HardwareConfig) -> list[Any]:
+    assert isinstance(w, Conv2dWorkload)
+    return [*_conv_tensors(w, hw, w.in_channels), [w.stride, w.stride], [w.pad] * 4, [1, 1],
+            f"NCHW{hw.batch}n{hw.block_in}c", "int32"]
 
 
 def _conv2d_workload(args: Any) -> tuple[Workload, tuple[int, int]]:
@@ -119,6 +136,45 @@ def _dense_workload(args: Any) -> tuple[Workload, tuple[int, int]]:
     return GemmWorkload(nb * b, cib * bi, cob * bo), (b, bi)
 
 
+def _group_conv2d_args(w: Workload, hw: HardwareConfig) -> list[Any]:
+    # group_conv2d_packed(data, kernel, strides, padding, dilation, groups, out_dtype)
+    assert isinstance(w, GroupConv2dWorkload)
+    return [*_conv_tensors(w, hw, w.group_in_channels), [w.stride, w.stride], [w.pad] * 4,
+            [1, 1], w.groups, "int32"]
+
+
+def _group_conv2d_workload(args: Any) -> tuple[Workload, tuple[int, int]]:
+    (_, d, _), (_, k, _), strides, pads, dilation, groups = args[:6]
+    nb, cib, h, w, b, bi = d
+    cob, _, kh, kw, bo, _ = k
+    if kh != kw or len(set(pads)) != 1 or strides[0] != strides[1]:
+        raise AutotvmError("only square kernels, equal pads and strides are supported")
+    if list(dilation) != [1, 1]:
+        raise AutotvmError(f"dilation {dilation} is not supported")
+    return GroupConv2dWorkload(nb * b, h, w, cib * bi, cob * bo, kh, pads[0], strides[0],
+                               int(groups)), (b, bi)
+
+
+def _conv2d_transpose_args(w: Workload, hw: HardwareConfig) -> list[Any]:
+    # conv2d_transpose_packed(data, kernel, strides, padding, out_dtype, output_padding);
+    # the kernel as graph packing leaves it: (CO/BO, CI/BI, K, K, BO, BI)
+    assert isinstance(w, Conv2dTransposeWorkload)
+    return [*_conv_tensors(w, hw, w.in_channels), [w.stride, w.stride], [w.pad] * 4, "int32",
+            [w.output_padding, w.output_padding]]
+
+
+def _conv2d_transpose_workload(args: Any) -> tuple[Workload, tuple[int, int]]:
+    (_, d, _), (_, k, _), strides, pads = args[0], args[1], args[2], args[3]
+    opad = list(args[5]) if len(args) > 5 else [0, 0]
+    nb, cib, h, w, b, bi = d
+    cob, _, kh, kw, bo, _ = k
+    if kh != kw or len(set(pads)) != 1 or strides[0] != strides[1] or opad[0] != opad[1]:
+        raise AutotvmError("only square kernels, equal pads, strides and output paddings are "
+                           "supported")
+    return Conv2dTransposeWorkload(nb * b, h, w, cib * bi, cob * bo, kh, pads[0], strides[0],
+                                   opad[0]), (b, bi)
+
+
 @dataclass(frozen=True)
 class AutotvmTask:
     """One AutoTVM VTA task vtatune simulates: its name, vtatune's operator, the template's
@@ -139,6 +195,11 @@ TASKS: dict[str, AutotvmTask] = {t.name: t for t in (
     AutotvmTask("conv2d_packed.vta", "conv2d", CONV_AUTOTVM_KNOBS, _conv2d_args,
                 _conv2d_workload),
     AutotvmTask("dense_packed.vta", "gemm", DENSE_AUTOTVM_KNOBS, _dense_args, _dense_workload),
+    # Both define the same knobs as conv2d_packed, in the same order.
+    AutotvmTask("group_conv2d_packed.vta", "group_conv2d", CONV_AUTOTVM_KNOBS,
+                _group_conv2d_args, _group_conv2d_workload),
+    AutotvmTask("conv2d_transpose_packed.vta", "conv2d_transpose", CONV_AUTOTVM_KNOBS,
+                _conv2d_transpose_args, _conv2d_transpose_workload),
 )}
 
 
@@ -153,12 +214,6 @@ def task_of(workload: Workload) -> AutotvmTask:
 def task_args(workload: Workload, hw: HardwareConfig) -> list[Any]:
     """The task's args as AutoTVM serialises them (tensors in VTA's packed layouts)."""
     return task_of(workload).args(workload, hw)
-
-
-def _extents(workload: Workload, hw: HardwareConfig) -> dict[str, int]:
-    c = workload.as_conv()
-    return {"tile_b": c.batch // hw.batch, "tile_h": c.out_height, "tile_w": c.out_width,
-            "tile_ci": c.in_channels // hw.block_in, "tile_co": c.out_channels // hw.block_out}
 
 
 def _factors(n: int) -> list[int]:
@@ -181,7 +236,7 @@ def config_entity(knobs: dict[str, Any], workload: Workload, hw: HardwareConfig
         575
     """
     names = task_of(workload).knobs
-    ext = _extents(workload, hw)
+    ext = autotvm_extents(workload, hw)
     index, radix, entity = 0, 1, []
     for name in names:
         v = knobs[name]
@@ -451,7 +506,7 @@ def tvm_splits(knobs: dict[str, Any], workload: Workload, hw: HardwareConfig
         >>> tvm_splits({"tile_h": [1, 16], "tile_w": [13, 16]}, yolo, DEFAULT)
         ({'tile_h': [13, 16], 'tile_w': [13, 16]}, ['tile_h [1, 16] on 208'])
     """
-    ext = _extents(workload, hw)
+    ext = autotvm_extents(workload, hw)
     out, notes = dict(knobs), []
     for name, v in knobs.items():
         if (name in ext and isinstance(v, list) and len(v) == 2

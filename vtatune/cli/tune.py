@@ -24,7 +24,9 @@ _ABOUT = {
                 "python -m vtatune conv2d --workload C11 --hw ultra96 --seed 0 --log c11.jsonl",
                 "python -m vtatune conv2d --network resnet18 --trials 50 --jobs 2",
                 "python -m vtatune conv2d --height 28 --width 28 --in-channels 128 "
-                "--out-channels 128 --resume --log mine.jsonl")),
+                "--out-channels 128 --resume --log mine.jsonl",
+                "python -m vtatune conv2d --workload C8 --trials 400 "
+                "--storage postgresql://tuner@db.example/vta")),
     "gemm": ("tune gemm schedules (default: the 1x1024x1024 GEMM)",
              "the tutorial GEMM (1x1024 times 1024x1024)",
              ("python -m vtatune gemm --trials 100",
@@ -61,7 +63,9 @@ def register(sub: Any) -> None:
             examples)
         p.set_defaults(operator=op)
         p.add_argument("--trials", type=int, default=200, metavar="N",
-                       help="distinct legal configs to simulate")
+                       help="distinct legal configs the study should hold in all (every "
+                            "worker and earlier run counts; a study that has them already "
+                            "simulates nothing and says so)")
         add_workload_flags(p, (op,))
         if op == "conv2d":
             p.add_argument("--network", choices=("resnet18",),
@@ -83,10 +87,15 @@ def register(sub: Any) -> None:
                                if op == "conv2d" else "")
                             + "; git ignores that directory)")
         p.add_argument("--storage", metavar="URL",
-                       help="Optuna storage URL shared by workers (default: a journal file "
-                            "beside the log)")
+                       help="where the study lives; workers with the same problem and "
+                            "storage share one study: postgresql://user@host/db "
+                            "(pip install 'vtatune[postgres]'), mysql://user:pw@host/db, "
+                            "sqlite:///tune.db, journal:FILE (default: a journal file beside "
+                            "the log, shared by the processes of one machine)")
         p.add_argument("--resume", action="store_true",
-                       help="continue the newest study of this problem in the log's storage")
+                       help="continue this problem's study (joining it is the default), "
+                            "refuse a log or storage of another problem, and rebuild the "
+                            "study from the log's records when its storage lost them")
         p.add_argument("--space", choices=("full", "autotvm"), default="full",
                        help="vtatune's space (full) or AutoTVM's space (autotvm: "
                             "conv2d_packed, dense_packed, group_conv2d_packed, "

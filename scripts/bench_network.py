@@ -11,9 +11,10 @@
    (2.7M in all), too many to simulate exhaustively on this 2-core machine in a session, so
    the optimum is the **best known**, as in ``scripts/bench_search.py``: the best of every
    config simulated for the task by this script: the network runs (this one's and those
-   kept in ``network.json`` from earlier ones), ``--reference-trials``-trial guided studies
-   with two other seeds, and the whole of AutoTVM's conv2d_packed sub-space (exhaustive,
-   bruteforce sampler). The references are kept in ``network.json`` and reused.
+   kept in ``network.json`` from earlier ones), ``--reference-trials``-trial guided
+   studies with ``--reference-seeds`` other seeds, and the whole of AutoTVM's
+   conv2d_packed sub-space (exhaustive, bruteforce sampler). The references are kept in
+   ``network.json`` and reused.
 3. Gradient against round-robin: the network's VTA time (Σ multiplicity × best cycles)
    after every round against the trials spent, for each network of ``--compare`` and each
    seed, plotted (median over seeds) in ``scripts/results/network_schedulers.png``.
@@ -130,6 +131,8 @@ def main() -> int:
     ap.add_argument("--trials-per-task", type=int, default=20)
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--reference-trials", type=int, default=300)
+    ap.add_argument("--reference-seeds", type=int, default=2,
+                    help="guided reference studies per task")
     ap.add_argument("--compare", default="resnet50,mobilenet_v1")
     ap.add_argument("--jobs", type=int, default=2)
     args = ap.parse_args()
@@ -150,12 +153,13 @@ def main() -> int:
 
     # 2. the best-known optimum of every task
     net = load_network(args.network, args.hw)
-    ref_seeds = [1000 + s for s in range(2)]
+    ref_seeds = [1000 + s for s in range(args.reference_seeds)]
     # References are deterministic: reuse the last file's for the same problem and budget,
     # and keep the best of every run it holds (all of it was simulated: best known).
     old = json.loads((RESULTS / "network.json").read_text()) \
         if (RESULTS / "network.json").exists() else {}
-    same = old.get("reference_key") == [args.network, args.hw, args.reference_trials]
+    key = [args.network, args.hw, args.reference_trials, args.reference_seeds]
+    same = old.get("reference_key") == key
     refs = old.get("references", []) if same else []
     if not refs:
         refs = run_par(reference, [(args.network, args.hw, t.name, args.reference_trials,
@@ -229,7 +233,7 @@ def main() -> int:
                 if t["best"]:
                     known[name] = min(known.get(name, t["best"]), t["best"])
     (RESULTS / "network.json").write_text(json.dumps(
-        {"args": vars(args), "reference_key": [args.network, args.hw, args.reference_trials],
+        {"args": vars(args), "reference_key": key,
          "runs": runs, "references": refs, "known": known, "compare": compare}) + "\n")
     print(text)
     meds = {(n, s): statistics.median(r["total_ms"] for r in compare

@@ -34,7 +34,7 @@ def one_error_line(err: str) -> str:
 # --- 5 and 13: one line and exit 2, nothing left behind ---------------------------------
 @pytest.mark.parametrize("seed", ["-1", "99999999999"])
 def test_bad_seed_is_one_line_and_leaves_no_journal(seed, tmp_path, capsys):
-    for argv in (["gemm"], ["conv2d", "--network", "resnet18"]):
+    for argv in (["gemm"], ["conv2d", "--network", "resnet18"], ["network", "resnet18"]):
         code, _, err = run_cli(capsys, *argv, "--seed", seed, "--log", tmp_path / "g.jsonl")
         assert code == 2
         assert f"seed must be in 0..4294967295, got {seed}" in one_error_line(err)
@@ -44,6 +44,8 @@ def test_bad_seed_is_one_line_and_leaves_no_journal(seed, tmp_path, capsys):
 def test_api_bad_seed_raises_vtatunes_error(tmp_path):
     with pytest.raises(VtatuneError, match="seed must be an integer"):
         vtatune.tune("gemm", seed=-1, log=tmp_path / "g.jsonl")
+    with pytest.raises(VtatuneError, match="seed must be an integer"):
+        vtatune.tune_network("resnet18", "pynq", seed=2**32, log=tmp_path / "n.jsonl")
     assert list(tmp_path.iterdir()) == []
 
 

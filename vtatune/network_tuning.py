@@ -38,7 +38,7 @@ from .logging import optuna_verbosity
 from .networks import Network, Task, load_network
 from .records import RecordWriter
 from .task_scheduler import TaskState, get_scheduler, objective
-from .tuner import RUNS_DIR, OpenStudy, TunerError, TuneResult, _check_log_belongs
+from .tuner import RUNS_DIR, OpenStudy, TunerError, TuneResult, _check_log_belongs, check_seed
 
 __all__ = ["NetworkResult", "TaskResult", "default_network_log", "tune_network"]
 
@@ -218,6 +218,7 @@ def tune_network(network: str | Path | Network, hw: HardwareConfig | str | None 
     if not isinstance(jobs, int) or jobs < 1:
         raise TunerError(f"jobs must be a positive integer, got {jobs!r}")
     sampler = sampler or DEFAULT_SAMPLER
+    check_seed(seed)
     check_sampler(sampler)
     if space not in ("full", "autotvm"):
         raise TunerError(f"unknown space {space!r} (known: full, autotvm)")

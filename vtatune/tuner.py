@@ -31,7 +31,7 @@ from .schedule import Schedule, tutorial_schedule
 from .workloads import Workload, resolve
 
 __all__ = ["DEFAULT_SAMPLER", "RUNS_DIR", "SAMPLERS", "SEED_MAX", "OpenStudy", "TuneResult",
-           "TunerError", "default_log_path", "tune"]
+           "TunerError", "check_seed", "default_log_path", "tune"]
 
 from ._tuner._samplers import DEFAULT_SAMPLER, SAMPLERS, check_sampler  # noqa: E402
 
@@ -40,6 +40,13 @@ from ._tuner._samplers import DEFAULT_SAMPLER, SAMPLERS, check_sampler  # noqa: 
 RUNS_DIR = Path("runs")
 #: numpy's seed range (Optuna's samplers seed numpy generators with it).
 SEED_MAX = 2**32 - 1
+
+
+def check_seed(seed: int | None) -> None:
+    """A sampler seed numpy and Optuna accept (None: drawn later), or :class:`TunerError`."""
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)
+                             or not 0 <= seed <= SEED_MAX):
+        raise TunerError(f"seed must be an integer in 0..{SEED_MAX}, got {seed!r}")
 
 
 class TunerError(VtatuneError):
@@ -170,9 +177,7 @@ def tune(workload: Workload | str, hw: HardwareConfig | str | None = None, *,
         raise TunerError(f"trials must be a positive integer, got {trials!r}")
     if not isinstance(jobs, int) or jobs < 1:
         raise TunerError(f"jobs must be a positive integer, got {jobs!r}")
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)
-                             or not 0 <= seed <= SEED_MAX):
-        raise TunerError(f"seed must be an integer in 0..{SEED_MAX}, got {seed!r}")
+    check_seed(seed)
     check_sampler(sampler)
     wl, hw = resolve(workload, hw)
     if space not in ("full", "autotvm"):

@@ -20,6 +20,20 @@ class UsageError(VtatuneError):
     """Bad command-line input: reported in one line with exit status 2."""
 
 
+def seed_arg(text: str) -> int:
+    """argparse type of every sampler ``--seed``: refused while parsing, before anything is
+    created (UsageError is no ValueError, so argparse passes it through unchanged)."""
+    from ..tuner import SEED_MAX
+
+    try:
+        seed = int(text)
+    except ValueError:
+        raise UsageError(f"--seed must be an integer, got {text!r}") from None
+    if not 0 <= seed <= SEED_MAX:
+        raise UsageError(f"--seed must be in 0..{SEED_MAX}, got {seed}")
+    return seed
+
+
 class Parser(argparse.ArgumentParser):
     """argparse that reports errors in one line with exit status 2."""
 

@@ -7,7 +7,7 @@ import argparse
 import json
 from typing import Any
 
-from ._common import UsageError, warnings_one_line
+from ._common import UsageError, seed_arg, warnings_one_line
 
 _EPILOG = """\
 examples:
@@ -47,7 +47,8 @@ def register(sub: Any) -> None:
     p.add_argument("--candidates", type=int, metavar="N",
                    help="at most N designs besides the stock one (default: the whole "
                         "exhaustive walk for latency, 24 for latency-area)")
-    p.add_argument("--seed", type=int, default=0, help="seed of every search (default 0)")
+    p.add_argument("--seed", type=seed_arg, default=0, metavar="N",
+                   help="seed of every search (default 0)")
     p.add_argument("--jobs", type=int, default=1, metavar="N",
                    help="designs tuned in parallel processes (default 1)")
     p.add_argument("--out", metavar="DIR",

@@ -7,7 +7,7 @@ import json
 import math
 from typing import Any
 
-from ._common import UsageError, warnings_one_line
+from ._common import UsageError, seed_arg, warnings_one_line
 
 DESCRIPTION = """\
 Tune a whole network: a catalogue network by name or an ONNX model file.
@@ -59,7 +59,8 @@ def register(sub: Any) -> None:
                         "(0: never)")
     p.add_argument("--sampler", default=DEFAULT_SAMPLER, metavar="NAME",
                    help=f"each task's sampler: {', '.join(SAMPLERS)}")
-    p.add_argument("--seed", type=int, help="sampler seed (a serial run is reproducible)")
+    p.add_argument("--seed", type=seed_arg, metavar="N",
+                   help="sampler seed (a serial run is reproducible)")
     p.add_argument("--jobs", type=int, default=1, metavar="N", help="simulation processes")
     p.add_argument("--log", help="JSON-lines log (default runs/<network>-<hw>.jsonl)")
     p.add_argument("--storage", metavar="URL",

@@ -13,6 +13,7 @@ from ._common import (
     add_workload_flags,
     resolve_workload,
     say_if_compiling,
+    seed_arg,
     shape_flags_given,
     warnings_one_line,
 )
@@ -75,7 +76,7 @@ def register(sub: Any) -> None:
         p.add_argument("--sampler", default=DEFAULT_SAMPLER, metavar="NAME",
                        help=f"{', '.join(SAMPLERS)}; {DEFAULT_SAMPLER}: TPE over legal, "
                             "untried configs, warm-started by a cost model")
-        p.add_argument("--seed", type=int, metavar="N",
+        p.add_argument("--seed", type=seed_arg, metavar="N",
                        help=f"sampler seed, 0..{SEED_MAX}: a serial run with a seed is "
                             "reproducible (default: drawn at random and printed)")
         p.add_argument("--jobs", type=int, default=1, metavar="N",
@@ -110,11 +111,9 @@ def cmd_tune(args: argparse.Namespace) -> int:
 
     from ..network_tuning import tune_network
     from ..records import check_log_target
-    from ..tuner import SEED_MAX, tune
+    from ..tuner import tune
 
     warnings_one_line()
-    if args.seed is not None and not 0 <= args.seed <= SEED_MAX:  # --network too
-        raise UsageError(f"--seed must be in 0..{SEED_MAX}, got {args.seed}")
     if args.log is not None:
         check_log_target(args.log)
     say_if_compiling()

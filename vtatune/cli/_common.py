@@ -114,6 +114,40 @@ def add_hw_flag(p: argparse.ArgumentParser) -> None:
     p.add_argument("--hw", metavar="PRESET|FILE", help=hw_help())
 
 
+def add_study_flags(p: argparse.ArgumentParser, *, log_default: str) -> None:
+    """The flags of every command that runs tuning studies (``conv2d`` ... and ``network``):
+    sampler, seed, jobs, log, storage, resume, space, bias and quiet, with one help text
+    each so the commands never drift apart."""
+    from ..tuner import DEFAULT_SAMPLER, SAMPLERS, SEED_MAX
+
+    p.add_argument("--sampler", default=DEFAULT_SAMPLER, metavar="NAME",
+                   help=f"{', '.join(SAMPLERS)}; {DEFAULT_SAMPLER}: TPE over legal, "
+                        "untried configs, warm-started by a cost model")
+    p.add_argument("--seed", type=seed_arg, metavar="N",
+                   help=f"sampler seed, 0..{SEED_MAX}: a serial run with a seed is "
+                        "reproducible (default: drawn at random and printed)")
+    p.add_argument("--jobs", type=int, default=1, metavar="N", help="simulation processes")
+    p.add_argument("--log", metavar="FILE",
+                   help=f"JSON-lines log to append to (default: {log_default}; git ignores "
+                        "that directory)")
+    p.add_argument("--storage", metavar="URL",
+                   help="where the studies live; workers with the same problem and "
+                        "storage share them: postgresql://user@host/db "
+                        "(pip install 'vtatune[postgres]'), mysql://user:pw@host/db, "
+                        "sqlite:///tune.db, journal:FILE (default: a journal file beside "
+                        "the log, shared by the processes of one machine)")
+    p.add_argument("--resume", action="store_true",
+                   help="continue this problem's studies (joining them is the default), "
+                        "refuse a log or storage of another problem, and rebuild a "
+                        "study from the log's records when its storage lost them")
+    p.add_argument("--space", choices=("full", "autotvm"), default="full",
+                   help="vtatune's space (full) or AutoTVM's space (autotvm: "
+                        "conv2d_packed, dense_packed, group_conv2d_packed, "
+                        "conv2d_transpose_packed)")
+    p.add_argument("--bias", action="store_true", help="add the per-channel int32 bias")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
 def shape_flags_given(args: argparse.Namespace) -> list[str]:
     names = {n for op in WORKLOADS for n in shape_fields(op)}
     return sorted(n for n in names if getattr(args, n, None) is not None)

@@ -7,43 +7,37 @@ import json
 import math
 from typing import Any
 
-from ._common import UsageError, seed_arg, warnings_one_line
+from ._common import UsageError, add_command, add_hw_flag, add_study_flags, warnings_one_line
 
-DESCRIPTION = """\
-Tune a whole network: a catalogue network by name or an ONNX model file.
+_DESCRIPTION = (
+    "Tune a whole network: a catalogue network by name or an ONNX model file. Each layer VTA "
+    "can run (TVM's graph-packing rules: channels per group multiples of the block, batch a "
+    "multiple of BATCH; the first convolution and depthwise convolutions stay on the CPU) "
+    "becomes a task; identical layers are one task with a multiplicity. --trials is the "
+    "network's total, shared out by the task scheduler (gradient: Ansor's, on the objective "
+    "sum of multiplicity x cycles; round-robin). A task that has converged stops taking "
+    "trials. One study per task, all in one storage and one log. Without NAME, lists the "
+    "catalogue. Exit status: 0, 2 on bad input, 130 when interrupted (--resume continues).")
 
-Each layer VTA can run (TVM's graph-packing rules: channels per group multiples of the
-block, batch a multiple of BATCH; the first convolution and depthwise convolutions stay
-on the CPU) becomes a task; identical layers are one task with a multiplicity. --trials
-is the network's total, shared out by the task scheduler (gradient: Ansor's, on the
-objective sum of multiplicity x cycles; round-robin). A task that has converged stops
-taking trials. One study per task, all in one storage and one log.
-
-Without NAME, lists the catalogue."""
-
-EPILOG = """\
-examples:
-  python -m vtatune network resnet18 --list
-  python -m vtatune network resnet50 --trials-per-task 20 --plot resnet50.png
-  python -m vtatune network model.onnx --hw ultra96 --trials 400 --json
-  python -m vtatune network resnet50 --trials 800 --resume      # continue to 800 in all"""
-
-
-class _Formatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
-    pass
+_EXAMPLES = (
+    "python -m vtatune network resnet18 --list",
+    "python -m vtatune network resnet50 --trials-per-task 20 --plot resnet50.png",
+    "python -m vtatune network model.onnx --hw ultra96 --trials 400 --json",
+    "python -m vtatune network resnet50 --trials 800 --resume      # continue to 800 in all",
+)
 
 
 def register(sub: Any) -> None:
     from ..network_tuning import DEFAULT_PATIENCE, DEFAULT_ROUND, DEFAULT_TRIALS_PER_TASK
     from ..task_scheduler import SCHEDULERS
-    from ..tuner import DEFAULT_SAMPLER, SAMPLERS
+    from ..tuner import RUNS_DIR
 
-    p = sub.add_parser("network", help="list or tune a whole network (catalogue or ONNX)",
-                       description=DESCRIPTION, epilog=EPILOG, formatter_class=_Formatter)
+    p = add_command(sub, "network", "list or tune a whole network (catalogue or ONNX)",
+                    _DESCRIPTION, _EXAMPLES)
     p.add_argument("network", nargs="?", metavar="NAME|MODEL.onnx",
                    help="a catalogue network or an ONNX model file")
     p.add_argument("--list", action="store_true", help="print the tasks and CPU layers only")
-    p.add_argument("--hw", default="pynq", help="hardware preset or vta_config.json")
+    add_hw_flag(p)
     p.add_argument("--batch", type=int, metavar="N",
                    help="batch of a catalogue network (default 1; an ONNX model has its own)")
     p.add_argument("--trials", type=int, metavar="N",
@@ -57,24 +51,10 @@ def register(sub: Any) -> None:
     p.add_argument("--patience", type=int, default=DEFAULT_PATIENCE, metavar="N",
                    help="rounds without improvement after which a task has converged "
                         "(0: never)")
-    p.add_argument("--sampler", default=DEFAULT_SAMPLER, metavar="NAME",
-                   help=f"each task's sampler: {', '.join(SAMPLERS)}")
-    p.add_argument("--seed", type=seed_arg, metavar="N",
-                   help="sampler seed (a serial run is reproducible)")
-    p.add_argument("--jobs", type=int, default=1, metavar="N", help="simulation processes")
-    p.add_argument("--log", help="JSON-lines log (default runs/<network>-<hw>.jsonl)")
-    p.add_argument("--storage", metavar="URL",
-                   help="Optuna storage URL shared by workers (default: a journal file "
-                        "beside the log)")
-    p.add_argument("--resume", action="store_true",
-                   help="continue the network's studies; their trials count towards --trials")
-    p.add_argument("--space", choices=("full", "autotvm"), default="full",
-                   help="vtatune's space or AutoTVM's")
-    p.add_argument("--bias", action="store_true", help="add the per-channel int32 bias")
+    add_study_flags(p, log_default=f"{RUNS_DIR}/<network>-<hw model>.jsonl")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--plot", metavar="FILE.png",
                    help="bar chart of where the network's time goes (needs matplotlib)")
-    p.add_argument("--quiet", action="store_true", help="no progress line")
     p.set_defaults(func=cmd_network)
 
 

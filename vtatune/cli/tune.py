@@ -10,10 +10,10 @@ from ._common import (
     UsageError,
     add_command,
     add_hw_flag,
+    add_study_flags,
     add_workload_flags,
     resolve_workload,
     say_if_compiling,
-    seed_arg,
     shape_flags_given,
     warnings_one_line,
 )
@@ -52,7 +52,7 @@ _ABOUT = {
 
 
 def register(sub: Any) -> None:
-    from ..tuner import DEFAULT_SAMPLER, RUNS_DIR, SAMPLERS, SEED_MAX
+    from ..tuner import RUNS_DIR
 
     for op, (summary, default, examples) in _ABOUT.items():
         p = add_command(
@@ -73,36 +73,10 @@ def register(sub: Any) -> None:
                            help="tune every conv layer of the network, one study each (no "
                                 "--workload or shape flags)")
         add_hw_flag(p)
-        p.add_argument("--sampler", default=DEFAULT_SAMPLER, metavar="NAME",
-                       help=f"{', '.join(SAMPLERS)}; {DEFAULT_SAMPLER}: TPE over legal, "
-                            "untried configs, warm-started by a cost model")
-        p.add_argument("--seed", type=seed_arg, metavar="N",
-                       help=f"sampler seed, 0..{SEED_MAX}: a serial run with a seed is "
-                            "reproducible (default: drawn at random and printed)")
-        p.add_argument("--jobs", type=int, default=1, metavar="N",
-                       help="simulation processes")
-        p.add_argument("--log", metavar="FILE",
-                       help=f"JSON-lines log to append to (default: {RUNS_DIR}/{op}-<workload>"
-                            f"-<hw model>.jsonl"
-                            + (f", {RUNS_DIR}/resnet18-<hw model>.jsonl for --network"
-                               if op == "conv2d" else "")
-                            + "; git ignores that directory)")
-        p.add_argument("--storage", metavar="URL",
-                       help="where the study lives; workers with the same problem and "
-                            "storage share one study: postgresql://user@host/db "
-                            "(pip install 'vtatune[postgres]'), mysql://user:pw@host/db, "
-                            "sqlite:///tune.db, journal:FILE (default: a journal file beside "
-                            "the log, shared by the processes of one machine)")
-        p.add_argument("--resume", action="store_true",
-                       help="continue this problem's study (joining it is the default), "
-                            "refuse a log or storage of another problem, and rebuild the "
-                            "study from the log's records when its storage lost them")
-        p.add_argument("--space", choices=("full", "autotvm"), default="full",
-                       help="vtatune's space (full) or AutoTVM's space (autotvm: "
-                            "conv2d_packed, dense_packed, group_conv2d_packed, "
-                            "conv2d_transpose_packed)")
-        p.add_argument("--bias", action="store_true", help="add the per-channel int32 bias")
-        p.add_argument("--quiet", action="store_true", help="no progress bar")
+        add_study_flags(
+            p, log_default=f"{RUNS_DIR}/{op}-<workload>-<hw model>.jsonl"
+            + (f", {RUNS_DIR}/resnet18-<hw model>.jsonl for --network" if op == "conv2d"
+               else ""))
         p.set_defaults(func=cmd_tune)
 
 

@@ -136,6 +136,68 @@ def test_unknown_space_and_bad_configs():
     assert exc.value.rule == "tile_divides"
 
 
+def _rules_verdict(tpl, config):
+    """What the rules say of a config, straight from them (no template memo)."""
+    try:
+        _plan.rules(tpl.context, tpl.to_schedule(config), tpl.bias)
+    except IllegalSchedule as exc:
+        return exc.rule, str(exc)
+    return None
+
+
+def _check_verdict(tpl, config):
+    try:
+        tpl.check(config)
+    except IllegalSchedule as exc:
+        assert tpl.legal(config) is False
+        return exc.rule, str(exc)
+    assert tpl.legal(config) is True
+    return None
+
+
+@pytest.mark.parametrize("wl, hw, kw", [
+    (C8, DEFAULT, {"space": "autotvm", "prune": False}),
+    (WORKLOADS["gemm"]["tutorial"], DEFAULT, {}),
+    (WORKLOADS["gemm"]["dense128"], DEFAULT, {"tune_store": True}),
+    (GemmWorkload(16, 256, 128), HW48, {"bias": True}),
+    (Conv2dWorkload(1, 7, 7, 64, 64, 3, 1, 1), DEFAULT, {"bias": True}),
+    (Conv2dWorkload(1, 7, 7, 64, 64, 3, 1, 1), DEFAULT, {"tune_store": True}),
+], ids=["c8-autotvm-raw", "gemm", "dense128-store", "gemm-4x8-bias", "conv-bias", "conv-store"])
+def test_remembered_legality_is_the_rules_on_every_config(wl, hw, kw):
+    """check/legal remember the rules' verdict per combination of the knobs the rules read
+    (outer orders share one): on every config of the space, in two passes (the second
+    answered from memory, in another order), the same rule and message as the rules."""
+    tpl = get_template(wl, hw, **kw)
+    configs = [tpl.config_at(i) for i in range(tpl.size())]
+    expected = [_rules_verdict(tpl, c) for c in configs]
+    assert any(e is None for e in expected) and any(e is not None for e in expected)
+    assert [_check_verdict(tpl, c) for c in configs] == expected
+    assert tpl._verdicts  # remembered
+    assert [_check_verdict(tpl, c) for c in reversed(configs)] == expected[::-1]
+
+
+def test_remembered_legality_still_validates():
+    """A remembered verdict is never handed to a config that is not one of the space's:
+    values of another type that compare equal (True, 1.0 for 1), a bad free knob, missing
+    or extra knobs, a non-dict."""
+    tpl = get_template(C8, DEFAULT)
+    cfg = tpl.default_config()
+    assert tpl.legal(cfg) and tpl.legal(dict(cfg))  # remembered now
+    with pytest.raises(ScheduleError):
+        tpl.check(dict(cfg, tile_b=True))
+    with pytest.raises(ScheduleError):
+        tpl.legal(dict(cfg, tile_h=float(cfg["tile_h"])))
+    with pytest.raises(ScheduleError):
+        tpl.legal(dict(cfg, outer_order="xyzw"))
+    with pytest.raises(ScheduleError, match="missing tile_h"):
+        tpl.legal({k: v for k, v in cfg.items() if k != "tile_h"})
+    with pytest.raises(ScheduleError, match="unknown tile_x"):
+        tpl.legal(dict(cfg, tile_x=1))
+    with pytest.raises(ScheduleError, match="must be a dict"):
+        tpl.legal(list(cfg.items()))
+    assert tpl.legal(cfg)
+
+
 # --- config <-> schedule ---------------------------------------------------------------------
 
 

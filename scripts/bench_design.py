@@ -5,10 +5,12 @@ stock 1x16 design tuned the same way, with the resource that binds each tensor-c
         [--boards ultra96,pynq,de10nano] [--trials-per-task 20] [--jobs 2] [--out DIR]
 
 Per (network, board): ``vtatune.design.co_design`` (objective latency: the exhaustive walk
-over the maximal buffer sizes of every BATCH x BLOCK, bounded by the compute floor), its
-wall time, the stock and best designs (cycles, ms at the board clock, speed-up, binding
-resource) and, per (BATCH, BLOCK) shape, the network's compute floor and the estimate of
-the shape's logic with the smallest buffers (what binds when a shape cannot be built).
+over the maximal buffer sizes of every BATCH x BLOCK_IN x BLOCK_OUT, bounded by the compute
+floor), its wall time, the stock and best designs (cycles, ms at the board clock, speed-up,
+binding resource, what toolchain it needs) and, per shape, the network's compute floor and
+the estimate of the shape's logic with the smallest buffers (what binds when a shape cannot
+be built, and the LUT cost per LUT-built product at which it would fit). The load average
+before and after goes into the results (the machine is shared).
 Writes ``scripts/results/<name>.json`` and ``<name>.md`` (``--name``, default ``design``).
 """
 
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -23,26 +26,51 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from simulator.resources import DEVICES, estimate  # noqa: E402
+from simulator.resources import DEVICES, coefficients, estimate  # noqa: E402
 from vtatune._design._inner import placed, vta_layers  # noqa: E402
-from vtatune._design._space import compute_floor, smallest, stock  # noqa: E402
+from vtatune._design._space import (  # noqa: E402
+    compute_floor,
+    layout_reason,
+    shape_label,
+    smallest,
+    stock,
+    toolchain,
+)
 from vtatune.design import co_design  # noqa: E402
 
 
 def shape_table(network: str, board: str) -> list[dict]:
     ref = vta_layers(placed(network, stock(board)))
     rows = []
-    for lb in (0, 1):
-        for lk in (3, 4, 5):
-            hw = smallest(board, lb, lk)
-            net = placed(network, hw)
-            est = estimate(hw, DEVICES[board])
-            runs_all = vta_layers(net) == ref
-            rows.append({"shape": f"{1 << lb}x{1 << lk}", "runs_network": runs_all,
-                         "compute_floor": compute_floor(net) if runs_all else None,
-                         "percent": {k: round(v, 1) for k, v in est.utilization.items()},
-                         "over_budget": list(est.over_budget)})
+    for shape in SHAPES:
+        hw = smallest(board, shape)
+        net = placed(network, hw)
+        est = estimate(hw, DEVICES[board])
+        runs_all = vta_layers(net) == ref and layout_reason(hw) is None
+        rows.append({"shape": shape_label(shape), "macs": hw.macs_per_cycle,
+                     "runs_network": runs_all,
+                     "layout": layout_reason(hw),
+                     "compute_floor": compute_floor(net) if vta_layers(net) == ref else None,
+                     "percent": {k: round(v, 1) for k, v in est.utilization.items()},
+                     "over_budget": list(est.over_budget), **spill(est)})
     return rows
+
+
+def spill(est) -> dict:
+    """Products built from LUTs, and the LUT cost per such product at which the shape's
+    logic would just fit the board (the model charges the Yosys xc7-nodsp figure)."""
+    dev, hw = est.device, est.hw
+    products = hw.macs_per_cycle
+    in_luts = max(0, products - dev.dsp * dev.products_per_dsp)
+    charged = coefficients(dev.family).lut_product_lut
+    rest = est.lut - charged * in_luts
+    fit = (dev.lut - rest) / in_luts if in_luts else None
+    return {"products_in_luts": in_luts, "lut_per_product_charged": round(charged, 1),
+            "lut_per_product_to_fit": None if fit is None else round(fit, 1)}
+
+
+#: (LOG_BATCH, LOG_BLOCK_IN, LOG_BLOCK_OUT) shown in the "what binds" table.
+SHAPES = ((0, 3, 3), (0, 4, 4), (1, 4, 4), (0, 5, 4), (0, 4, 5), (0, 6, 3), (0, 5, 5))
 
 
 def main() -> int:
@@ -55,6 +83,7 @@ def main() -> int:
     ap.add_argument("--name", default="design",
                     help="results file stem in scripts/results (default design)")
     args = ap.parse_args()
+    load = os.getloadavg()
     results = []
     for network in args.networks.split(","):
         for board in args.boards.split(","):
@@ -71,7 +100,8 @@ def main() -> int:
                              "total_ms": round(r.stock.total_ms, 3),
                              "binding": r.stock.resources.binding,
                              "percent": r.stock.resources.to_dict()["percent"]},
-                   "best": {"bitstream": best.hw.bitstream, "total_cycles": best.total_cycles,
+                   "best": {"bitstream": best.hw.bitstream, "toolchain": toolchain(best.hw),
+                            "total_cycles": best.total_cycles,
                             "total_ms": round(best.total_ms, 3),
                             "speedup": round(best.speedup, 3),
                             "binding": best.resources.binding,
@@ -83,16 +113,29 @@ def main() -> int:
                                                    "evaluated", "stock", "best")}), flush=True)
     out = ROOT / "scripts" / "results"
     (out / f"{args.name}.json").write_text(json.dumps(results, indent=1) + "\n")
-    lines = ["| network | board | stock ms | best design | best ms | speed-up | binds "
+    command = "python scripts/bench_design.py " + " ".join(sys.argv[1:])
+    lines = [f"`{command}`", "", f"Load average (1 min) before {load[0]:.1f}, after "
+             f"{os.getloadavg()[0]:.1f}; wall seconds on a 2-core machine.", "",
+             "| network | board | stock ms | best design | best ms | speed-up | binds "
              "(best) | designs | wall s |", "|---|---|---|---|---|---|---|---|---|"]
+    changes = set()
     for r in results:
         b = r["best"]
+        mark = ""
+        if b["toolchain"] != "TVM stock":
+            mark = " *"
+            changes.add(b["toolchain"])
         lines.append(f"| {r['network']} | {r['board']} | {r['stock']['total_ms']} | "
-                     f"`{b['bitstream']}` | {b['total_ms']} | {b['speedup']:.3f}x | "
+                     f"`{b['bitstream']}`{mark} | {b['total_ms']} | {b['speedup']:.3f}x | "
                      f"{b['binding']} {b['percent'][b['binding']]}% | {r['evaluated']} | "
                      f"{r['wall_seconds']} |")
-    lines += ["", "Smallest-buffer logic of each tensor-core shape (percent of the board):", "",
-              "| board | shape | LUT% | BRAM% | DSP% | over budget |", "|---|---|---|---|---|---|"]
+    lines += [f"\n\\* {c}" for c in sorted(changes)]
+    lines += ["", "Smallest-buffer logic of each tensor-core shape (percent of the board; "
+              "products beyond the DSPs are built from LUTs at the charged LUT cost each; "
+              "'to fit': the LUT cost per such product at which the logic would fit):", "",
+              "| board | shape | MACs/cycle | LUT% | BRAM% | DSP% | products in LUTs | "
+              "LUT/product charged, to fit | runs the network |",
+              "|---|---|---|---|---|---|---|---|---|"]
     seen = set()
     for r in results:
         if r["board"] in seen:
@@ -100,8 +143,12 @@ def main() -> int:
         seen.add(r["board"])
         for s in r["shapes"]:
             p = s["percent"]
-            lines.append(f"| {r['board']} | {s['shape']} | {p['LUT']} | {p['BRAM']} | "
-                         f"{p['DSP']} | {'; '.join(s['over_budget']) or '-'} |")
+            fit = s["lut_per_product_to_fit"]
+            cost = "-" if fit is None else f"{s['lut_per_product_charged']}, {fit}"
+            runs = "yes" if s["runs_network"] else (s["layout"] or "no: batch")
+            lines.append(f"| {r['board']} | {s['shape']} | {s['macs']} | {p['LUT']} | "
+                         f"{p['BRAM']} | {p['DSP']} | {s['products_in_luts']} | {cost} | "
+                         f"{runs} |")
     (out / f"{args.name}.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     return 0

@@ -13,7 +13,7 @@ Example:
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, replace
+from dataclasses import InitVar, asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +36,8 @@ _LOG_KEYS = (
     "LOG_WGT_WIDTH",
     "LOG_ACC_WIDTH",
     "LOG_BATCH",
-    "LOG_BLOCK",
+    "LOG_BLOCK_IN",
+    "LOG_BLOCK_OUT",
     "LOG_UOP_BUFF_SIZE",
     "LOG_INP_BUFF_SIZE",
     "LOG_WGT_BUFF_SIZE",
@@ -49,7 +50,8 @@ _LOG_RANGES = {
     "LOG_WGT_WIDTH": (3, 3),
     "LOG_ACC_WIDTH": (5, 5),
     "LOG_BATCH": (0, 4),
-    "LOG_BLOCK": (2, 6),
+    "LOG_BLOCK_IN": (2, 6),
+    "LOG_BLOCK_OUT": (2, 6),
     "LOG_UOP_BUFF_SIZE": (10, 20),
     "LOG_INP_BUFF_SIZE": (10, 22),
     "LOG_WGT_BUFF_SIZE": (10, 22),
@@ -59,7 +61,15 @@ _LOG_RANGES = {
 
 @dataclass(frozen=True)
 class HardwareConfig:
-    """One VTA configuration. Field names follow ``vta_config.json`` in lower case."""
+    """One VTA configuration. Field names follow ``vta_config.json`` in lower case.
+
+    BLOCK_IN and BLOCK_OUT are separate fields, as VTA's hardware has them (the HLS
+    ``hw_spec.h`` VTA_LOG_BLOCK_IN / VTA_LOG_BLOCK_OUT, the Chisel ``CoreParams`` blockIn /
+    blockOut). TVM's ``vta_config.json`` has one ``LOG_BLOCK`` and its ``pkg_config.py``
+    sets both from it; ``log_block=`` (constructor, :func:`dataclasses.replace`) and the
+    ``LOG_BLOCK`` key mean both, and :attr:`tvm_stock_blocks` says whether TVM's stock
+    toolchain can build the configuration.
+    """
 
     target: str = "pynq"
     hw_ver: str = "0.0.2"
@@ -67,13 +77,20 @@ class HardwareConfig:
     log_wgt_width: int = 3
     log_acc_width: int = 5
     log_batch: int = 0
-    log_block: int = 4
+    log_block_in: int = 4
+    log_block_out: int = 4
     log_uop_buff_size: int = 15
     log_inp_buff_size: int = 15
     log_wgt_buff_size: int = 18
     log_acc_buff_size: int = 17
+    # vta_config.json's LOG_BLOCK: sets BLOCK_IN and BLOCK_OUT. An init-only argument, not
+    # stored (``hw.log_block`` reads None): read log_block_in / log_block_out.
+    log_block: InitVar[int | None] = None
 
-    def __post_init__(self) -> None:
+    def __post_init__(self, log_block: int | None) -> None:
+        if log_block is not None:
+            object.__setattr__(self, "log_block_in", log_block)
+            object.__setattr__(self, "log_block_out", log_block)
         if self.target not in BOARDS:
             raise ConfigError(
                 f"TARGET: unknown target {self.target!r} (known: {', '.join(BOARDS)})"
@@ -108,13 +125,22 @@ class HardwareConfig:
         """Build from the keys of a ``vta_config.json`` (upper-case keys, as users have it)."""
         if not isinstance(data, dict):
             raise ConfigError("hardware config must be a JSON object of vta_config.json keys")
-        known = {"TARGET", "HW_VER", *_LOG_KEYS}
+        known = {"TARGET", "HW_VER", "LOG_BLOCK", *_LOG_KEYS}
         unknown = sorted(set(data) - known)
         if unknown:
             raise ConfigError(f"{unknown[0]}: unknown key in hardware config")
+        data = dict(data)
+        if "LOG_BLOCK" in data:  # TVM's key: BLOCK_IN = BLOCK_OUT = 2^LOG_BLOCK
+            block = data.pop("LOG_BLOCK")
+            for key in ("LOG_BLOCK_IN", "LOG_BLOCK_OUT"):
+                if key in data and data[key] != block:
+                    raise ConfigError(f"{key}: {data[key]!r} contradicts LOG_BLOCK {block!r} "
+                                      "(give LOG_BLOCK, or LOG_BLOCK_IN and LOG_BLOCK_OUT)")
+                data[key] = block
         missing = [k for k in _LOG_KEYS if k not in data]
         if missing:
-            raise ConfigError(f"{missing[0]}: missing key in hardware config")
+            hint = " (or LOG_BLOCK for both)" if missing[0].startswith("LOG_BLOCK_") else ""
+            raise ConfigError(f"{missing[0]}: missing key in hardware config{hint}")
         kwargs: dict[str, Any] = {k.lower(): data[k] for k in _LOG_KEYS}
         if "TARGET" in data:
             if not isinstance(data["TARGET"], str):
@@ -145,8 +171,17 @@ class HardwareConfig:
         )
 
     def to_dict(self) -> dict[str, Any]:
-        """The ``vta_config.json`` form (upper-case keys)."""
-        return {k.upper(): v for k, v in asdict(self).items()}
+        """The ``vta_config.json`` form (upper-case keys): TVM's single ``LOG_BLOCK`` when
+        BLOCK_IN = BLOCK_OUT, else ``LOG_BLOCK_IN`` and ``LOG_BLOCK_OUT`` (the HLS names;
+        TVM's stock ``pkg_config.py`` does not read them)."""
+        out: dict[str, Any] = {}
+        for k, v in asdict(self).items():
+            if k == "log_block_out" and self.tvm_stock_blocks:
+                continue
+            if k == "log_block_in" and self.tvm_stock_blocks:
+                k = "log_block"
+            out[k.upper()] = v
+        return out
 
     def with_target(self, target: str) -> HardwareConfig:
         return replace(self, target=target)
@@ -174,11 +209,17 @@ class HardwareConfig:
 
     @property
     def block_in(self) -> int:
-        return 1 << self.log_block
+        return 1 << self.log_block_in
 
     @property
     def block_out(self) -> int:
-        return 1 << self.log_block
+        return 1 << self.log_block_out
+
+    @property
+    def tvm_stock_blocks(self) -> bool:
+        """BLOCK_IN = BLOCK_OUT: TVM's stock VTA toolchain (``pkg_config.py`` derives both
+        from LOG_BLOCK) can compile for it; otherwise it needs a toolchain change."""
+        return self.log_block_in == self.log_block_out
 
     # --- element sizes (bytes) ----------------------------------------------------------
     @property
@@ -245,9 +286,12 @@ class HardwareConfig:
     # --- names and board facts ----------------------------------------------------------
     @property
     def bitstream(self) -> str:
-        """e.g. ``1x16_i8w8a32_15_15_18_17``."""
+        """e.g. ``1x16_i8w8a32_15_15_18_17`` (TVM's name); BATCH x BLOCK_IN x BLOCK_OUT, e.g.
+        ``1x16x32_i8w8a32_...``, when the blocks differ (a name TVM never produces)."""
+        blocks = (f"{self.block_in}" if self.tvm_stock_blocks
+                  else f"{self.block_in}x{self.block_out}")
         return (
-            f"{self.batch}x{self.block_in}_i{self.inp_width}w{self.wgt_width}a{self.acc_width}"
+            f"{self.batch}x{blocks}_i{self.inp_width}w{self.wgt_width}a{self.acc_width}"
             f"_{self.log_uop_buff_size}_{self.log_inp_buff_size}_{self.log_wgt_buff_size}"
             f"_{self.log_acc_buff_size}"
         )

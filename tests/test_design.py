@@ -10,7 +10,15 @@ from simulator.errors import VTAError
 from simulator.hardware import HardwareConfig
 from simulator.resources import DEVICES, estimate
 from vtatune._design._inner import placed, vta_layers
-from vtatune._design._space import BUFFERS, infeasibility, maximal_configs, stock
+from vtatune._design._space import (
+    BUFFERS,
+    TVM_STOCK,
+    infeasibility,
+    maximal_configs,
+    shapes,
+    stock,
+    toolchain,
+)
 from vtatune.cli import main
 from vtatune.design import Design, pareto_front
 
@@ -32,9 +40,26 @@ def test_feasibility_reasons_name_the_rule_and_numbers():
         "layer layer1.0.conv1 leaves VTA: batch 1 is not a multiple of BATCH 2")
 
 
+def test_separate_blocks_feasibility_and_toolchain_label():
+    u96 = DEVICES["ultra96"]
+    in32 = HardwareConfig(target="ultra96", log_block_in=5, log_block_out=4)
+    assert infeasibility(in32, u96, "resnet18", REF) is None
+    assert toolchain(stock("ultra96")) == TVM_STOCK
+    assert toolchain(in32).startswith("needs a toolchain change: BLOCK_IN 32 != BLOCK_OUT 16")
+    out32 = HardwareConfig(target="ultra96", log_block_in=4, log_block_out=5)
+    assert infeasibility(out32, u96, "resnet18", REF) == (
+        "layout: BLOCK_OUT 32 > BLOCK_IN 16: a layer's NCHW32c output cannot be stored as the "
+        "next layer's NCHW16c input (a STORE cannot split an element); the transform between "
+        "layers is not lowered")
+    found = shapes("resnet18", "ultra96", REF)
+    # batch 1 only, BLOCK_IN >= BLOCK_OUT, most MACs first; 1x32x16 precedes 1x16
+    assert all(lb == 0 and lbi >= lbo for lb, lbi, lbo in found)
+    assert found[0] == (0, 6, 6) and found.index((0, 5, 4)) < found.index((0, 4, 4))
+
+
 def test_maximal_configs_cannot_grow():
     device = DEVICES["ultra96"]
-    configs = maximal_configs("ultra96", device, 0, 4)
+    configs = maximal_configs("ultra96", device, (0, 4, 4))
     assert stock("ultra96") in configs
     for hw in configs:
         assert infeasibility(hw, device, "resnet18", REF) is None
@@ -75,6 +100,7 @@ def test_tiny_design_search_through_the_cli(tmp_path, capsys):
         assert d["total_ms"] == pytest.approx(d["total_cycles"] / 333e3, abs=1e-4)
         assert d["speedup"] == pytest.approx(stock_cycles / d["total_cycles"], abs=1e-4)
         assert d["resources"] == estimate(hw).to_dict()
+        assert d["toolchain"] == toolchain(hw)
         where = tmp_path / d["bitstream"]
         assert HardwareConfig.from_json(where / "vta_config.json") == hw
         assert len((where / "resnet18.jsonl").read_text().splitlines()) >= len(counts)

@@ -179,6 +179,10 @@ WIDE_INP = replace(DEFAULT, log_block=2, log_uop_buff_size=11, log_inp_buff_size
 DEEP_ACC = replace(DEFAULT, log_uop_buff_size=11, log_inp_buff_size=12, log_wgt_buff_size=16,
                    log_acc_buff_size=18)
 BIG_IMAGE = Conv2dWorkload(1, 300, 300, 32, 32, 1, 0, 1)  # rows of 90000 elements
+# BLOCK_IN != BLOCK_OUT (the first stores its output packed by BLOCK_IN: strided stores).
+IN32_OUT16 = replace(DEFAULT, log_block_in=5, log_block_out=4, log_inp_buff_size=16,
+                     log_wgt_buff_size=19)
+IN16_OUT32 = replace(DEFAULT, log_block_in=4, log_block_out=5, log_acc_buff_size=18)
 
 
 def _random_schedules(wl, hw, rng, count, tries=400, max_tiles=64):
@@ -209,7 +213,8 @@ def _verdict(wl, s, hw, bias):
 
 
 @pytest.mark.parametrize("hw", [DEFAULT, PRESETS["4x8"], PRESETS["ultra96"], PRESETS["1x32"],
-                                BIG_INP, WIDE_INP, DEEP_ACC], ids=lambda h: h.bitstream)
+                                BIG_INP, WIDE_INP, DEEP_ACC, IN32_OUT16, IN16_OUT32],
+                         ids=lambda h: h.bitstream)
 def test_field_width_rule_is_exact(hw, monkeypatch):
     """For random schedules passing every other rule: the field_width rule accepts exactly
     the programs that encode (lowered with the encoding check, the rule switched off)."""

@@ -1,20 +1,22 @@
 """Hardware and schedule co-design: which VTA configuration to build for a network on a board.
 
-An outer search over VTA configurations (BATCH, BLOCK, the four buffer sizes; the board's
-clock) wraps the inner schedule search of every task of the network on each candidate. The
-result is the Pareto front of network latency against resource use (the binding resource's
-percent of the board), each design compared with the board's stock 1x16 configuration tuned
-the same way (same trials per task, same seed). Area is the mean share of the board's LUT,
-block RAM and DSP; the design's binding resource is the one closest to its budget.
+An outer search over VTA configurations (BATCH, BLOCK_IN, BLOCK_OUT, the four buffer
+sizes; the board's clock) wraps the inner schedule search of every task of the network on
+each candidate. The result is the Pareto front of network latency against resource use (the
+binding resource's percent of the board), each design compared with the board's stock 1x16
+configuration tuned the same way (same trials per task, same seed). Area is the mean share
+of the board's LUT, block RAM and DSP; the design's binding resource is the one closest to
+its budget. A design with BLOCK_IN != BLOCK_OUT says it needs a toolchain change
+(``Design.toolchain``).
 
 Outer search: with ``objective="latency"`` an exhaustive walk over the maximal feasible
-buffer sizes of every (BATCH, BLOCK), biggest tensor core first, skipping a shape whose
-compute floor (one GEMM micro-op per cycle) is already slower than the best design found;
-with ``objective="latency-area"`` Optuna's NSGA-II over all the knobs for ``candidates``
-feasible designs. Every evaluated design is a trial of one Optuna study (``storage``,
-default a journal file in ``out``); ``resume`` continues it without re-evaluating a
-configuration, and each (task, hardware) keeps its own tuning log and study under
-``out/tuning``, so nothing is tuned twice.
+buffer sizes of every (BATCH, BLOCK_IN, BLOCK_OUT), biggest tensor core first, skipping a
+shape whose compute floor (one GEMM micro-op per cycle) is already slower than the best
+design found; with ``objective="latency-area"`` Optuna's NSGA-II over all the knobs for
+``candidates`` feasible designs. Every evaluated design is a trial of one Optuna study
+(``storage``, default a journal file in ``out``); ``resume`` continues it without
+re-evaluating a configuration, and each (task, hardware) keeps its own tuning log and study
+under ``out/tuning``, so nothing is tuned twice.
 
 Example:
     >>> from vtatune.design import co_design
@@ -47,12 +49,16 @@ from ._design._inner import (
 from ._design._space import (
     BUFFERS,
     KNOB_RANGES,
+    SHAPE_KNOBS,
+    TVM_STOCK,
     compute_floor,
     infeasibility,
     maximal_configs,
+    shape_label,
     shapes,
     smallest,
     stock,
+    toolchain,
 )
 from .tuner import RUNS_DIR
 
@@ -60,7 +66,7 @@ __all__ = ["OBJECTIVES", "Design", "DesignError", "DesignResult", "co_design", "
            "plot_front"]
 
 OBJECTIVES = ("latency", "latency-area")
-_KNOBS = ("log_batch", "log_block", *BUFFERS)
+_KNOBS = (*SHAPE_KNOBS, *BUFFERS)
 
 
 @dataclass(frozen=True)
@@ -89,8 +95,18 @@ class Design:
         u = self.resources.utilization
         return (u["LUT"] + u["BRAM"] + u["DSP"]) / 3
 
+    @property
+    def toolchain(self) -> str:
+        """"TVM stock", or the change building and compiling this design takes."""
+        return toolchain(self.hw)
+
+    @property
+    def stock_toolchain(self) -> bool:
+        return self.toolchain == TVM_STOCK
+
     def to_dict(self) -> dict[str, Any]:
         return {"bitstream": self.hw.bitstream, "config": self.hw.to_dict(),
+                "toolchain": self.toolchain,
                 "resources": self.resources.to_dict(), "total_cycles": self.total_cycles,
                 "total_ms": round(self.total_ms, 4), "speedup": round(self.speedup, 4),
                 "area_percent": round(self.area, 2),
@@ -264,7 +280,7 @@ class _Search:
         for tr in self.study.get_trials(deepcopy=False):
             if tr.state.name != "COMPLETE" or "tasks" not in tr.user_attrs:
                 continue
-            hw = HW(target=self.board, **{k: int(tr.params[k]) for k in _KNOBS})
+            hw = HW(target=self.board, **_knobs(tr.params))
             if hw.bitstream not in self.results:
                 continue
             out.append(self._design(hw, self.results[hw.bitstream]))
@@ -323,15 +339,15 @@ def co_design(network: str, board: str, *, trials_per_task: int = 20,
 
 def _exhaustive(search: _Search, skipped: list[str], candidates: int) -> None:
     best = min(d.total_cycles for d in search.designs())
-    for lb, lk in shapes(search.network, search.board, search.reference):
-        floor = compute_floor(placed(search.network, smallest(search.board, lb, lk)))
-        label = f"{1 << lb}x{1 << lk}"
+    for shape in shapes(search.network, search.board, search.reference):
+        floor = compute_floor(placed(search.network, smallest(search.board, shape)))
+        label = shape_label(shape)
         if floor >= best:
             skipped.append(f"{label}: compute floor {floor} cycles >= best {best}")
             continue
-        configs = maximal_configs(search.board, search.device, lb, lk)
+        configs = maximal_configs(search.board, search.device, shape)
         if not configs:
-            probe = smallest(search.board, lb, lk)
+            probe = smallest(search.board, shape)
             why = infeasibility(probe, search.device, search.network, search.reference) \
                 or "no buffer sizes fit"
             skipped.append(f"{label}: no feasible buffer sizes even at the smallest ({why})")
@@ -349,20 +365,18 @@ def _nsga(search: _Search, candidates: int) -> None:
     import optuna
 
     found = shapes(search.network, search.board, search.reference)
-    lb_range = sorted({lb for lb, _ in found})
-    lk_range = sorted({lk for _, lk in found})
     dists = {k: optuna.distributions.IntDistribution(*KNOB_RANGES[k]) for k in _KNOBS}
-    if lb_range:
-        dists["log_batch"] = optuna.distributions.IntDistribution(lb_range[0], lb_range[-1])
-        dists["log_block"] = optuna.distributions.IntDistribution(lk_range[0], lk_range[-1])
+    for i, knob in enumerate(SHAPE_KNOBS):
+        values = sorted({shape[i] for shape in found})
+        if values:
+            dists[knob] = optuna.distributions.IntDistribution(values[0], values[-1])
     asks = 0
     while len(search.designs()) < candidates + 1 and asks < 50 * candidates:
         batch = []
         for _ in range(search.jobs):
             trial = search.study.ask(dists)
             asks += 1
-            hw = HardwareConfig(target=search.board,
-                                **{k: trial.params[k] for k in _KNOBS}) \
+            hw = HardwareConfig(target=search.board, **_knobs(trial.params)) \
                 if _valid(search.board, trial.params) else None
             # The study records each configuration once, as the trial _add writes.
             search.study.tell(trial, state=optuna.trial.TrialState.PRUNED)
@@ -371,11 +385,19 @@ def _nsga(search: _Search, candidates: int) -> None:
         search.evaluate(batch)
 
 
+def _knobs(params: dict[str, Any]) -> dict[str, int]:
+    """A trial's knobs (a study written before BLOCK_IN/BLOCK_OUT had one log_block)."""
+    if "log_block" in params:
+        params = {**params, "log_block_in": params["log_block"],
+                  "log_block_out": params["log_block"]}
+    return {k: int(params[k]) for k in _KNOBS}
+
+
 def _valid(board: str, params: dict[str, Any]) -> bool:
     from simulator.errors import VTAError
 
     try:
-        HardwareConfig(target=board, **{k: int(params[k]) for k in _KNOBS})
+        HardwareConfig(target=board, **_knobs(params))
     except VTAError:
         return False
     return True

@@ -1,9 +1,11 @@
 """The hardware space of a design search: which VTA configurations exist for a board.
 
-Knobs: LOG_BATCH, LOG_BLOCK (BLOCK_IN = BLOCK_OUT: the hardware model has one block size)
-and the four buffer sizes; the widths stay int8/int8/int32 and the clock is the board's.
-A configuration is *feasible* for a network when its instructions and micro-ops encode
-(:func:`simulator.isa.check_encodable`), it fits the board
+Knobs: LOG_BATCH, LOG_BLOCK_IN, LOG_BLOCK_OUT (VTA's hardware has the two separately; TVM's
+stock toolchain ties them, so a design with BLOCK_IN != BLOCK_OUT needs a toolchain change:
+:func:`toolchain`) and the four buffer sizes; the widths stay int8/int8/int32 and the clock
+is the board's. A configuration is *feasible* for a network when its instructions and
+micro-ops encode (:func:`simulator.isa.check_encodable`), one layer's output can be stored
+in the next layer's input layout (:func:`layout_reason`), it fits the board
 (:func:`simulator.resources.estimate`) and every task's shape is whole blocks of it.
 
 Latency never grows with a bigger buffer (it only admits more schedules) and resources never
@@ -14,6 +16,7 @@ shrink, so for the latency objective only the *maximal* feasible buffer sizes of
 from __future__ import annotations
 
 from dataclasses import replace
+from itertools import product
 
 from simulator.errors import VTAError
 from simulator.hardware import HardwareConfig
@@ -24,10 +27,15 @@ from ..networks import Network
 from ._inner import placed, placement_difference
 
 BUFFERS = ("log_uop_buff_size", "log_inp_buff_size", "log_wgt_buff_size", "log_acc_buff_size")
+SHAPE_KNOBS = ("log_batch", "log_block_in", "log_block_out")
 #: The range every knob is searched over (inclusive).
-KNOB_RANGES = {"log_batch": (0, 4), "log_block": (2, 6), "log_uop_buff_size": (10, 15),
-               "log_inp_buff_size": (10, 22), "log_wgt_buff_size": (10, 22),
-               "log_acc_buff_size": (10, 22)}
+KNOB_RANGES = {"log_batch": (0, 4), "log_block_in": (2, 6), "log_block_out": (2, 6),
+               "log_uop_buff_size": (10, 15), "log_inp_buff_size": (10, 22),
+               "log_wgt_buff_size": (10, 22), "log_acc_buff_size": (10, 22)}
+
+Shape = tuple[int, int, int]  # (LOG_BATCH, LOG_BLOCK_IN, LOG_BLOCK_OUT)
+
+TVM_STOCK = "TVM stock"
 
 
 #: Fewest elements an INP, WGT or ACC buffer may hold: smaller ones starve every tile (the
@@ -40,6 +48,45 @@ def stock(board: str) -> HardwareConfig:
     return HardwareConfig(target=board)
 
 
+def with_shape(hw: HardwareConfig, shape: Shape, **buffers: int) -> HardwareConfig:
+    lb, lbi, lbo = shape
+    return replace(hw, log_batch=lb, log_block_in=lbi, log_block_out=lbo, **buffers)
+
+
+def shape_label(shape: Shape) -> str:
+    """``1x16`` or ``1x32x16`` (BATCH x BLOCK_IN x BLOCK_OUT), as bitstreams name it."""
+    lb, lbi, lbo = shape
+    return f"{1 << lb}x{1 << lbi}" + ("" if lbi == lbo else f"x{1 << lbo}")
+
+
+def toolchain(hw: HardwareConfig) -> str:
+    """What building and compiling for ``hw`` takes: TVM's stock VTA flow, or which change."""
+    if hw.tvm_stock_blocks:
+        return TVM_STOCK
+    return (f"needs a toolchain change: BLOCK_IN {hw.block_in} != BLOCK_OUT {hw.block_out} "
+            "(TVM's pkg_config.py sets both from LOG_BLOCK; the HLS and Chisel designs take "
+            "them apart) and each layer stores its output packed by BLOCK_IN for the next "
+            "(strided 2D stores, executed and timed here; TVM's schedules store by BLOCK_OUT)")
+
+
+def layout_reason(hw: HardwareConfig) -> str | None:
+    """Why one layer's output cannot be stored as the next layer's input (one line), or
+    None. The next layer loads NCHW{BLOCK_IN}c; a STORE writes whole BATCH x BLOCK_OUT
+    elements, so BLOCK_IN = k x BLOCK_OUT at BATCH 1 works (strided stores,
+    :func:`vtatune.lowering.output_pack`), the rest would need a layout change between
+    layers that vtatune does not lower (on the CPU: not modelled)."""
+    if hw.block_out > hw.block_in:
+        return (f"layout: BLOCK_OUT {hw.block_out} > BLOCK_IN {hw.block_in}: a layer's "
+                f"NCHW{hw.block_out}c output cannot be stored as the next layer's "
+                f"NCHW{hw.block_in}c input (a STORE cannot split an element); the transform "
+                "between layers is not lowered")
+    if hw.block_in > hw.block_out and hw.batch > 1:
+        return (f"layout: BATCH {hw.batch} with BLOCK_IN {hw.block_in} > BLOCK_OUT "
+                f"{hw.block_out}: an output element's rows are not contiguous in the next "
+                "layer's input element")
+    return None
+
+
 def infeasibility(hw: HardwareConfig, device: Device, network: str,
                   reference: frozenset[str]) -> str | None:
     """Why ``hw`` cannot run ``network``'s ``reference`` VTA layers on ``device`` (one
@@ -48,11 +95,14 @@ def infeasibility(hw: HardwareConfig, device: Device, network: str,
 
 
 def _hardware_reason(hw: HardwareConfig, device: Device) -> str | None:
-    """Encoding, buffer depth and budget rules (independent of the network)."""
+    """Encoding, layout, buffer depth and budget rules (independent of the network)."""
     try:
         check_encodable(hw)
     except VTAError as exc:
         return f"encoding: {exc}"
+    layout = layout_reason(hw)
+    if layout:
+        return layout
     for name in ("inp", "wgt", "acc"):
         depth = getattr(hw, f"{name}_depth")
         if depth < MIN_DEPTH:
@@ -63,32 +113,30 @@ def _hardware_reason(hw: HardwareConfig, device: Device) -> str | None:
     return None
 
 
-def shapes(network: str, board: str, reference: frozenset[str]) -> list[tuple[int, int]]:
-    """(LOG_BATCH, LOG_BLOCK) pairs that run the reference's VTA layers, most MACs per
-    cycle first."""
+def shapes(network: str, board: str, reference: frozenset[str]) -> list[Shape]:
+    """(LOG_BATCH, LOG_BLOCK_IN, LOG_BLOCK_OUT) that run the reference's VTA layers with
+    each layer's output stored in the next one's layout, most MACs per cycle first."""
     out = []
-    lo_b, hi_b = KNOB_RANGES["log_batch"]
-    lo_k, hi_k = KNOB_RANGES["log_block"]
-    for lb in range(lo_b, hi_b + 1):
-        for lk in range(lo_k, hi_k + 1):
-            hw = replace(stock(board), log_batch=lb, log_block=lk,
-                         log_inp_buff_size=22, log_wgt_buff_size=22, log_acc_buff_size=22)
-            if placement_difference(placed(network, hw), reference) is None:
-                out.append((lb, lk))
-    return sorted(out, key=lambda s: (-(s[0] + 2 * s[1]), s))
+    for shape in product(*(range(KNOB_RANGES[k][0], KNOB_RANGES[k][1] + 1)
+                           for k in SHAPE_KNOBS)):
+        hw = with_shape(stock(board), shape, log_inp_buff_size=22, log_wgt_buff_size=22,
+                        log_acc_buff_size=22)
+        if layout_reason(hw) is None and \
+                placement_difference(placed(network, hw), reference) is None:
+            out.append(shape)
+    return sorted(out, key=lambda s: (-sum(s), s[1] != s[2], s))
 
 
 def compute_floor(net: Network) -> int:
-    """No schedule beats one GEMM micro-op (BATCH*BLOCK^2 MACs) per cycle."""
+    """No schedule beats one GEMM micro-op (BATCH*BLOCK_IN*BLOCK_OUT MACs) per cycle."""
     per = net.hw.macs_per_cycle
     return sum(t.multiplicity * -(-t.workload.macs // per) for t in net.tasks if not t.skip)
 
 
-def maximal_configs(board: str, device: Device, log_batch: int, log_block: int
-                    ) -> list[HardwareConfig]:
-    """The feasible buffer sizes of one (BATCH, BLOCK) that no other feasible one
-    dominates (every buffer at least as big)."""
-    base = replace(stock(board), log_batch=log_batch, log_block=log_block)
+def maximal_configs(board: str, device: Device, shape: Shape) -> list[HardwareConfig]:
+    """The feasible buffer sizes of one (BATCH, BLOCK_IN, BLOCK_OUT) that no other feasible
+    one dominates (every buffer at least as big)."""
+    base = with_shape(stock(board), shape)
     lo, hi = KNOB_RANGES["log_acc_buff_size"]
     found: list[tuple[int, int, int, int]] = []
     for u in range(*_span("log_uop_buff_size")):
@@ -112,13 +160,15 @@ def maximal_configs(board: str, device: Device, log_batch: int, log_block: int
     return [replace(base, **dict(zip(BUFFERS, p, strict=True))) for p in maximal]
 
 
-def smallest(board: str, log_batch: int, log_block: int) -> HardwareConfig:
-    """The shape with every buffer one element (or the 1 KiB minimum): its logic alone."""
-    hw = replace(stock(board), log_batch=log_batch, log_block=log_block)
+def smallest(board: str, shape: Shape) -> HardwareConfig:
+    """The shape with the smallest buffers a design may have (:data:`MIN_DEPTH` elements
+    of INP, WGT and ACC, at least 1 KiB each; a 1 KiB uop buffer): its logic and the
+    least block RAM it needs."""
+    hw = with_shape(stock(board), shape)
     sizes = {"log_uop_buff_size": 10,
-             "log_inp_buff_size": max(10, hw.inp_elem_bytes.bit_length() - 1),
-             "log_wgt_buff_size": max(10, hw.wgt_elem_bytes.bit_length() - 1),
-             "log_acc_buff_size": max(10, hw.acc_elem_bytes.bit_length() - 1)}
+             **{f"log_{name}_buff_size":
+                max(10, (getattr(hw, f"{name}_elem_bytes") * MIN_DEPTH).bit_length() - 1)
+                for name in ("inp", "wgt", "acc")}}
     return replace(hw, **sizes)
 
 

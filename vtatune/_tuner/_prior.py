@@ -58,12 +58,12 @@ def estimate(template: Any, config: dict[str, Any]) -> float:
     compute = gemm_floor + tiles * acc * (1 + n_alu) + steps * gemm_insn \
         + tiles * n_alu * alu_insn
     inp_step = tb * tci * eh * ew * ctx.batch_lanes * ctx.block_in
-    wgt_step = tco * tci * k * k * ctx.block_in * ctx.block_in
+    wgt_step = tco * tci * k * k * ctx.block_out * ctx.block_in
     inp_bytes, wgt_bytes = steps * inp_step, steps * wgt_step
     if n_ci == 1:  # the reduction fits: one operand can stay resident across a loop
         inp_bytes, wgt_bytes = min((n_spatial * inp_step, wgt_bytes),
                                    (inp_bytes, n_co * wgt_step), key=sum)
-    out_bytes = ctx.nb * ctx.oh * ctx.ow * ctx.cob * ctx.batch_lanes * ctx.block_in
+    out_bytes = ctx.nb * ctx.oh * ctx.ow * ctx.cob * ctx.batch_lanes * ctx.block_out
     load = (inp_bytes + wgt_bytes) / p.bus_bytes + 2 * steps * load_latency
     store = out_bytes / p.bus_bytes + tiles * store_tile
     if nthreads > 1:

@@ -20,8 +20,10 @@ examples:
 The table lists the Pareto designs (network latency against the mean share of the board's
 LUT, block RAM and DSP): bitstream name, resources in percent of the board, the binding
 resource, network cycles and ms at the board's clock, and the speed-up over the stock 1x16
-design tuned the same way. --out gets, per Pareto design, <bitstream>/vta_config.json and
-<bitstream>/<network>.jsonl (its tuned log), plus the design study and every tuning log.
+design tuned the same way; a design marked * needs a change to TVM's VTA toolchain (said
+below the table: BLOCK_IN != BLOCK_OUT). --out gets, per Pareto design,
+<bitstream>/vta_config.json and <bitstream>/<network>.jsonl (its tuned log), plus the design
+study and every tuning log.
 """
 
 
@@ -32,8 +34,9 @@ def register(sub: Any) -> None:
 
     p = sub.add_parser("design", help="search VTA configurations with their schedules",
                        description="Hardware and schedule co-design: search VTA "
-                       "configurations (BATCH, BLOCK, buffer sizes) for a network on a board, "
-                       "tuning every layer's schedule on each, under the board's FPGA budget.",
+                       "configurations (BATCH, BLOCK_IN, BLOCK_OUT, buffer sizes) for a "
+                       "network on a board, tuning every layer's schedule on each, under the "
+                       "board's FPGA budget.",
                        epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--network", required=True, metavar="NAME",
                    help="network to run (resnet18)")
@@ -83,14 +86,20 @@ def cmd_design(args: argparse.Namespace) -> int:
           f"{dev.bram} {dev.bram_kind}, {dev.dsp} DSP), {result.trials_per_task} trials/task, "
           f"{len(result.evaluated)} designs evaluated ({result.new_evaluations} new) in "
           f"{result.wall_seconds:.0f} s")
-    head = (f"{'design':<28}{'LUT%':>6}{'FF%':>6}{'BRAM%':>7}{'DSP%':>6}  {'binds':<5}"
+    head = (f"{'design':<30}{'LUT%':>6}{'FF%':>6}{'BRAM%':>7}{'DSP%':>6}  {'binds':<5}"
             f"{'cycles':>11}{'ms':>9}{'speedup':>9}")
     print(head)
+    changes = set()
     for tag, d in [("", d) for d in result.designs] + [("stock ", result.stock)]:
         u = d.resources.utilization
-        print(f"{tag + d.hw.bitstream:<28}{u['LUT']:>6.1f}{u['FF']:>6.1f}{u['BRAM']:>7.1f}"
+        mark = "" if d.stock_toolchain else " *"
+        if mark:
+            changes.add(d.toolchain)
+        print(f"{tag + d.hw.bitstream + mark:<30}{u['LUT']:>6.1f}{u['FF']:>6.1f}{u['BRAM']:>7.1f}"
               f"{u['DSP']:>6.1f}  {d.resources.binding:<5}{d.total_cycles:>11}"
               f"{d.total_ms:>9.3f}{d.speedup:>8.2f}x")
+    for change in sorted(changes):
+        print(f"* {change}")
     for line in result.skipped:
         print(f"skipped {line}")
     if result.infeasible:

@@ -99,7 +99,8 @@ def _tensors(workload, hw, bias: bool):
         # the host writes to DRAM before VTA runs).
         specs = [("data", (g.nb, g.in_blocks, g.h, g.w, B, BI), "int8", "input"),
                  ("weight", (g.cob, g.cib, g.k, g.k, BO, BI), "int8", "input")]
-        out_shape = (g.nb, g.cob, g.oh, g.ow, B, BO)
+        # packed by BLOCK_IN when BLOCK_IN > BLOCK_OUT (the next layer's input layout)
+        out_shape = (g.nb, g.cob // g.out_pack, g.oh, g.ow, B, BO * g.out_pack)
     if bias:
         specs.append(("bias", (g.nb, g.cob, B, BO), "int32", "input"))
     specs.append(("output", out_shape, "int8", "output"))
@@ -188,8 +189,10 @@ def emit(plan: Plan) -> Program:
         return bias0 + (e[_B] * tile_b + e[_BI]) * cob + oc_tile(e, t_oc) * tile_co
 
     def out_address(e, t_h, t_oc):
-        return out0 + (((e[_B] * tile_b * cob + oc_tile(e, t_oc) * tile_co) * g.oh
-                        + (e[_H] * h_n + t_h) * tile_h) * g.ow + e[_W] * tile_w)
+        # The tile's first pixel; its first channel block starts a BLOCK_IN block
+        # (store_layout rule), so the pixel offset is scaled by the output packing.
+        return out0 + ((e[_B] * tile_b * cob + oc_tile(e, t_oc) * tile_co) * g.oh * g.ow
+                       + (((e[_H] * h_n + t_h) * tile_h) * g.ow + e[_W] * tile_w) * g.out_pack)
 
     def affine(address, t):
         """(constant, coefficients) of ``address`` for thread t (coefficients are the
@@ -241,11 +244,8 @@ def emit(plan: Plan) -> Program:
 
     # A tile is stored by one DMA per element of its looped dims (outermost first): the
     # queue gets one store inside those loops, on the slots after the tile loops'.
-    # SRAM strides of the looped store dims: the ACC tile is dense (b, co, h, w).
-    acc_strides = [tile_co * tile_h * tile_w, tile_h * tile_w, tile_w, 1]
-    looped = zip(plan.store_loops, acc_strides[:len(plan.store_loops)], strict=True)
     store_loops = [(len(_SLOT) + j, size, a_st, d_st)
-                   for j, ((size, d_st), a_st) in enumerate(looped) if size > 1]
+                   for j, (size, d_st, a_st) in enumerate(plan.store_loops) if size > 1]
     sy, sx, sst = plan.store_pattern
 
     def store(t):

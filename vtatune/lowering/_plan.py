@@ -142,7 +142,7 @@ class Plan:
     group_loop: int  # group_conv2d: oc tile loop iterations per group (0: no group loop)
     groups_per_tile: int  # group_conv2d: whole groups an oc tile covers (else 1)
     inp_split: bool  # one input LOAD per channel block
-    store_loops: Dims
+    store_loops: StoreDims
     store_pattern: tuple[int, int, int]
     alu_flat: tuple[KernelLoop, ...]
     alu_bias: tuple[KernelLoop, ...]
@@ -272,6 +272,8 @@ class Context:
     fits_all: bool  # no schedule that passes the other rules can overflow a field
     dram_elems: int  # DRAM size in its smallest elements: bounds every dram_base
     dense: bool  # a GEMM: TVM-strict schedules are dense_packed points, not conv2d_packed
+    block_out: int
+    out_pack: int  # BLOCK_OUT blocks per channel block of the output in DRAM (output_pack)
 
 
 @dataclass(frozen=True)
@@ -416,7 +418,8 @@ def context(workload: Workload, hw: HardwareConfig) -> Context:
         hw.wgt_depth, hw.acc_depth, hw.uop_depth, hw.inp_elem_bytes, hw.wgt_elem_bytes,
         hw.acc_elem_bytes, hw.acc_buff_bytes, loop_limit(), hw.out_width, widths,
         layout_error,
-        _fits_all(op, hw, widths, dram_elems), dram_elems, isinstance(workload, GemmWorkload))
+        _fits_all(op, hw, widths, dram_elems), dram_elems, isinstance(workload, GemmWorkload),
+        hw.block_out, output_pack(hw))
 
 
 Axes = tuple[tuple[str, int, tuple[int, int, int]], ...]
@@ -489,15 +492,48 @@ def window(p: int, s: int, k: int, tile: int, size: int, extent: int
     return a - p + before, e - before - after, before, after
 
 
-def store_plan(cob: int, oh: int, ow: int, sch: Any, strict_pattern) -> tuple[Dims, Any]:
-    """(looped dims, 2D pattern) of the output tile's stores."""
-    out_dims = [(sch.tile_b, cob * oh * ow), (sch.tile_co, oh * ow), (sch.tile_h, ow),
-                (sch.tile_w, 1)]
+StoreDims = list[tuple[int, int, int]]  # (size, DRAM stride, ACC SRAM stride), outer first
+
+
+def output_pack(hw: HardwareConfig) -> int:
+    """How many BLOCK_OUT-channel blocks lie side by side in one channel block of the output
+    tensor in DRAM: ``BLOCK_IN / BLOCK_OUT`` when BLOCK_IN > BLOCK_OUT, else 1.
+
+    A layer's output is the next layer's input, which VTA loads in blocks of BLOCK_IN
+    channels (NCHW{BLOCK_IN}c). With BLOCK_IN = k * BLOCK_OUT the store writes straight into
+    that layout: output block ``co`` of pixel ``(h, w)`` goes to DRAM element
+    ``(co // k) * OH*OW*k + (h*OW + w) * k + co % k`` (in BLOCK_OUT elements), a 2D store
+    of one-element rows with x_stride k (and k adjacent blocks of a pixel in one row). With
+    BLOCK_OUT > BLOCK_IN no store can split an output element into the next layer's blocks,
+    so the output keeps the NCHW{BLOCK_OUT}c layout (a single layer runs and verifies; a
+    network needs a layout change between layers that vtatune does not lower)."""
+    return hw.block_in // hw.block_out if hw.block_in > hw.block_out else 1
+
+
+def store_dims(ctx: Context, sch: Any) -> StoreDims:
+    """The output tile's dims: batch block, output-channel block (split (co // k, co % k)
+    when the output is packed by BLOCK_IN, :func:`output_pack`), row, column. The ACC tile
+    is dense (b, co, h, w)."""
+    k, oh, ow = ctx.out_pack, ctx.oh, ctx.ow
+    tile_co, tile_h, tile_w = sch.tile_co, sch.tile_h, sch.tile_w
+    plane = tile_h * tile_w
+    co = ([(tile_co, oh * ow, plane)] if k == 1 else
+          [(tile_co // k, oh * ow * k, k * plane), (k, 1, plane)])
+    return [(sch.tile_b, ctx.cob * oh * ow, tile_co * plane), *co, (tile_h, ow * k, tile_w),
+            (tile_w, k, 1)]
+
+
+def store_plan(ctx: Context, sch: Any, strict_pattern) -> tuple[StoreDims, Any]:
+    """(looped dims, 2D pattern) of the output tile's stores: the fewest leading dims
+    looped so that the rest is one 2D DMA (its SRAM side is contiguous: any trailing dims
+    of the dense ACC tile are)."""
+    dims = store_dims(ctx, sch)
     if sch.store == "element":
-        return out_dims, (1, 1, 1)
+        return dims, (1, 1, 1)
     if sch.tvm_strict:
-        return out_dims[:1], strict_pattern
-    return split_2d(out_dims)
+        return dims[:1], strict_pattern
+    looped, pattern = split_2d([(size, dram) for size, dram, _ in dims])
+    return dims[:len(looped)], pattern
 
 
 def _field_width_rule(ctx: Context, sch: Any, bias: bool, eh: int, ew: int, n: int,
@@ -525,10 +561,8 @@ def _field_width_rule(ctx: Context, sch: Any, bias: bool, eh: int, ew: int, n: i
         inp_shape = pattern_2d([(nch, h * wd), (eh, wd), (ew, 1)])
     wgt_shape = pattern_2d([(tile_co, cib * kk), (tile_ci, kk), (kk, 1)])
     bias_shape = pattern_2d([(tile_b, cob), (tile_co, 1)])
-    store_loops, store_shape = store_plan(cob, ctx.oh, ctx.ow, sch, strict_store)
-    acc_strides = (tile_co * tile_h * tile_w, tile_h * tile_w, tile_w, 1)
-    store_sram = (n - 1) * acc_tile + sum((size - 1) * a for (size, _), a
-                                          in zip(store_loops, acc_strides, strict=False))
+    store_loops, store_shape = store_plan(ctx, sch, strict_store)
+    store_sram = (n - 1) * acc_tile + sum((size - 1) * a for size, _, a in store_loops)
     # the uop area holds every kernel once; the uop buffer holds at most all of them
     n_kernels_uops = n * tile_b * (n_gemm + n_reset) + n * (4 if bias else 3)
     uop_top = min(n_kernels_uops, ctx.uop_depth)  # an upper bound of uop_end
@@ -605,6 +639,13 @@ def shape_rules(ctx: Context) -> None:
     if pad > 15:
         raise IllegalSchedule("pad_field", f"pad {pad} exceeds the 4-bit DMA pad field "
                                            "(max 15)")
+    if ctx.out_pack > 1 and ctx.batch_lanes > 1:
+        raise IllegalSchedule(
+            "store_layout",
+            f"BATCH {ctx.batch_lanes} with BLOCK_IN {ctx.block_in} > BLOCK_OUT "
+            f"{ctx.block_out}: an output element's {ctx.batch_lanes} rows of "
+            f"{ctx.block_out} channels are not contiguous in the next layer's "
+            f"{ctx.batch_lanes} x {ctx.block_in} input element, so no store writes that layout")
     if ctx.fits_all:
         return
     if ctx.widths is None:
@@ -641,6 +682,13 @@ def rules(ctx: Context, sch: Any, bias: bool = False) -> Facts:
     if n_h % sch.h_nthread:
         raise IllegalSchedule("thread_split", f"h_nthread={sch.h_nthread} needs an even "
                                               f"number of row tiles, got {n_h}")
+    if tile_co % ctx.out_pack:
+        raise IllegalSchedule(
+            "store_layout",
+            f"tile_co={tile_co}: the output is packed by BLOCK_IN "
+            f"({ctx.out_pack} x BLOCK_OUT {ctx.block_out} channels, the next layer's input "
+            f"layout), so an output tile must hold whole BLOCK_IN blocks: tile_co a multiple "
+            f"of {ctx.out_pack}")
     if strict and ctx.dense and tile_co * sch.oc_nthread != 1:
         # dense_packed's reorder(x_bo, k_o, x_co) of (b_o, c_o, b_i, c_i, k_o, k_i) permutes
         # only the named positions: b_o, k_o, b_i, c_i, c_o, k_i. The output-channel axis
@@ -764,7 +812,7 @@ def rules(ctx: Context, sch: Any, bias: bool = False) -> Facts:
             )
     store_pattern = None
     if strict and sch.store != "element":
-        store_pattern = pattern_2d([(tile_co, oh * ow), (tile_h, ow), (tile_w, 1)])
+        store_pattern = pattern_2d([(size, dram) for size, dram, _ in store_dims(ctx, sch)[1:]])
         if store_pattern is None:
             raise IllegalSchedule(
                 "dma_pattern",
@@ -889,8 +937,7 @@ def plan(workload: Workload, schedule: Schedule, hw: HardwareConfig, bias: bool 
                    counts={"b": ctx.nb // sch.tile_b, "h": ctx.oh // sch.tile_h // sch.h_nthread,
                            "c": ctx.cob // sch.tile_co // sch.oc_nthread,
                            "w": ctx.ow // sch.tile_w})
-    store_loops, store_pattern = store_plan(ctx.cob, ctx.oh, ctx.ow, sch,
-                                            f.strict_store_pattern)
+    store_loops, store_pattern = store_plan(ctx, sch, f.strict_store_pattern)
     return Plan(workload, sch, hw, bias, geo, f.inp_tile, f.wgt_tile,
                 f.acc_tile, f.bias_tile, f.nthreads, f.gemm_axes, f.reset_axes, f.gemm_folds,
                 f.reset_folds, f.inp_channels, f.group_loop, f.groups_per_tile, f.inp_split,

@@ -45,8 +45,9 @@ LOAD, COMPUTE, STORE = 1, 2, 3
 #: ``CHECK_LT(key, 100)``); more than one int of closure data is refused outright. A call
 #: site whose kernel depends on a loop variable may therefore see at most 99 values of it.
 KERNEL_KEYS = 100
-#: Loop-variable slots a queue program may use.
-NSLOTS = 11
+#: Loop-variable slots a queue program may use: the emitter's 7 tile loops plus up to 5
+#: looped store dims (b, co // k, co % k, h, w; see lowering._plan.store_dims).
+NSLOTS = 12
 
 
 @dataclass(frozen=True)

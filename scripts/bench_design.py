@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from simulator.resources import DEVICES, coefficients, estimate  # noqa: E402
-from vtatune._design._inner import placed, vta_layers  # noqa: E402
+from vtatune._design._inner import placed, placement_difference, vta_layers  # noqa: E402
 from vtatune._design._space import (  # noqa: E402
     compute_floor,
     layout_reason,
@@ -46,10 +46,9 @@ def shape_table(network: str, board: str) -> list[dict]:
         hw = smallest(board, shape)
         net = placed(network, hw)
         est = estimate(hw, DEVICES[board])
-        runs_all = vta_layers(net) == ref and layout_reason(hw) is None
+        why = layout_reason(hw) or placement_difference(net, ref)
         rows.append({"shape": shape_label(shape), "macs": hw.macs_per_cycle,
-                     "runs_network": runs_all,
-                     "layout": layout_reason(hw),
+                     "runs_network": why is None, "why_not": why,
                      "compute_floor": compute_floor(net) if vta_layers(net) == ref else None,
                      "percent": {k: round(v, 1) for k, v in est.utilization.items()},
                      "over_budget": list(est.over_budget), **spill(est)})
@@ -144,8 +143,9 @@ def main() -> int:
         for s in r["shapes"]:
             p = s["percent"]
             fit = s["lut_per_product_to_fit"]
-            cost = "-" if fit is None else f"{s['lut_per_product_charged']}, {fit}"
-            runs = "yes" if s["runs_network"] else (s["layout"] or "no: batch")
+            cost = "-" if fit is None else \
+                f"{s['lut_per_product_charged']}, {fit if fit > 0 else 'never'}"
+            runs = "yes" if s["runs_network"] else f"no: {s['why_not']}"
             lines.append(f"| {r['board']} | {s['shape']} | {s['macs']} | {p['LUT']} | "
                          f"{p['BRAM']} | {p['DSP']} | {s['products_in_luts']} | {cost} | "
                          f"{runs} |")

@@ -72,7 +72,7 @@ def test_missing_block_key_names_both_ways():
 def test_output_is_packed_as_the_next_layer_loads_it():
     """BLOCK_IN = 2 x BLOCK_OUT: the DRAM output is NCHW{BLOCK_IN}c, the next layer's input."""
     wl = Conv2dWorkload(1, 8, 8, 64, 64, 3, 1, 1)
-    s = Schedule(tile_h=4, tile_w=8, tile_co=2)
+    s = Schedule(tile_h=4, tile_w=8, tile_co=4)
     lowered = lower(wl, s, IN32, bias=True)
     ops = random_operands(wl, bias=True, seed=5)
     out = run(lowered.program, IN32, packed_inputs(wl, ops, IN32)) \
@@ -81,11 +81,16 @@ def test_output_is_packed_as_the_next_layer_loads_it():
     want = reference_output(wl, ops)  # NCHW
     packed = want.reshape(1, 2, 32, 8, 8).transpose(0, 1, 3, 4, 2)[:, :, :, :, None, :]
     np.testing.assert_array_equal(out, packed)
-    # ... written by stores of one-element rows two elements apart (x_stride 2)
+    # ... by contiguous stores: the ACC tile interleaves the two BLOCK_OUT blocks of a pixel
+    # as DRAM does, so each BLOCK_IN block of a tile of 4 full rows is one run of 4 x 8
+    # pixels x 2 blocks (rows 128 apart: the next BLOCK_IN block's plane).
     stores = [i for i in lowered.program.instructions
               if getattr(i, "mem", None) == MemId.OUT and not i.is_nop]
-    assert {(i.x_size, i.x_stride) for i in stores} == {(1, 2)}
-    assert sum(i.y_size * i.x_size for i in stores) == 8 * 8 * 4  # every output element
+    assert [(i.y_size, i.x_size, i.x_stride) for i in stores] == [(2, 64, 128)] * 2
+    # The bias add walks (co // 2, pixels) in its two loops and co % 2 in two micro-ops.
+    add = lowered.plan.alu_kernels(0)[1][1]
+    assert [(u.dst, u.src) for u in add.uops] == [(0, 128), (1, 129)]
+    assert [(lp.extent, lp.dst, lp.src) for lp in add.loops] == [(2, 64, 2), (32, 2, 0)]
 
 
 def test_store_layout_rule_names_the_numbers():
@@ -98,6 +103,12 @@ def test_store_layout_rule_names_the_numbers():
         check(Conv2dWorkload(2, 8, 8, 64, 64, 3, 1, 1), Schedule(tile_co=2), batch2)
     assert exc.value.rule == "store_layout" and "BATCH 2 with BLOCK_IN 32 > BLOCK_OUT 16" \
         in str(exc.value)
+    # a group_conv2d tile over several groups (2 output blocks per group here)
+    grouped = GroupConv2dWorkload(1, 6, 6, 128, 128, 3, 1, 1, 4)
+    with pytest.raises(IllegalSchedule) as exc:
+        check(grouped, Schedule(tile_h=6, tile_w=6, tile_co=4), IN32)
+    assert exc.value.rule == "store_layout" and "spans 2 groups" in str(exc.value)
+    check(grouped, Schedule(tile_h=6, tile_w=6, tile_co=2), IN32)
     # BLOCK_OUT > BLOCK_IN keeps NCHW{BLOCK_OUT}c: any tile_co
     check(wl, Schedule(tile_h=4, tile_w=8, tile_co=1), OUT32)
 

@@ -65,15 +65,17 @@ def toolchain(hw: HardwareConfig) -> str:
         return TVM_STOCK
     return (f"needs a toolchain change: BLOCK_IN {hw.block_in} != BLOCK_OUT {hw.block_out} "
             "(TVM's pkg_config.py sets both from LOG_BLOCK; the HLS and Chisel designs take "
-            "them apart) and each layer stores its output packed by BLOCK_IN for the next "
-            "(strided 2D stores, executed and timed here; TVM's schedules store by BLOCK_OUT)")
+            "them apart), and each layer stores its output packed by BLOCK_IN for the next "
+            "(an interleaved ACC tile and contiguous stores, lowered, executed and timed "
+            "here; TVM's schedules store by BLOCK_OUT)")
 
 
 def layout_reason(hw: HardwareConfig) -> str | None:
     """Why one layer's output cannot be stored as the next layer's input (one line), or
     None. The next layer loads NCHW{BLOCK_IN}c; a STORE writes whole BATCH x BLOCK_OUT
     elements, so BLOCK_IN = k x BLOCK_OUT at BATCH 1 works (strided stores,
-    :func:`vtatune.lowering.output_pack`), the rest would need a layout change between
+    :func:`vtatune.lowering.output_pack`: an interleaved ACC tile and contiguous stores),
+    the rest would need a layout change between
     layers that vtatune does not lower (on the CPU: not modelled)."""
     if hw.block_out > hw.block_in:
         return (f"layout: BLOCK_OUT {hw.block_out} > BLOCK_IN {hw.block_in}: a layer's "

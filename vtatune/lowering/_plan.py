@@ -39,6 +39,7 @@ Example:
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, NamedTuple
@@ -196,8 +197,11 @@ def _alu_kernels(a: int, bias_at: int | None, flat, bias_loops, out_width: int,
     mx = Kernel(on_acc, flat, alu_op=AluOp.MAX, use_imm=True, imm=0)
     ops = [("shr", shr)]
     if bias_at is not None:
-        ops.append(("add", Kernel(np.array([[a, bias_at, 0]], np.int64), bias_loops,
-                                  alu_op=AluOp.ADD)))
+        # An ALU instruction has two loops; the bias add's inner ones (co % k when the
+        # output is packed by BLOCK_IN) unroll into micro-ops.
+        inner = tuple((lp.extent, (lp.dst, lp.src, 0)) for lp in bias_loops[2:])
+        uops = _unrolled(inner) + np.array([a, bias_at, 0], np.int64)
+        ops.append(("add", Kernel(uops, bias_loops[:2], alu_op=AluOp.ADD)))
     ops += [("min", mn), ("max", mx)] if clip_order == "min_max" else [("max", mx), ("min", mn)]
     return tuple(ops)
 
@@ -423,7 +427,7 @@ def context(workload: Workload, hw: HardwareConfig) -> Context:
 
 
 Axes = tuple[tuple[str, int, tuple[int, int, int]], ...]
-_RESET_AXES = frozenset(("co", "h", "w"))  # the reset kernel's axes (those with a dst stride)
+_RESET_AXES = frozenset(("co", "h", "w", "co%k"))  # the reset kernel's axes (with a dst stride)
 
 
 class Facts(NamedTuple):
@@ -502,25 +506,36 @@ def output_pack(hw: HardwareConfig) -> int:
     A layer's output is the next layer's input, which VTA loads in blocks of BLOCK_IN
     channels (NCHW{BLOCK_IN}c). With BLOCK_IN = k * BLOCK_OUT the store writes straight into
     that layout: output block ``co`` of pixel ``(h, w)`` goes to DRAM element
-    ``(co // k) * OH*OW*k + (h*OW + w) * k + co % k`` (in BLOCK_OUT elements), a 2D store
-    of one-element rows with x_stride k (and k adjacent blocks of a pixel in one row). With
+    ``(co // k) * OH*OW*k + (h*OW + w) * k + co % k`` (in BLOCK_OUT elements). The ACC tile
+    is interleaved the same way, (b, co // k, h, w, co % k) (:func:`acc_coefficients`), so
+    that a store row is contiguous on both sides: the GEMM micro-ops address it so, and the
+    bias add unrolls its innermost loop (co % k) into k micro-ops. With
     BLOCK_OUT > BLOCK_IN no store can split an output element into the next layer's blocks,
     so the output keeps the NCHW{BLOCK_OUT}c layout (a single layer runs and verifies; a
     network needs a layout change between layers that vtatune does not lower)."""
     return hw.block_in // hw.block_out if hw.block_in > hw.block_out else 1
 
 
+def acc_coefficients(k: int, tile_co: int, tile_h: int, tile_w: int
+                     ) -> tuple[tuple[str, int, int], ...]:
+    """The dense ACC tile of one batch row, outer to inner: (axis, extent, ACC stride).
+    (co, h, w) when the output is packed by BLOCK_OUT (k = 1); (co // k, h, w, co % k) when
+    it is packed by BLOCK_IN = k x BLOCK_OUT (:func:`output_pack`), so that the k blocks of
+    a pixel that lie side by side in DRAM lie side by side in ACC too."""
+    if k == 1:
+        return (("co", tile_co, tile_h * tile_w), ("h", tile_h, tile_w), ("w", tile_w, 1))
+    return (("co", tile_co // k, k * tile_h * tile_w), ("h", tile_h, tile_w * k),
+            ("w", tile_w, k), ("co%k", k, 1))
+
+
 def store_dims(ctx: Context, sch: Any) -> StoreDims:
-    """The output tile's dims: batch block, output-channel block (split (co // k, co % k)
-    when the output is packed by BLOCK_IN, :func:`output_pack`), row, column. The ACC tile
-    is dense (b, co, h, w)."""
+    """The output tile's dims in ACC order (:func:`acc_coefficients`) after the batch
+    block, with their DRAM strides (the output is packed as :func:`output_pack` says)."""
     k, oh, ow = ctx.out_pack, ctx.oh, ctx.ow
     tile_co, tile_h, tile_w = sch.tile_co, sch.tile_h, sch.tile_w
-    plane = tile_h * tile_w
-    co = ([(tile_co, oh * ow, plane)] if k == 1 else
-          [(tile_co // k, oh * ow * k, k * plane), (k, 1, plane)])
-    return [(sch.tile_b, ctx.cob * oh * ow, tile_co * plane), *co, (tile_h, ow * k, tile_w),
-            (tile_w, k, 1)]
+    dram = {"co": oh * ow * k, "h": ow * k, "w": k, "co%k": 1}
+    return [(sch.tile_b, ctx.cob * oh * ow, tile_co * tile_h * tile_w),
+            *((e, dram[a], acc) for a, e, acc in acc_coefficients(k, tile_co, tile_h, tile_w))]
 
 
 def store_plan(ctx: Context, sch: Any, strict_pattern) -> tuple[StoreDims, Any]:
@@ -564,7 +579,9 @@ def _field_width_rule(ctx: Context, sch: Any, bias: bool, eh: int, ew: int, n: i
     store_loops, store_shape = store_plan(ctx, sch, strict_store)
     store_sram = (n - 1) * acc_tile + sum((size - 1) * a for size, _, a in store_loops)
     # the uop area holds every kernel once; the uop buffer holds at most all of them
-    n_kernels_uops = n * tile_b * (n_gemm + n_reset) + n * (4 if bias else 3)
+    # ALU loops past the instruction's two unroll into micro-ops (the bias add's co % k)
+    alu_uops = [math.prod(e for e, _, _ in loops[2:]) for loops in (alu_flat, alu_bias)]
+    n_kernels_uops = n * tile_b * (n_gemm + n_reset) + n * (3 + alu_uops[1] if bias else 3)
     uop_top = min(n_kernels_uops, ctx.uop_depth)  # an upper bound of uop_end
 
     def unrolled_max(axes: Axes, j: int) -> int:
@@ -618,8 +635,12 @@ def _field_width_rule(ctx: Context, sch: Any, bias: bool, eh: int, ew: int, n: i
          + max(unrolled_max(gemm_axes, 0), unrolled_max(reset_axes, 0)), w.uop_dst),
         ("GEMM micro-op", "src", (n - 1) * inp_tile + unrolled_max(gemm_axes, 1), w.uop_src),
         ("GEMM micro-op", "wgt", (n - 1) * wgt_tile + unrolled_max(gemm_axes, 2), w.uop_wgt),
-        ("ALU micro-op", "dst", (n - 1) * acc_tile, w.uop_dst),
-        ("ALU micro-op", "src", alu_src_max, w.uop_src),
+        ("ALU micro-op", "dst", (n - 1) * acc_tile + max(
+            sum((e - 1) * d for e, d, _ in loops[2:]) for loops in (alu_flat, alu_bias)),
+         w.uop_dst),
+        ("ALU micro-op", "src", alu_src_max + max(
+            sum((e - 1) * c for e, _, c in loops[2:]) for loops in (alu_flat, alu_bias)),
+         w.uop_src),
     )
     for what, name, value, width in facts:
         if value >= 1 << width:
@@ -730,6 +751,11 @@ def rules(ctx: Context, sch: Any, bias: bool = False) -> Facts:
                 "output-channel blocks per group: the input channels of a tile would span a "
                 "varying number of groups (TVM's bound inference gives the input tile no "
                 "constant extent)")
+    if m > 1 and ctx.out_pack > 1:
+        raise IllegalSchedule(
+            "store_layout",
+            f"tile_co={tile_co} spans {m} groups: with the output packed by BLOCK_IN "
+            f"({ctx.out_pack} x BLOCK_OUT) vtatune lowers group tiles within one group only")
     # A tile over m groups loads, per load step, the channel range from its first group's
     # blocks to its last's: TVM's bound of c // (CO/G) * CI/G + k over the tile.
     nch = (m - 1) * ctx.cib + tile_ci
@@ -841,10 +867,12 @@ def rules(ctx: Context, sch: Any, bias: bool = False) -> Facts:
     gemm_folds, reset_folds = _folds(gemm_nest), _folds(reset_nest)
     n_gemm = _kernel_rules("GEMM", gemm_axes, gemm_folds, ctx)
     n_reset = _kernel_rules("reset", reset_axes, reset_folds, ctx)
-    alu_ext = (tile_b, tile_co, tile_h, tile_w)
-    alu_dst = (tile_co * tile_h * tile_w, tile_h * tile_w, tile_w, 1)
+    acc_dims = acc_coefficients(ctx.out_pack, tile_co, tile_h, tile_w)
+    bias_src = {"co": ctx.out_pack, "h": 0, "w": 0, "co%k": 1}  # the bias is (b, co)
+    alu_ext = (tile_b, *(e for _, e, _ in acc_dims))
+    alu_dst = (tile_co * tile_h * tile_w, *(c for _, _, c in acc_dims))
     alu_flat = alu_loops(alu_ext, alu_dst, alu_dst)
-    alu_bias = alu_loops(alu_ext, alu_dst, (tile_co, 1, 0, 0))
+    alu_bias = alu_loops(alu_ext, alu_dst, (tile_co, *(bias_src[a] for a, _, _ in acc_dims)))
     for e, _, _ in (*alu_flat, *alu_bias):
         if e > ctx.loop_limit:
             raise IllegalSchedule("loop_extent", f"ALU loop extent {e} exceeds the "
@@ -883,21 +911,30 @@ def _inner_nest(ctx: Context, sch: Any) -> list[tuple[str, int, tuple[int, int, 
     AutoTVM's conv2d/group_conv2d/dense points) follow ``gemm_order``; AutoTVM's
     conv2d_transpose points follow that template's own nest."""
     tile_h, tile_w, tile_ci, tile_co = sch.tile_h, sch.tile_w, sch.tile_ci, sch.tile_co
-    k, s = ctx.k, ctx.s
+    k, s, pack = ctx.k, ctx.s, ctx.out_pack
     eh, ew = (tile_h - 1) * s + k, (tile_w - 1) * s + k
     kk = k * k
+    acc = {a: c for a, _, c in acc_coefficients(pack, tile_co, tile_h, tile_w)}
     coeffs = {
         "ci": (tile_ci, (0, eh * ew, kk)),
-        "co": (tile_co, (tile_h * tile_w, 0, tile_ci * kk)),
-        "h": (tile_h, (tile_w, s * ew, 0)),
-        "w": (tile_w, (1, s, 0)),
+        "co": (tile_co // pack, (acc["co"], 0, pack * tile_ci * kk)),
+        "h": (tile_h, (acc["h"], s * ew, 0)),
+        "w": (tile_w, (acc["w"], s, 0)),
         "kh": (k, (0, ew, k)),
         "kw": (k, (0, 1, 1)),
+        "co%k": (pack, (1, 0, tile_ci * kk)),
     }
+
+    def axes(name: str) -> tuple[str, ...]:
+        # an output-channel loop over an interleaved ACC tile is two: co // k, co % k
+        return ("co", "co%k") if name == "co" and pack > 1 else (name,)
+
     if not (sch.tvm_strict and ctx.transpose):
-        return [(a, *coeffs[a], True) for a in sch.gemm_order.split(",")]
+        return [(a, *coeffs[a], True) for name in sch.gemm_order.split(",")
+                for a in axes(name)]
     nest = []
-    for axis, factor, part in _TVM_TRANSPOSE_NEST:
+    for axis, factor, part in ((a, f, p) for name, f, p in _TVM_TRANSPOSE_NEST
+                               for a in axes(name)):
         extent, coef = coeffs[axis]
         if factor > 1:
             inner = factor if extent > factor else extent  # a tile within one split

@@ -1,20 +1,24 @@
 """Network tuning: quality against each task's optimum, wall time, and gradient vs round-robin.
 
     python scripts/bench_network.py [--network resnet50] [--hw pynq] [--trials-per-task 20]
-        [--seeds 3] [--reference-trials 300] [--compare resnet50,mobilenet_v1] [--jobs 2]
+        [--seeds 3] [--optima scripts/results/resnet50_optima.json]
+        [--reference-trials 300] [--compare resnet50,mobilenet_v1] [--jobs 2]
 
 1. Quality and time: ``tune_network(network, trials_per_task=N)`` (the default gradient
    scheduler and guided sampler, one process, exactly as ``python -m vtatune network``
    runs it) once per seed; its wall time, and every task's best against the task's
    optimum.
-2. The optimum of each task: the legal spaces of ResNet-50's tasks hold 21k-215k configs
-   (2.7M in all), too many to simulate exhaustively on this 2-core machine in a session, so
-   the optimum is the **best known**, as in ``scripts/bench_search.py``: the best of every
+2. The optimum of each task: with ``--optima FILE`` the **exhaustive optimum** of every
+   task, as ``scripts/network_optima.py`` computed it (every legal config of the full
+   space simulated, bar those a proven compute lower bound rules out). Without it, the
+   **best known**, as in ``scripts/bench_search.py``: the best of every
    config simulated for the task by this script: the network runs (this one's and those
    kept in ``network.json`` from earlier ones), ``--reference-trials``-trial guided
    studies with ``--reference-seeds`` other seeds, and the whole of AutoTVM's
    conv2d_packed sub-space (exhaustive, bruteforce sampler). The references are kept in
    ``network.json`` and reused.
+   Beside it, what the cost model alone finds: the best of the guided sampler's warm
+   starts for the task, simulated.
 3. Gradient against round-robin: the network's VTA time (Σ multiplicity × best cycles)
    after every round against the trials spent, for each network of ``--compare`` and each
    seed, plotted (median over seeds) in ``scripts/results/network_schedulers.png``.
@@ -88,6 +92,20 @@ def reference(network: str, hw: str, task: str, trials: int, seeds: list[int]
     return out
 
 
+def warm_start_best(network: str, hw: str, task: str) -> int:
+    """The best cycles of the guided sampler's warm starts for one task, simulated (what
+    the cost model alone finds, before any search)."""
+    from search_spaces import get_template
+    from vtatune._tuner._prior import warm_starts
+    from vtatune.evaluate import evaluate
+    from vtatune.networks import load_network
+
+    net = load_network(network, hw)
+    wl = next(t.workload for t in net.tasks if t.name == task)
+    tpl = get_template(wl, net.hw)
+    return min(evaluate(wl, tpl.to_schedule(c), net.hw).cycles for c in warm_starts(tpl))
+
+
 def run_par(fn: Any, args: list[tuple], jobs: int) -> list[Any]:
     if jobs <= 1:
         return [fn(*a) for a in args]
@@ -133,14 +151,19 @@ def main() -> int:
     ap.add_argument("--reference-trials", type=int, default=300)
     ap.add_argument("--reference-seeds", type=int, default=2,
                     help="guided reference studies per task")
-    ap.add_argument("--compare", default="resnet50,mobilenet_v1")
+    ap.add_argument("--optima", default="",
+                    help="exhaustive optima (scripts/network_optima.py's JSON) as the "
+                         "reference, instead of --reference-trials studies")
+    ap.add_argument("--first-seed", type=int, default=0)
+    ap.add_argument("--compare", default="resnet50,mobilenet_v1",
+                    help="networks of the gradient vs round-robin plot ('' for none)")
     ap.add_argument("--jobs", type=int, default=2)
     args = ap.parse_args()
     quiet()
     from vtatune.networks import load_network
 
     RESULTS.mkdir(parents=True, exist_ok=True)
-    seeds = list(range(args.seeds))
+    seeds = list(range(args.first_seed, args.first_seed + args.seeds))
     t_start = time.perf_counter()
 
     # 1. the timed runs: one at a time, alone (the wall time is the figure)
@@ -151,17 +174,26 @@ def main() -> int:
               f"{r['trials']} trials, {r['wall']:.1f} s wall, {r['total_ms']:.3f} ms",
               flush=True)
 
-    # 2. the best-known optimum of every task
+    # 2. the optimum of every task: exhaustive (--optima) or the best known
     net = load_network(args.network, args.hw)
+    optima = json.loads(Path(args.optima).read_text()) if args.optima else None
+    if optima is not None and optima["network"] != args.network:
+        print(f"{args.optima} holds {optima['network']}'s optima, not {args.network}'s",
+              file=sys.stderr)
+        return 2
     ref_seeds = [1000 + s for s in range(args.reference_seeds)]
     # References are deterministic: reuse the last file's for the same problem and budget,
     # and keep the best of every run it holds (all of it was simulated: best known).
     old = json.loads((RESULTS / "network.json").read_text()) \
         if (RESULTS / "network.json").exists() else {}
-    key = [args.network, args.hw, args.reference_trials, args.reference_seeds]
+    key = [args.network, args.hw, args.reference_trials, args.reference_seeds] \
+        if optima is None else [args.network, args.hw, "optima", optima["command"]]
     same = old.get("reference_key") == key
     refs = old.get("references", []) if same else []
-    if not refs:
+    if optima is not None:
+        refs = [{"task": name, "optimum": t["optimum_cycles"]}
+                for name, t in optima["tasks"].items()]
+    elif not refs:
         refs = run_par(reference, [(args.network, args.hw, t.name, args.reference_trials,
                                     ref_seeds) for t in net.tunable], args.jobs)
     known: dict[str, int] = dict(old.get("known", {})) if same else {}
@@ -172,18 +204,27 @@ def main() -> int:
             if t["best"]:
                 known[name] = min(known.get(name, t["best"]), t["best"])
     print(f"[{time.perf_counter() - t_start:5.0f}s] references done", flush=True)
+    warm = dict(zip([ref["task"] for ref in refs], run_par(
+        warm_start_best, [(args.network, args.hw, ref["task"]) for ref in refs], args.jobs),
+        strict=True))
     rows = []
     within = []
     for ref in refs:
         name = ref["task"]
-        cands = [v for k, v in ref.items() if k.startswith(("guided_", "autotvm")) and
-                 k != "autotvm_legal" and v]
-        best = min(cands + ([known[name]] if name in known else []))
+        if optima is not None:
+            best = ref["optimum"]
+            if name in known and known[name] < best:
+                raise SystemExit(f"{name}: a run found {known[name]} cycles, below the "
+                                 f"recorded optimum {best}: the optima file is stale")
+        else:
+            cands = [v for k, v in ref.items() if k.startswith(("guided_", "autotvm"))
+                     and k != "autotvm_legal" and v]
+            best = min(cands + ([known[name]] if name in known else []))
         ratios = [r["tasks"][name]["best"] / best for r in runs]
         within.append(all(x <= 1.01 for x in ratios))
         rows.append((name, net.tasks[[t.name for t in net.tasks].index(name)].multiplicity,
-                     best, ref["autotvm"], ratios,
-                     [r["tasks"][name]["trials"] for r in runs]))
+                     best, ref.get("autotvm"), ratios,
+                     [r["tasks"][name]["trials"] for r in runs], warm[name] / best))
 
     # 3. gradient vs round-robin
     nets = [n for n in args.compare.split(",") if n]
@@ -204,15 +245,31 @@ def main() -> int:
     for r in runs:
         md.append(f"| {r['seed']} | {r['wall']:.1f} | {r['sim_seconds']:.1f} | {r['trials']} "
                   f"| {r['stopped']} | {r['total_ms']:.3f} | {r['speedup_default']:.2f}x |")
-    md += ["", f"Tasks within 1% of the best known optimum in every seed: "
-           f"{sum(within)}/{len(within)}.", "",
-           "| task | count | best known (cycles) | AutoTVM sub-space optimum | "
-           "run best / best known (per seed) | trials (per seed) |",
-           "|---|---:|---:|---:|---|---|"]
-    for name, mult, best, atvm, ratios, trials in rows:
-        md.append(f"| {name} | {mult} | {best:,} | {atvm:,} | "
+    what = "exhaustive optimum" if optima is not None else "best known optimum"
+    md += ["", f"Tasks within 1% of their {what} in every seed: {sum(within)}/{len(within)}."]
+    if optima is not None:
+        md += ["", f"Optima: `{args.optima}`, from `{optima['command']}` ({optima['date']}; "
+               f"{sum(t['legal'] for t in optima['tasks'].values()):,} legal configs, "
+               f"{sum(t['simulated'] for t in optima['tasks'].values()):,} simulated, the "
+               "rest ruled out by the compute lower bound)."]
+    worst = [max(r[4]) for r in rows]
+    net_best = sum(mult * best for _, mult, best, *_ in rows)
+    md += [f"Worst task (over seeds): {max(worst):.4f} of its optimum; mean over tasks of "
+           f"the worst seed: {statistics.mean(worst):.4f}. The network at the tasks' "
+           f"{what}s: {net_best / (net.hw.clock_mhz * 1e3):.3f} ms; the runs: "
+           + ", ".join(f"{r['total_cycles'] / net_best:.4f}" for r in runs) + " of it.",
+           f"The cost model's warm starts alone (the six configs the guided sampler queues "
+           f"first, simulated) are within 1% for "
+           f"{sum(r[6] <= 1.01 for r in rows)}/{len(rows)} tasks.", "",
+           f"| task | count | {what} (cycles) | "
+           + ("AutoTVM sub-space optimum | " if optima is None else "")
+           + f"run best / {what} (per seed) | trials (per seed) | warm starts' best |",
+           "|---|---:|---:|" + ("---:|" if optima is None else "") + "---|---|---:|"]
+    for name, mult, best, atvm, ratios, trials, ws in rows:
+        md.append(f"| {name} | {mult} | {best:,} | "
+                  + (f"{atvm:,} | " if optima is None else "")
                   + ", ".join(f"{x:.4f}" for x in ratios) + " | "
-                  + ", ".join(map(str, trials)) + " |")
+                  + ", ".join(map(str, trials)) + f" | {ws:.4f} |")
     md += ["", "Gradient against round-robin (same budget; VTA time in ms at the end, and "
            "trials spent when each run first came within 1% of its own final time):", "",
            "| network | scheduler | seed | trials | final ms | trials to within 1% |",
@@ -234,7 +291,8 @@ def main() -> int:
                     known[name] = min(known.get(name, t["best"]), t["best"])
     (RESULTS / "network.json").write_text(json.dumps(
         {"args": vars(args), "reference_key": key,
-         "runs": runs, "references": refs, "known": known, "compare": compare}) + "\n")
+         "runs": runs, "references": refs, "known": known, "warm_starts": warm,
+         "compare": compare}) + "\n")
     print(text)
     meds = {(n, s): statistics.median(r["total_ms"] for r in compare
                                       if r["network"] == n and r["scheduler"] == s)

@@ -193,8 +193,8 @@ def small_network(hw=DEFAULT):
 def test_tune_network_spends_the_budget_in_one_log(tmp_path):
     net = small_network()
     log = tmp_path / "small.jsonl"
-    r = tune_network(net, trials=18, scheduler="round-robin", round_trials=3, patience=None,
-                     seed=1, log=log)
+    r = tune_network(net, trials=18, scheduler="round-robin", round_trials=3, warmup_trials=3,
+                     patience=None, seed=1, log=log)
     assert r.stopped == "budget spent" and r.trials == 18
     assert [t.trials for t in r.tasks] == [6, 6, 6]
     studies = {rec["study"] for _, rec in read_records(log)}
@@ -207,6 +207,19 @@ def test_tune_network_spends_the_budget_in_one_log(tmp_path):
     assert [(t["operator"], t["multiplicity"], t["trials"]) for t in d["tasks"]] == \
         [("gemm", 2, 6), ("conv2d", 1, 6), ("gemm", 1, 6)]
     assert d["tasks"][0]["shape"] == {"batch": 16, "in_channels": 64, "out_channels": 64}
+
+
+def test_every_task_first_gets_its_warm_up_round(tmp_path):
+    r = tune_network(small_network(), trials=30, scheduler="round-robin", round_trials=2,
+                     warmup_trials=5, patience=None, seed=0, log=tmp_path / "w.jsonl")
+    assert [n for n, _ in r.history] == [5, 10, 15, 17, 19, 21, 23, 25, 27, 29, 30]
+    # the warm-up round is at most the budget's share of a task, at least a round
+    r = tune_network(small_network(), trials=9, scheduler="round-robin", round_trials=2,
+                     warmup_trials=8, patience=None, seed=0, log=tmp_path / "x.jsonl")
+    assert [n for n, _ in r.history][:3] == [3, 6, 9]
+    r = tune_network(small_network(), trials=12, scheduler="round-robin", round_trials=2,
+                     warmup_trials=1, patience=None, seed=0, log=tmp_path / "y.jsonl")
+    assert [n for n, _ in r.history][:3] == [2, 4, 6]
 
 
 def test_resume_continues_the_network_without_resimulating(tmp_path):
@@ -248,6 +261,7 @@ def test_skipped_tasks_are_reported_not_tuned(tmp_path):
     ({"trials": 0}, "trials must be a positive integer, got 0"),
     ({"trials": 4, "trials_per_task": 2}, "give trials"),
     ({"round_trials": 0}, "round_trials must be a positive integer"),
+    ({"warmup_trials": 0}, "warmup_trials must be a positive integer"),
     ({"scheduler": "x"}, "unknown task scheduler 'x'"),
 ])
 def test_bad_arguments(tmp_path, kwargs, message):

@@ -1,8 +1,10 @@
 """Tune a whole network: one study per task in one storage and one log, the network's trial
 budget shared out by a task scheduler.
 
-Every tunable task first gets one round (``round_trials`` distinct legal configs; the
-warm-up round), then the scheduler (:mod:`vtatune.task_scheduler`: ``gradient``, Ansor's,
+Every tunable task first gets one round of ``warmup_trials`` distinct legal configs (the
+warm-up round: enough for the default schedule and the guided sampler's warm starts, so the
+scheduler compares tasks on their model-picked configs, not on their defaults), then the
+scheduler (:mod:`vtatune.task_scheduler`: ``gradient``, Ansor's,
 or ``round-robin``) picks which task gets each next round, until the network holds
 ``trials`` trials or every task is dead: exhausted (its whole legal space tuned) or
 converged (no better config in its last ``patience`` rounds). The objective is the
@@ -48,6 +50,9 @@ DEFAULT_TRIALS_PER_TASK = 20
 # (scripts/bench_network.py; README, Networks).
 DEFAULT_ROUND = 2
 DEFAULT_PATIENCE = 6
+# The default schedule and the guided sampler's warm starts (``_prior.WARM_STARTS``), plus
+# one trial of its model: each task's first round (at most its share of the budget).
+DEFAULT_WARMUP = 8
 
 
 @dataclass(frozen=True)
@@ -188,17 +193,20 @@ def tune_network(network: str | Path | Network, hw: HardwareConfig | str | None 
                  seed: int | None = None, jobs: int = 1, log: str | Path | None = None,
                  storage: str | None = None, resume: bool = False, space: str = "full",
                  bias: bool = False, batch: int | None = None,
-                 progress: bool = False) -> NetworkResult:
+                 progress: bool = False,
+                 warmup_trials: int = DEFAULT_WARMUP) -> NetworkResult:
     """Tune every tunable task of ``network`` on ``hw``; see the module docstring.
 
     ``network``: a catalogue name, an ONNX file or a :class:`~vtatune.networks.Network`
     (then ``hw`` and ``batch`` are its own). ``trials``: the network's total (default
     ``trials_per_task`` × tunable tasks; ``trials_per_task`` defaults to 20).
     ``scheduler``: ``gradient`` or ``round-robin``. ``round_trials``: trials per round
-    (at most the budget over the tasks). ``patience``: rounds without improvement after
-    which a task has converged (None: never). ``sampler``, ``seed``, ``jobs``, ``storage``,
-    ``space``, ``bias`` as for :func:`vtatune.tune`; the seed is each task's study seed.
-    ``log``: default :func:`default_network_log`. ``progress``: a progress line on stderr.
+    (at most the budget over the tasks); ``warmup_trials``: each task's first round (at
+    least ``round_trials``, at most the budget over the tasks). ``patience``: rounds
+    without improvement after which a task has converged (None: never). ``sampler``,
+    ``seed``, ``jobs``, ``storage``, ``space``, ``bias`` as for :func:`vtatune.tune`; the
+    seed is each task's study seed. ``log``: default :func:`default_network_log`.
+    ``progress``: a progress line on stderr.
     """
     from ._tuner._samplers import DEFAULT_SAMPLER, check_sampler
     from ._tuner._storage import open_storage
@@ -210,7 +218,8 @@ def tune_network(network: str | Path | Network, hw: HardwareConfig | str | None 
     hw = net.hw
     tunable = [t for t in net.tasks if not t.skip]
     for name, v in (("trials", trials), ("trials_per_task", trials_per_task),
-                    ("round_trials", round_trials), ("patience", patience)):
+                    ("round_trials", round_trials), ("patience", patience),
+                    ("warmup_trials", warmup_trials)):
         if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 1):
             raise TunerError(f"{name} must be a positive integer, got {v!r}")
     if trials is not None and trials_per_task is not None:
@@ -237,7 +246,7 @@ def tune_network(network: str | Path | Network, hw: HardwareConfig | str | None 
     store = open_storage(storage, log_path)
     try:
         return _tune(net, tunable, store, policy, total, log_path, sampler, seed, jobs, resume,
-                     space, bias, round_trials, patience, progress, t0)
+                     space, bias, round_trials, patience, progress, t0, warmup_trials)
     finally:
         store.close()
 
@@ -245,7 +254,7 @@ def tune_network(network: str | Path | Network, hw: HardwareConfig | str | None 
 def _tune(net: Network, tunable: list[Task], store: Any, policy: Any, total: int,
           log_path: Path, sampler: str, seed: int | None, jobs: int, resume: bool, space: str,
           bias: bool, round_trials: int, patience: int | None, progress: bool,
-          t0: float) -> NetworkResult:
+          t0: float, warmup_trials: int) -> NetworkResult:
     from ._tuner._driver import parallel_pool
     from ._tuner._progress import Progress
 
@@ -280,10 +289,13 @@ def _tune(net: Network, tunable: list[Task], store: Any, policy: Any, total: int
                                                               for s in states) else
                                            "converged or exhausted")
                 break
+            first = bool(warmup)
             i = warmup.pop(0) if warmup else policy.pick(states)
             st, study = states[i], studies[i]
             before = study.trials
-            study.run(before + min(per_round, total - spent()), writer, pool)
+            size = max(per_round, min(warmup_trials, total // len(tunable))) if first \
+                else per_round
+            study.run(before + min(size, total - spent()), writer, pool)
             st.record_round(study.trials - before, study.best_cycles)
             st.trials = study.trials  # other workers' trials on a shared storage count too
             if study.interrupted:

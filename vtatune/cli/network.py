@@ -28,7 +28,12 @@ _EXAMPLES = (
 
 
 def register(sub: Any) -> None:
-    from ..network_tuning import DEFAULT_PATIENCE, DEFAULT_ROUND, DEFAULT_TRIALS_PER_TASK
+    from ..network_tuning import (
+        DEFAULT_PATIENCE,
+        DEFAULT_ROUND,
+        DEFAULT_TRIALS_PER_TASK,
+        DEFAULT_WARMUP,
+    )
     from ..task_scheduler import SCHEDULERS
     from ..tuner import RUNS_DIR
 
@@ -48,6 +53,10 @@ def register(sub: Any) -> None:
                    help="how the budget is shared out")
     p.add_argument("--round", type=int, default=DEFAULT_ROUND, metavar="N", dest="round_trials",
                    help="trials a task gets per turn")
+    p.add_argument("--warmup", type=int, default=DEFAULT_WARMUP, metavar="N",
+                   dest="warmup_trials",
+                   help="trials of each task's first round (the default schedule and the "
+                        "sampler's warm starts)")
     p.add_argument("--patience", type=int, default=DEFAULT_PATIENCE, metavar="N",
                    help="rounds without improvement after which a task has converged "
                         "(0: never)")
@@ -67,10 +76,12 @@ def cmd_network(args: argparse.Namespace) -> int:
         for name, spec in NETWORKS.items():
             print(f"{name:<{width}}  {spec.source}")
         return 0
-    for flag in ("batch", "trials", "trials_per_task", "round_trials", "jobs"):
+    for flag in ("batch", "trials", "trials_per_task", "round_trials", "warmup_trials",
+                 "jobs"):
         v = getattr(args, flag)
         if v is not None and v < 1:
-            raise UsageError(f"--{flag.replace('_', '-')} must be at least 1, got {v}")
+            name = {"round_trials": "round", "warmup_trials": "warmup"}.get(flag, flag)
+            raise UsageError(f"--{name.replace('_', '-')} must be at least 1, got {v}")
     if args.patience < 0:
         raise UsageError(f"--patience must be at least 0, got {args.patience}")
     if args.trials is not None and args.trials_per_task is not None:
@@ -93,7 +104,8 @@ def cmd_network(args: argparse.Namespace) -> int:
     result = tune_network(
         net, trials=args.trials, trials_per_task=args.trials_per_task,
         scheduler=args.scheduler, round_trials=args.round_trials,
-        patience=args.patience or None, sampler=args.sampler, seed=args.seed, jobs=args.jobs,
+        warmup_trials=args.warmup_trials, patience=args.patience or None,
+        sampler=args.sampler, seed=args.seed, jobs=args.jobs,
         log=args.log, storage=args.storage, resume=args.resume, space=args.space,
         bias=args.bias, progress=not (args.quiet or args.json))
     if args.plot:

@@ -241,14 +241,16 @@ class Template:
                 + (f"unknown {', '.join(map(str, extra))}" if extra else ""))
 
     @cached_property
-    def _rule_inputs(self) -> tuple[Any, int, tuple[frozenset, ...]]:
-        """(the knobs' values of a config as a tuple, how many of them the rules read, the
-        choice sets of the rest)."""
+    def _rule_inputs(self) -> tuple[Any, int, frozenset]:
+        """(the knobs' values of a config as a tuple, how many of them the rules read, every
+        valid (values, types) of the rest)."""
         names = self.knob_names
         get = operator.itemgetter(*names) if len(names) > 1 else \
             (lambda config: (config[names[0]],))
         n_read = len(names) - self._free
-        return get, n_read, tuple(self._choice_sets[n] for n in names[n_read:])
+        free_ok = frozenset((values, tuple(map(type, values))) for values in
+                            itertools.product(*(k.choices for k in self.knobs[n_read:])))
+        return get, n_read, free_ok
 
     @cached_property
     def _verdicts(self) -> dict[tuple[tuple[Any, ...], tuple[type, ...]], Any]:
@@ -265,21 +267,20 @@ class Template:
         again and again (with every outer order, as its sampler's candidates, in the
         driver's check). Types are part of the key: ``True`` and ``1.0`` are not the choice
         ``1``. A value outside the choices is judged on a validated Schedule, unremembered."""
-        get, n_read, free_sets = self._rule_inputs
+        get, n_read, free_ok = self._rule_inputs
         memo = self._verdicts
         key = None
         if type(config) is dict:
             try:
                 values = get(config)
-                read = values[:n_read]
+                read, free = values[:n_read], values[n_read:]
                 key = (read, tuple(map(type, read)))
                 hit = memo.get(key, _UNSEEN)
+                if hit is not _UNSEEN and len(config) == len(values) and \
+                        (free, tuple(map(type, free))) in free_ok:
+                    return None if hit is None else IllegalSchedule(*hit)
             except (KeyError, TypeError):  # a knob missing, an unhashable value
-                hit = _UNSEEN
-            if hit is not _UNSEEN and len(config) == len(values) and all(
-                    (type(v), v) in choices
-                    for v, choices in zip(values[n_read:], free_sets, strict=True)):
-                return None if hit is None else IllegalSchedule(*hit)
+                pass
         point = self._point(config)  # validates: a Schedule when a value is not a choice
         try:
             rules(self.context, point, self.bias)

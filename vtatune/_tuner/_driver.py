@@ -42,10 +42,12 @@ import time
 import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import optuna
+from optuna.study._tell import _tell_with_warning
 from optuna.trial import TrialState
 
 from .. import __version__
@@ -214,6 +216,7 @@ class Search:
                             extra={"encoding": encoding_for(sampler), "sampler": sampler,
                                    "seed": study_seed})
         self.study, self.study_name, self.study_id = opened.study, opened.name, opened.id
+        self._feed = store.feed(self.study._study_id)
         self.created = opened.created
         self.resumed = not opened.created
         attrs = opened.attrs
@@ -232,6 +235,8 @@ class Search:
         self.sampler = make_sampler(self.sampler_name, self.seed,
                                     parallel=jobs > 1 or store.journal is None)
         self.study.sampler = self.sampler
+        # The guided sampler is asked directly (see _ask); the others through study.ask.
+        self._direct = isinstance(self.sampler, GuidedSampler)
         interval = store.storage.get_heartbeat_interval() or HEARTBEAT_SECONDS
         self._beats = _Heartbeats(store.storage, interval)
         self._stale_every, self._next_stale = float(interval), time.monotonic() + interval
@@ -336,7 +341,7 @@ class Search:
             return
         self._synced_at = time.monotonic()
         elsewhere: set[Key] = set()
-        trials = self.study.get_trials(deepcopy=False)
+        trials = self._feed.read()
         # Trials before the first unfinished one were read already and cannot change: start
         # there (reading every trial on every ask made a long study slower with each trial).
         start = self._sync_from if len(trials) > self._sync_from and \
@@ -462,6 +467,9 @@ class Search:
         fixed = self._next_fixed()
         if fixed is None and self._brute is not None:
             return None
+        if self._direct:
+            params = self.codec.to_params(fixed) if fixed is not None else self._sample()
+            return self._create(params)
         with self.store.batch():
             if fixed is not None:
                 # This worker's own handout, not the study's shared WAITING queue.
@@ -478,6 +486,55 @@ class Search:
             trial.set_user_attr("config", config)
             self.store.storage.record_heartbeat(trial._trial_id)
         self._beats.add(trial._trial_id)
+        self.stats.asks += 1
+        return trial, config
+
+    def _sample(self) -> dict[str, Any]:
+        """The sampler's params for the next trial, as ``study.ask`` would get them (relative
+        params, single-choice knobs, independent draws for the rest), but before the trial
+        exists: no lock is held while sampling, and the study is read through the feed
+        (Optuna's per-trial cache of the trials, which the samplers and the search-space
+        inference read) instead of copied whole."""
+        study, sampler = self.study, self.sampler
+        trials = self._feed.read()
+        pending = optuna.trial.FrozenTrial(
+            number=len(trials), state=TrialState.RUNNING, value=None,
+            datetime_start=datetime.now(), datetime_complete=None, params={},
+            distributions={}, user_attrs={}, system_attrs={}, intermediate_values={},
+            trial_id=-1)
+        study._thread_local.cached_all_trials = trials
+        try:
+            space = sampler.infer_relative_search_space(study, pending)
+            relative = sampler.sample_relative(study, pending, space) if space else {}
+            params = {}
+            for name, dist in self.distributions.items():
+                if dist.single():
+                    params[name] = optuna.distributions._get_single_value(dist)
+                elif name in relative and name in space:
+                    params[name] = relative[name]
+                else:
+                    params[name] = sampler.sample_independent(study, pending, name, dist)
+        finally:
+            study._thread_local.cached_all_trials = None
+        return params
+
+    def _create(self, params: dict[str, Any]) -> tuple[optuna.trial.Trial, Config]:
+        """A RUNNING trial holding ``params`` and its ``config`` attr, in one storage record
+        (one locked write on a journal, not synced: its tell is)."""
+        config = self.codec.from_params(params)
+        template = optuna.trial.FrozenTrial(
+            number=0, state=TrialState.RUNNING, value=None, datetime_start=datetime.now(),
+            datetime_complete=None, params=params, distributions=self.distributions,
+            user_attrs={"config": config}, system_attrs={}, intermediate_values={},
+            trial_id=0)
+        storage = self.store.storage
+        with self.store.batch(durable=False):
+            trial_id = storage.create_new_trial(self.study._study_id, template_trial=template)
+            if self.store.journal is None:  # a journal's trial beats from its start time
+                storage.record_heartbeat(trial_id)
+        trial = optuna.trial.Trial(self.study, trial_id)
+        self._mine.add(trial.number)
+        self._beats.add(trial_id)
         self.stats.asks += 1
         return trial, config
 
@@ -524,10 +581,11 @@ class Search:
                 trial.set_user_attr("cycles", cycles)
             if rule is not None:
                 trial.set_user_attr("rule", rule)
+            # Optuna's tell without the deep copy of the trial that study.tell returns
             if value is None:
-                self.study.tell(trial, state=TrialState.FAIL)
+                _tell_with_warning(self.study, trial, state=TrialState.FAIL)
             else:
-                self.study.tell(trial, value)
+                _tell_with_warning(self.study, trial, value)
         self._mine.discard(trial.number)
         self._beats.discard(trial._trial_id)
 

@@ -82,9 +82,11 @@ class JournalFile(BaseJournalBackend):
     - the lock is ``flock`` on the journal itself, which the kernel releases when its owner
       dies: a killed worker never blocks the next one;
     - appends made inside :meth:`batch` are held (with the lock) and written in one checked
-      ``os.write`` + ``fsync`` when the batch ends; outside a batch each append is written
-      at once. Before writing, what other processes appended is read first, so every
-      process replays the operations in the file's order;
+      ``os.write`` when the batch ends, followed by an ``fsync`` unless every open batch
+      said ``durable=False`` (an ask: the trial it creates is visible to the other
+      processes at once, and the ``fsync`` of its tell makes both durable); outside a batch
+      each append is written and synced at once. Before writing, what other processes
+      appended is read first, so every process replays the operations in the file's order;
     - a write that fails or comes up short is truncated away and raises StorageError, so
       the file only ever holds whole records;
     - on open, a torn last record (a process killed mid-write by an older version, a full
@@ -102,6 +104,7 @@ class JournalFile(BaseJournalBackend):
         self._offset = 0  # bytes of the file parsed into _logs
         self._pending: list[bytes] = []
         self._depth = 0  # open batches
+        self._sync_batch = False  # an open batch wants its write synced
         self._locked = False
         self._mutex = threading.RLock()
         with self._mutex:
@@ -188,18 +191,21 @@ class JournalFile(BaseJournalBackend):
                 self._write()
 
     @contextlib.contextmanager
-    def batch(self) -> Iterator[None]:
-        """Hold appends (and the lock, once one is made) until the batch ends."""
+    def batch(self, durable: bool = True) -> Iterator[None]:
+        """Hold appends (and the lock, once one is made) until the batch ends; ``durable``
+        False: no ``fsync`` after the write unless an enclosing batch wants one."""
         with self._mutex:
             self._depth += 1
+            self._sync_batch |= durable
             try:
                 yield
             finally:
                 self._depth -= 1
                 if not self._depth:
-                    self._write()
+                    durable, self._sync_batch = self._sync_batch, False
+                    self._write(durable)
 
-    def _write(self) -> None:
+    def _write(self, durable: bool = True) -> None:
         data, self._pending = b"".join(self._pending), []
         try:
             if data:
@@ -208,7 +214,8 @@ class JournalFile(BaseJournalBackend):
                     written = os.write(self._fd, data)
                     if written != len(data):
                         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-                    os.fsync(self._fd)
+                    if durable:
+                        os.fsync(self._fd)
                 except OSError as exc:
                     with contextlib.suppress(OSError):
                         os.ftruncate(self._fd, start)  # whole records only
@@ -348,7 +355,12 @@ def _delegate(name: str) -> Callable[..., Any]:
     return method
 
 
+# Every storage call goes to the inner storage, also those BaseStorage implements through
+# get_all_trials (the inner one may answer them without reading every trial: a journal's
+# trial id by number is a lookup).
 for _name in sorted(BaseStorage.__abstractmethods__ | {"get_trial_number_from_id",
+                                                       "get_trial_id_from_study_id_trial_number",
+                                                       "get_trial_param",
                                                        "get_best_trial", "get_n_trials",
                                                        "get_trial_params",
                                                        "get_trial_user_attrs",
@@ -356,6 +368,49 @@ for _name in sorted(BaseStorage.__abstractmethods__ | {"get_trial_number_from_id
                                                        "check_trial_is_updatable"}):
     setattr(Resilient, _name, _delegate(_name))
 Resilient.__abstractmethods__ = frozenset()
+
+
+# --- reading a study ---------------------------------------------------------------------
+class TrialFeed:
+    """One study's trials in number order (``trials[i].number == i``), kept up to date.
+
+    Optuna's ``get_all_trials`` builds the list of every trial on every call, and a worker
+    reads its study several times per trial (the sampler, the claim before simulating):
+    work that grew with the study. On a journal, :meth:`read` asks only for the trials
+    created since the last read and for those unfinished then (the only ones that can
+    change), by trial number; other storages are read whole (a database query either way).
+    The list returned is the feed's own: read it, do not change it.
+    """
+
+    def __init__(self, storage: BaseStorage, study_id: int, *, incremental: bool) -> None:
+        self._storage, self._study_id, self._incremental = storage, study_id, incremental
+        self._trials: list[optuna.trial.FrozenTrial] = []
+        self._open: list[int] = []  # numbers of the trials unfinished when last read
+        self.reads = 0  # storage calls made (tests count them)
+
+    def read(self) -> list[optuna.trial.FrozenTrial]:
+        storage, trials = self._storage, self._trials
+        if not self._incremental:
+            self.reads += 1
+            self._trials = storage.get_all_trials(self._study_id, deepcopy=False)
+            return self._trials
+        changed = self._open
+        for number in changed:
+            self.reads += 1
+            trials[number] = storage.get_trial(trials[number]._trial_id)
+        first_new = len(trials)
+        while True:
+            self.reads += 1
+            try:
+                trial_id = storage.get_trial_id_from_study_id_trial_number(self._study_id,
+                                                                           len(trials))
+            except KeyError:
+                break
+            self.reads += 1
+            trials.append(storage.get_trial(trial_id))
+        self._open = [n for n in (*changed, *range(first_new, len(trials)))
+                      if not trials[n].state.is_finished()]
+        return trials
 
 
 # --- opening a storage --------------------------------------------------------------------
@@ -368,8 +423,12 @@ class Store:
     desc: str
     journal: JournalFile | None = None
 
-    def batch(self) -> contextlib.AbstractContextManager[None]:
-        return self.journal.batch() if self.journal else contextlib.nullcontext()
+    def batch(self, durable: bool = True) -> contextlib.AbstractContextManager[None]:
+        return self.journal.batch(durable) if self.journal else contextlib.nullcontext()
+
+    def feed(self, study_id: int) -> TrialFeed:
+        """The trials of one study, read incrementally (see :class:`TrialFeed`)."""
+        return TrialFeed(self.storage, study_id, incremental=self.journal is not None)
 
     def close(self) -> None:
         if self.journal is not None:

@@ -1,0 +1,87 @@
+"""The tuner's per-trial work outside the simulator does not grow with the study: storage
+calls counted per trial (not timed), one synced journal write per finished trial, one
+journal record per ask."""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+
+import pytest
+
+from vtatune._tuner import _driver, _storage
+from vtatune.tuner import tune
+
+WINDOWS = ((30, 60), (170, 200))  # simulated trials: (after, up to)
+
+
+@pytest.fixture
+def counted(monkeypatch):
+    """Storage calls by method name and fsyncs, snapshotted at every simulation; the
+    time-driven reads (the 0.5 s sync, the stale-trial check) made to happen every time or
+    never, so counts depend only on the trials."""
+    calls: collections.Counter[str] = collections.Counter()
+    snapshots: list[collections.Counter[str]] = []
+    call = _storage.Resilient._call
+
+    def counting_call(self, name, *args, **kwargs):
+        calls[name] += 1
+        return call(self, name, *args, **kwargs)
+
+    fsync = os.fsync
+
+    def counting_fsync(fd):
+        calls["fsync"] += 1
+        return fsync(fd)
+
+    simulate = _driver.simulate
+
+    def snapshot(*args):
+        out = simulate(*args)
+        snapshots.append(collections.Counter(calls))
+        return out
+
+    monkeypatch.setattr(_storage.Resilient, "_call", counting_call)
+    monkeypatch.setattr(_storage.os, "fsync", counting_fsync)
+    monkeypatch.setattr(_driver, "simulate", snapshot)
+    monkeypatch.setattr(_driver, "SYNC_SECONDS", 0.0)
+    monkeypatch.setattr(_driver.Search, "_fail_stale", lambda self: None)
+    return snapshots
+
+
+def _window(snapshots, after, upto):
+    return snapshots[upto - 1] - snapshots[after - 1]
+
+
+def test_storage_calls_per_trial_do_not_grow_with_the_study(tmp_path, counted):
+    r = tune("conv2d", trials=WINDOWS[-1][1], seed=0, log=tmp_path / "t.jsonl")
+    assert r.trials == r.asks == WINDOWS[-1][1]  # every ask a new legal config
+    early, late = (_window(counted, a, b) for a, b in WINDOWS)
+    assert early == late  # the same calls, method by method, for 30 trials at 30 and at 170
+    n = WINDOWS[0][1] - WINDOWS[0][0]
+    assert early["get_all_trials"] == 0  # nothing reads the whole study per trial
+    assert early["create_new_trial"] == early["fsync"] == n  # one synced write per trial
+    assert "set_trial_param" not in early  # params come with the trial
+
+
+def test_one_journal_record_per_ask_with_its_config(tmp_path):
+    log = tmp_path / "t.jsonl"
+    tune("conv2d", trials=20, seed=0, log=log)
+    records = [json.loads(line) for line in log.with_suffix(".journal").read_text().splitlines()]
+    created = [r for r in records if r["op_code"] == 4]  # CREATE_TRIAL
+    assert len(created) == 20
+    assert not [r for r in records if r["op_code"] == 5]  # no SET_TRIAL_PARAM
+    for r in created:
+        assert r["state"] == 0 and set(r["params"]) == set(r["distributions"])  # RUNNING
+        assert set(r["user_attrs"]["config"]) == set(r["params"])
+
+
+def test_resilient_storage_passes_every_call_through():
+    """BaseStorage implements some calls through get_all_trials (a trial id by its number
+    reads every trial): the wrapper hands each to the storage it wraps instead."""
+    from optuna.storages import BaseStorage
+
+    names = [n for n, v in vars(BaseStorage).items() if callable(v) and not n.startswith("_")]
+    inherited = [n for n in names if getattr(_storage.Resilient, n) is getattr(BaseStorage, n)]
+    assert inherited == []

@@ -408,3 +408,29 @@ def test_kill_9_at_random_points_then_resume(tmp_path):
     told = {json.dumps(t.user_attrs["config"], sort_keys=True) for t in study.trials
             if t.user_attrs.get("status") == "ok"}
     assert ok == told  # nothing the log holds is missing from the study
+
+
+def test_a_heartbeat_during_a_batch_waits_for_it(tmp_path):
+    """The heartbeat thread writes while the main thread may be inside a batch (holding the
+    journal between storage calls): it waits for the batch instead of deadlocking it."""
+    store = open_storage(None, tmp_path / "t.jsonl")
+    study = optuna.create_study(storage=store.storage, study_name="s")
+    trial = study.ask()
+    done = threading.Event()
+
+    def batch_with_a_beat_in_the_middle() -> None:
+        with store.batch():
+            store.storage.set_trial_user_attr(trial._trial_id, "a", 1)
+            beat = threading.Thread(target=store.storage.record_heartbeat,
+                                    args=(trial._trial_id,))
+            beat.start()
+            time.sleep(0.2)  # the beat is under way, waiting for the journal
+            store.storage.set_trial_user_attr(trial._trial_id, "b", 2)
+        beat.join()
+        done.set()
+
+    threading.Thread(target=batch_with_a_beat_in_the_middle, daemon=True).start()
+    assert done.wait(10)
+    attrs = study.trials[0]
+    assert attrs.user_attrs == {"a": 1, "b": 2} and _storage.HEARTBEAT_ATTR in attrs.system_attrs
+    store.close()

@@ -27,7 +27,12 @@ Why the loop looks like this:
   once. So a tiny space cannot spin forever.
 - Each simulated trial is written to the log (one line, one system call) before it is
   told to the study: a killed run keeps it in the log, and the next start of the study
-  adds it back (the log is the source of truth).
+  adds it back (the log is the source of truth). On a journal, the tell is one write whose
+  ``fsync`` runs while the next config is sampled; the next trial is recorded only once it
+  is done (an ask is written unsynced: the tell's sync covers it).
+- The guided sampler is asked before its trial exists, with no lock held, and the trial is
+  created with its params and config in one record; the study is read incrementally
+  (:class:`~._storage.TrialFeed`), so the work per trial does not grow with the study.
 """
 
 from __future__ import annotations
@@ -237,6 +242,8 @@ class Search:
         self.study.sampler = self.sampler
         # The guided sampler is asked directly (see _ask); the others through study.ask.
         self._direct = isinstance(self.sampler, GuidedSampler)
+        self._relative_space = {name: d for name, d in sorted(self.distributions.items())
+                                if not d.single()}
         interval = store.storage.get_heartbeat_interval() or HEARTBEAT_SECONDS
         self._beats = _Heartbeats(store.storage, interval)
         self._stale_every, self._next_stale = float(interval), time.monotonic() + interval
@@ -295,16 +302,25 @@ class Search:
         single = codec.to_params({k.name: k.choices[0] for k in knobs})
         single = {k.name: single[k.name] for k in knobs if len(k.choices) == 1}
 
+        # The sampler judges a candidate by legal(params) then prior(params) with the same
+        # dict: convert it to a config once.
+        last: list[Any] = [None, None]  # [params, its config]
+
+        def config_of(params: dict[str, Any]) -> Config:
+            if params is not last[0]:
+                last[:] = params, codec.from_params({**single, **params})
+            return last[1]
+
         def accept(params: dict[str, Any]) -> bool:
             try:
-                config = codec.from_params({**single, **params})
+                config = config_of(params)
                 return self._untried(codec.key(config)) and template.legal(config)
             except (KeyError, IndexError, TypeError, VtatuneError):
                 return False
 
         def legal(params: dict[str, Any]) -> bool:
             try:
-                return template.legal(codec.from_params({**single, **params}))
+                return template.legal(config_of(params))
             except (KeyError, IndexError, TypeError, VtatuneError):
                 return False
 
@@ -312,7 +328,7 @@ class Search:
             return codec.to_params({k.name: rng.choice(k.choices) for k in knobs})
 
         def prior(params: dict[str, Any]) -> float:
-            return max(1.0, estimate(template, codec.from_params({**single, **params})))
+            return max(1.0, estimate(template, config_of(params)))
 
         sampler.bind(accept, draw, prior, legal)
         try:
@@ -504,7 +520,11 @@ class Search:
             trial_id=-1)
         study._thread_local.cached_all_trials = trials
         try:
-            space = sampler.infer_relative_search_space(study, pending)
+            # Optuna's relative search space is the distributions every complete trial shares:
+            # all trials of a study carry its codec's (the study is named after its template
+            # version and keeps its encoding), so that is the codec's knobs with more than
+            # one choice, by name, once a trial is complete (inferring it copied them all).
+            space = self._relative_space if self.cache else {}
             relative = sampler.sample_relative(study, pending, space) if space else {}
             params = {}
             for name, dist in self.distributions.items():
@@ -574,8 +594,9 @@ class Search:
     def _tell(self, trial: optuna.trial.Trial, status: str, value: float | None,
               cycles: int | None = None, rule: str | None = None) -> None:
         """Finish a trial with its status (and cycles, rule) as user attrs; ``value`` None
-        fails it (a config another worker holds)."""
-        with self.store.batch():
+        fails it (a config another worker holds). The journal write is synced in the
+        background while the next config is sampled; the next trial's record waits for it."""
+        with self.store.batch(background=True):
             trial.set_user_attr("status", status)
             if cycles is not None:
                 trial.set_user_attr("cycles", cycles)

@@ -88,12 +88,16 @@ class FiniteSpace:
             row.append(i)
         return tuple(row)
 
+    @functools.cached_property
+    def _values(self) -> tuple[tuple[str, tuple[Any, ...]], ...]:
+        """Each knob's name and external value at every index (decoding is a lookup)."""
+        return tuple((dim.name, tuple(
+            dist.to_external_repr(i if dim.categorical else dim.low + i * dim.step)
+            for i in range(dim.size))) for dim, dist in zip(self.dims, self.distributions,
+                                                          strict=True))
+
     def decode(self, row: Sequence[int]) -> dict[str, Any]:
-        out = {}
-        for dim, dist, i in zip(self.dims, self.distributions, row, strict=True):
-            internal = int(i) if dim.categorical else dim.low + int(i) * dim.step
-            out[dim.name] = dist.to_external_repr(internal)
-        return out
+        return {name: values[i] for (name, values), i in zip(self._values, row, strict=True)}
 
 
 class Observations:
@@ -233,6 +237,17 @@ def _lookup(size: int, minsigma: float) -> np.ndarray:
     return out
 
 
+@functools.lru_cache(maxsize=1024)
+def _categorical_lookup(size: int, n_kernels: int, prior_weight: float) -> np.ndarray:
+    """Optuna's categorical kernels: column c the observed choice c (weight 1 on it plus the
+    prior's share spread over every choice), column ``size`` the prior (uniform)."""
+    a = prior_weight / n_kernels
+    lookup = np.full((size, size + 1), a) + np.eye(size, size + 1)
+    lookup /= lookup.sum(axis=0)
+    lookup.setflags(write=False)
+    return lookup
+
+
 @dataclass(frozen=True)
 class Params:
     """What shapes the estimator (Optuna's ``_ParzenEstimatorParameters``, finite case)."""
@@ -263,48 +278,55 @@ class Mixture:
         self.dims = space.dims
         self.lookups: list[np.ndarray] = []
         self.keys: list[np.ndarray] = []
+        numeric = [j for j, dim in enumerate(space.dims) if not dim.categorical]
+        numeric_kernels = iter(self._numeric(rows[:, numeric], [space.dims[j] for j in numeric],
+                                             params) if numeric else ())
         for j, dim in enumerate(space.dims):
-            lookup, keys = self._kernels(rows[:, j], dim, params)
+            if dim.categorical:  # column c: observed choice c; column size: the prior (uniform)
+                lookup = _categorical_lookup(dim.size, n + 1, params.prior_weight)
+                keys = np.append(rows[:, j].astype(np.intp), dim.size)
+            else:
+                lookup, keys = next(numeric_kernels)
             self.lookups.append(lookup)
             self.keys.append(keys)
 
     @staticmethod
-    def _kernels(mus: np.ndarray, dim: Dim, params: Params) -> tuple[np.ndarray, np.ndarray]:
-        size, n = dim.size, len(mus)
-        n_kernels = n + 1
-        keys = np.empty(n_kernels, dtype=np.intp)
-        if dim.categorical:  # column c: observed choice c; column size: the prior (uniform)
-            a = params.prior_weight / n_kernels
-            lookup = np.full((size, size + 1), a) + np.eye(size, size + 1)
-            lookup /= lookup.sum(axis=0)
-            keys[:n] = mus
-            keys[n] = size
-            return lookup, keys
-        low, high = -0.5, size - 0.5  # index space: the step is 1
+    def _numeric(mus: np.ndarray, dims: list[Dim], params: Params
+                 ) -> list[tuple[np.ndarray, np.ndarray]]:
+        """(lookup, keys) of each integer knob, the knobs' bandwidths computed together (one
+        row per knob: the same sort, the same arithmetic as one knob at a time)."""
+        n, n_kernels = len(mus), len(mus) + 1
+        sizes = np.array([dim.size for dim in dims])
+        low, high = -0.5, sizes - 0.5  # index space: the step is 1
         maxsigma = high - low
-        minsigma = maxsigma / min(100.0, 1.0 + n_kernels) if params.consider_magic_clip \
-            else 1e-12
-        lookup = _lookup(size, minsigma)
-        keys[n] = lookup.shape[1] - 1
+        if params.consider_magic_clip:
+            minsigma = maxsigma / min(100.0, 1.0 + n_kernels)
+        else:
+            minsigma = np.full(len(dims), 1e-12)
+        lookups = [_lookup(dim.size, float(ms)) for dim, ms in zip(dims, minsigma, strict=True)]
         if n == 0:
-            return lookup, keys
-        # Optuna's sort (same kind, same dtype): equal centres get their bandwidths in the
-        # same order, so a seed gives Optuna's estimator exactly.
-        order = np.argsort(mus.astype(float))
-        ends = np.empty(n + 2)
-        ends[0], ends[-1] = low, high
-        ends[1:-1] = mus[order]
-        sigmas_sorted = np.maximum(ends[1:-1] - ends[:-2], ends[2:] - ends[1:-1])
+            return [(lookup, np.array([lookup.shape[1] - 1])) for lookup in lookups]
+        # Optuna's sort (same kind, same dtype, one contiguous row per knob): equal centres
+        # get their bandwidths in the same order, so a seed gives Optuna's estimator exactly.
+        centres = np.ascontiguousarray(mus.T, dtype=float)
+        order = np.argsort(centres, axis=1)
+        ends = np.empty((len(dims), n + 2))
+        ends[:, 0], ends[:, -1] = low, high
+        ends[:, 1:-1] = np.take_along_axis(centres, order, axis=1)
+        sigmas_sorted = np.maximum(ends[:, 1:-1] - ends[:, :-2], ends[:, 2:] - ends[:, 1:-1])
         if not params.consider_endpoints and n >= 2:
-            sigmas_sorted[0] = ends[2] - ends[1]
-            sigmas_sorted[-1] = ends[-2] - ends[-3]
-        sigmas = np.empty(n)
-        sigmas[order] = np.clip(sigmas_sorted, minsigma, maxsigma)
+            sigmas_sorted[:, 0] = ends[:, 2] - ends[:, 1]
+            sigmas_sorted[:, -1] = ends[:, -2] - ends[:, -3]
+        sigmas = np.empty_like(sigmas_sorted)
+        np.put_along_axis(sigmas, order, np.clip(sigmas_sorted, minsigma[:, None],
+                                                 maxsigma[:, None]), axis=1)
         # Bandwidths are gaps between indices or half-step ends (multiples of 1/2) unless
         # clipped to the minimum (code 0).
-        codes = np.where(sigmas <= minsigma, 0, np.rint(2 * sigmas)).astype(np.intp)
-        keys[:n] = codes * size + mus
-        return lookup, keys
+        codes = np.where(sigmas <= minsigma[:, None], 0, np.rint(2 * sigmas)).astype(np.intp)
+        keys = np.empty((len(dims), n_kernels), dtype=np.intp)
+        keys[:, :n] = codes * sizes[:, None] + mus.T
+        keys[:, n] = [lookup.shape[1] - 1 for lookup in lookups]
+        return list(zip(lookups, keys, strict=True))
 
     def sample(self, rng: np.random.RandomState, size: int) -> np.ndarray:
         """``size`` rows drawn from the mixture, using ``rng`` as Optuna's estimator does
@@ -330,8 +352,11 @@ class Mixture:
         """The mixture's log probability of each row."""
         p = None
         for j, (lookup, keys) in enumerate(zip(self.lookups, self.keys, strict=True)):
-            pj = lookup[rows[:, j][:, None], keys[None, :]]
-            p = pj if p is None else p * pj
+            pj = np.take(lookup[rows[:, j]], keys, axis=1)  # (rows, kernels)
+            if p is None:
+                p = pj
+            else:
+                p *= pj
         assert p is not None
         with np.errstate(divide="ignore"):
             return np.log(p @ self.weights)

@@ -120,6 +120,7 @@ class GuidedSampler(optuna.samplers.TPESampler):
         self._py_rng = random.Random(seed)
         self._obs: Observations | None = None
         self._verdicts: dict[tuple[int, ...], float | None] = {}  # row -> log prior | illegal
+        self._good: tuple[Any, Mixture] | None = None  # (its inputs, the good trials' model)
 
     def bind(self, accept: Callable[[dict[str, Any]], bool],
              draw: Callable[[random.Random], dict[str, Any]],
@@ -163,6 +164,7 @@ class GuidedSampler(optuna.samplers.TPESampler):
         if space is None:  # not a vtatune codec's space: Optuna's TPE, then the filter
             return self._plain(study, trial, search_space)
         obs = self._observations(study, space)
+        space = obs.space  # equal, and kept across asks with its decoding tables
         if obs.n < self._n_startup_trials:
             return self._random_accepted()
         if obs.exotic:  # pruned or constrained trials: Optuna knows how to rank them
@@ -207,7 +209,7 @@ class GuidedSampler(optuna.samplers.TPESampler):
         running = [(n, r) for n, r in obs.running.items() if n != trial.number] \
             if self._constant_liar else []
         below, above = split(obs, gamma(obs.n), running)
-        good = Mixture(below, space, params)
+        good = self._good_mixture(below, space, params)
         rows, log_priors, seen = [], [], set()
         for row in map(tuple, good.sample(self._rng.rng, self._n_ei_candidates).tolist()):
             if row in seen or row in obs.taken:
@@ -227,6 +229,15 @@ class GuidedSampler(optuna.samplers.TPESampler):
             if self._accept(chosen):
                 return chosen
         return None
+
+    def _good_mixture(self, below: np.ndarray, space: FiniteSpace,
+                      params: MixtureParams) -> Mixture:
+        """The model of the good trials: a function of their rows (in order) alone, which
+        change only when a trial enters the best ``gamma(n)``; built again only then."""
+        key = (space, params, below.shape, below.tobytes())
+        if self._good is None or self._good[0] != key:
+            self._good = (key, Mixture(below, space, params))
+        return self._good[1]
 
     def _neighbour(self, space: FiniteSpace, obs: Observations) -> dict[str, Any] | None:
         """An untried legal config one knob away from one of the best three (the best by the

@@ -35,30 +35,43 @@ class Codec:
     template: Any
     encoding: str = "value"
 
-    @property
+    @functools.cached_property
     def names(self) -> tuple[str, ...]:
         return tuple(k.name for k in self.template.knobs)
 
+    @functools.cached_property
+    def _indexed(self) -> tuple[tuple[str, tuple[Any, ...] | None], ...]:
+        """(knob, its choices when the param is an index into them, else None): a config is
+        converted once per ask and per sampler candidate, so decide each knob once."""
+        return tuple((k.name, k.choices if self.encoding == "index" and _ordinal(k.choices)
+                      else None) for k in self.template.knobs)
+
+    @functools.cached_property
+    def _position(self) -> dict[str, dict[Any, int]]:
+        return {name: {c: i for i, c in enumerate(choices)}
+                for name, choices in self._indexed if choices is not None}
+
     def distributions(self) -> dict[str, BaseDistribution]:
         out: dict[str, BaseDistribution] = {}
-        for k in self.template.knobs:
-            if self.encoding == "index" and _ordinal(k.choices):
-                out[k.name] = IntDistribution(0, len(k.choices) - 1)
+        for name, choices in self._indexed:
+            if choices is not None:
+                out[name] = IntDistribution(0, len(choices) - 1)
             else:
-                out[k.name] = CategoricalDistribution(k.choices)
+                out[name] = CategoricalDistribution(self.template.knob(name).choices)
         return out
 
     def to_params(self, config: Config) -> dict[str, Any]:
         if self.encoding == "value":
             return dict(config)
-        return {k.name: (k.choices.index(config[k.name]) if _ordinal(k.choices)
-                         else config[k.name]) for k in self.template.knobs}
+        position = self._position
+        return {name: (config[name] if choices is None else position[name][config[name]])
+                for name, choices in self._indexed}
 
     def from_params(self, params: dict[str, Any]) -> Config:
         if self.encoding == "value":
             return {n: params[n] for n in self.names}
-        return {k.name: (k.choices[params[k.name]] if _ordinal(k.choices)
-                         else params[k.name]) for k in self.template.knobs}
+        return {name: (params[name] if choices is None else choices[params[name]])
+                for name, choices in self._indexed}
 
     def key(self, config: Config) -> Key:
         return tuple(config[n] for n in self.names)

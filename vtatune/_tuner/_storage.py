@@ -32,6 +32,7 @@ import time
 import uuid
 import warnings
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -84,9 +85,10 @@ class JournalFile(BaseJournalBackend):
     - appends made inside :meth:`batch` are held (with the lock) and written in one checked
       ``os.write`` when the batch ends, followed by an ``fsync`` unless every open batch
       said ``durable=False`` (an ask: the trial it creates is visible to the other
-      processes at once, and the ``fsync`` of its tell makes both durable); outside a batch
-      each append is written and synced at once. Before writing, what other processes
-      appended is read first, so every process replays the operations in the file's order;
+      processes at once, and the ``fsync`` of its tell makes both durable), possibly in the
+      background (a tell: the next write waits for it); outside a batch each append is
+      written and synced at once. Before writing, what other processes appended is read
+      first, so every process replays the operations in the file's order;
     - a write that fails or comes up short is truncated away and raises StorageError, so
       the file only ever holds whole records;
     - on open, a torn last record (a process killed mid-write by an older version, a full
@@ -105,6 +107,9 @@ class JournalFile(BaseJournalBackend):
         self._pending: list[bytes] = []
         self._depth = 0  # open batches
         self._sync_batch = False  # an open batch wants its write synced
+        self._sync_now = False  # ... before the batch ends (not in the background)
+        self._syncer: ThreadPoolExecutor | None = None
+        self._syncing: Future[None] | None = None  # a background fsync not waited for
         self._locked = False
         self._mutex = threading.RLock()
         with self._mutex:
@@ -191,30 +196,49 @@ class JournalFile(BaseJournalBackend):
                 self._write()
 
     @contextlib.contextmanager
-    def batch(self, durable: bool = True) -> Iterator[None]:
-        """Hold appends (and the lock, once one is made) until the batch ends; ``durable``
-        False: no ``fsync`` after the write unless an enclosing batch wants one."""
+    def batch(self, durable: bool = True, background: bool = False) -> Iterator[None]:
+        """Hold appends (and the lock, once one is made) until the batch ends.
+
+        ``durable`` False: no ``fsync`` after the write unless an enclosing batch wants one.
+        ``background``: the ``fsync`` runs in a thread while the caller goes on (a worker
+        samples its next config meanwhile); this process's next write, :meth:`settle` and
+        :meth:`close` wait for it first and raise its error, so nothing more is written
+        before the batch is on disk."""
         with self._mutex:
             self._depth += 1
             self._sync_batch |= durable
+            self._sync_now |= durable and not background
             try:
                 yield
             finally:
                 self._depth -= 1
                 if not self._depth:
-                    durable, self._sync_batch = self._sync_batch, False
-                    self._write(durable)
+                    durable, now = self._sync_batch, self._sync_now
+                    self._sync_batch = self._sync_now = False
+                    self._write(durable, background=durable and not now)
 
-    def _write(self, durable: bool = True) -> None:
+    def settle(self) -> None:
+        """Wait for a background ``fsync`` (StorageError if it failed)."""
+        with self._mutex:
+            syncing, self._syncing = self._syncing, None
+            if syncing is not None:
+                try:
+                    syncing.result()
+                except OSError as exc:  # the records are whole: only their sync failed
+                    raise StorageError(f"cannot write journal {self.path}: "
+                                       f"{exc.strerror or exc}") from None
+
+    def _write(self, durable: bool = True, background: bool = False) -> None:
         data, self._pending = b"".join(self._pending), []
         try:
             if data:
+                self.settle()
                 start = os.fstat(self._fd).st_size
                 try:
                     written = os.write(self._fd, data)
                     if written != len(data):
                         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-                    if durable:
+                    if durable and not background:
                         os.fsync(self._fd)
                 except OSError as exc:
                     with contextlib.suppress(OSError):
@@ -222,15 +246,25 @@ class JournalFile(BaseJournalBackend):
                     raise StorageError(f"cannot write journal {self.path}: "
                                        f"{exc.strerror or exc}") from None
                 self._offset = start + len(data)
+                if durable and background:
+                    if self._syncer is None:
+                        self._syncer = ThreadPoolExecutor(1, "vtatune-journal-sync")
+                    self._syncing = self._syncer.submit(os.fsync, self._fd)
         finally:
             self._unlock()
 
     def close(self) -> None:
         with self._mutex:
             if self._fd >= 0:
-                self._unlock()
-                os.close(self._fd)
-                self._fd = -1
+                try:
+                    self.settle()
+                finally:
+                    if self._syncer is not None:
+                        self._syncer.shutdown()
+                        self._syncer = None
+                    self._unlock()
+                    os.close(self._fd)
+                    self._fd = -1
 
 
 class HeartbeatJournalStorage(JournalStorage, BaseHeartbeat):
@@ -244,6 +278,11 @@ class HeartbeatJournalStorage(JournalStorage, BaseHeartbeat):
     def __init__(self, backend: JournalFile, interval: float, grace: float) -> None:
         super().__init__(backend)
         self._interval, self._grace = interval, grace
+        # One lock for the storage and its file: a batch holds the file's lock around
+        # storage calls (file, then storage), any other call takes the storage's around the
+        # file's (storage, then file); with two locks the heartbeat thread's write and the
+        # main thread's batch could each hold one and wait for the other forever.
+        self._thread_lock = backend._mutex
 
     def record_heartbeat(self, trial_id: int) -> None:
         with contextlib.suppress(optuna.exceptions.UpdateFinishedTrialError, KeyError):
@@ -423,8 +462,10 @@ class Store:
     desc: str
     journal: JournalFile | None = None
 
-    def batch(self, durable: bool = True) -> contextlib.AbstractContextManager[None]:
-        return self.journal.batch(durable) if self.journal else contextlib.nullcontext()
+    def batch(self, durable: bool = True,
+              background: bool = False) -> contextlib.AbstractContextManager[None]:
+        return self.journal.batch(durable, background) if self.journal \
+            else contextlib.nullcontext()
 
     def feed(self, study_id: int) -> TrialFeed:
         """The trials of one study, read incrementally (see :class:`TrialFeed`)."""

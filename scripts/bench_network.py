@@ -1,8 +1,9 @@
 """Network tuning: quality against each task's optimum, wall time, and gradient vs round-robin.
 
     python scripts/bench_network.py [--network resnet50] [--hw pynq] [--trials-per-task 20]
-        [--seeds 3] [--optima scripts/results/resnet50_optima.json]
-        [--reference-trials 300] [--compare resnet50,mobilenet_v1] [--jobs 2]
+        [--seeds 3] [--first-seed 0] [--optima scripts/results/resnet50_optima.json]
+        [--reference-trials 300] [--compare resnet50,mobilenet_v1] [--compare-warmup 8]
+        [--jobs 2] [--out scripts/results]
 
 1. Quality and time: ``tune_network(network, trials_per_task=N)`` (the default gradient
    scheduler and guided sampler, one process, exactly as ``python -m vtatune network``
@@ -21,7 +22,8 @@
    starts for the task, simulated.
 3. Gradient against round-robin: the network's VTA time (Σ multiplicity × best cycles)
    after every round against the trials spent, for each network of ``--compare`` and each
-   seed, plotted (median over seeds) in ``scripts/results/network_schedulers.png``.
+   seed, with the default warm-up round and with ``--compare-warmup`` trials a task,
+   plotted in ``scripts/results/network_schedulers.png``.
 
 Outputs in ``scripts/results/``: ``network.json`` (every run and reference),
 ``network.md`` (the tables) and ``network_schedulers.png``.
@@ -50,18 +52,20 @@ def quiet() -> None:
     optuna.logging.set_verbosity(optuna.logging.WARNING)
 
 
-def network_run(network: str, hw: str, per_task: int, scheduler: str, seed: int
-                ) -> dict[str, Any]:
-    """One network tuning run in a fresh temporary log."""
+def network_run(network: str, hw: str, per_task: int, scheduler: str, seed: int,
+                warmup: int | None = None) -> dict[str, Any]:
+    """One network tuning run in a fresh temporary log (``warmup``: None for the default)."""
     quiet()
-    from vtatune.network_tuning import tune_network
+    from vtatune.network_tuning import DEFAULT_WARMUP, tune_network
 
+    warmup = warmup or DEFAULT_WARMUP
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.perf_counter()
         r = tune_network(network, hw, trials_per_task=per_task, scheduler=scheduler,
-                         seed=seed, log=Path(tmp) / "net.jsonl")
+                         seed=seed, log=Path(tmp) / "net.jsonl", warmup_trials=warmup)
         wall = time.perf_counter() - t0
     return {"network": network, "scheduler": scheduler, "seed": seed, "wall": wall,
+            "warmup": warmup,
             "trials": r.trials, "stopped": r.stopped, "total_cycles": r.total_cycles,
             "total_ms": r.total_ms, "speedup_default": r.speedup_default,
             "sim_seconds": r.sim_seconds,
@@ -114,7 +118,7 @@ def run_par(fn: Any, args: list[tuple], jobs: int) -> list[Any]:
     return Parallel(n_jobs=jobs, backend="loky")(delayed(fn)(*a) for a in args)
 
 
-def plot(compare: list[dict[str, Any]], path: Path) -> None:
+def plot(compare: list[dict[str, Any]], path: Path, optimum: dict[str, float]) -> None:
     import math
 
     import matplotlib
@@ -123,20 +127,27 @@ def plot(compare: list[dict[str, Any]], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     nets = sorted({r["network"] for r in compare})
-    fig, axes = plt.subplots(1, len(nets), figsize=(6 * len(nets), 4))
-    axes = [axes] if len(nets) == 1 else axes
-    for ax, net in zip(axes, nets, strict=True):
-        for sched, colour in (("gradient", "tab:blue"), ("round-robin", "tab:orange")):
-            runs = [r for r in compare if r["network"] == net and r["scheduler"] == sched]
-            for r in runs:
-                pts = [(n, v / 1e5) for n, v in r["history"] if v is not None
-                       and math.isfinite(v)]
-                ax.plot(*zip(*pts, strict=True), color=colour, alpha=0.35, lw=1)
-            ax.plot([], [], color=colour, label=f"{sched} ({len(runs)} seeds)")
-        ax.set_title(f"{net} on pynq")
-        ax.set_xlabel("trials spent (network total)")
-        ax.set_ylabel("network VTA time (ms at 100 MHz)")
-        ax.legend()
+    warmups = sorted({r["warmup"] for r in compare})
+    fig, axes = plt.subplots(len(warmups), len(nets), figsize=(6 * len(nets),
+                                                               3.6 * len(warmups)),
+                             squeeze=False)
+    for row, warmup in zip(axes, warmups, strict=True):
+        for ax, net in zip(row, nets, strict=True):
+            for sched, colour in (("gradient", "tab:blue"), ("round-robin", "tab:orange")):
+                runs = [r for r in compare if r["network"] == net and r["scheduler"] == sched
+                        and r["warmup"] == warmup]
+                for r in runs:
+                    pts = [(n, v / 1e5) for n, v in r["history"] if v is not None
+                           and math.isfinite(v)]
+                    ax.plot(*zip(*pts, strict=True), color=colour, alpha=0.35, lw=1)
+                ax.plot([], [], color=colour, label=f"{sched} ({len(runs)} seeds)")
+            if net in optimum:
+                ax.axhline(optimum[net] / 1e5, color="black", ls=":", lw=1,
+                           label="every task at its exhaustive optimum")
+            ax.set_title(f"{net} on pynq, warm-up round of {warmup} trials a task")
+            ax.set_xlabel("trials spent (network total)")
+            ax.set_ylabel("network VTA time (ms at 100 MHz)")
+            ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -157,12 +168,17 @@ def main() -> int:
     ap.add_argument("--first-seed", type=int, default=0)
     ap.add_argument("--compare", default="resnet50,mobilenet_v1",
                     help="networks of the gradient vs round-robin plot ('' for none)")
+    ap.add_argument("--out", default=str(RESULTS),
+                    help="where network.md, network.json and the plot go")
+    ap.add_argument("--compare-warmup", type=int, default=8,
+                    help="the comparison's second warm-up round (trials a task)")
     ap.add_argument("--jobs", type=int, default=2)
     args = ap.parse_args()
     quiet()
     from vtatune.networks import load_network
 
-    RESULTS.mkdir(parents=True, exist_ok=True)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
     seeds = list(range(args.first_seed, args.first_seed + args.seeds))
     t_start = time.perf_counter()
 
@@ -184,8 +200,8 @@ def main() -> int:
     ref_seeds = [1000 + s for s in range(args.reference_seeds)]
     # References are deterministic: reuse the last file's for the same problem and budget,
     # and keep the best of every run it holds (all of it was simulated: best known).
-    old = json.loads((RESULTS / "network.json").read_text()) \
-        if (RESULTS / "network.json").exists() else {}
+    old = json.loads((out / "network.json").read_text()) \
+        if (out / "network.json").exists() else {}
     key = [args.network, args.hw, args.reference_trials, args.reference_seeds] \
         if optima is None else [args.network, args.hw, "optima", optima["command"]]
     same = old.get("reference_key") == key
@@ -228,12 +244,18 @@ def main() -> int:
 
     # 3. gradient vs round-robin
     nets = [n for n in args.compare.split(",") if n]
+    # At the default warm-up (one round), and at --compare-warmup trials a task (the default
+    # schedule and every warm start first).
     compare = [r for r in runs] + [
-        network_run(n, args.hw, args.trials_per_task, sched, s)
+        network_run(n, args.hw, args.trials_per_task, sched, s, warmup)
+        for warmup in (None, args.compare_warmup)
         for n in nets for sched in ("gradient", "round-robin") for s in seeds
-        if not (n == args.network and sched == "gradient")]
+        if not (n == args.network and sched == "gradient" and warmup is None)]
     print(f"[{time.perf_counter() - t_start:5.0f}s] scheduler comparison done", flush=True)
-    plot(compare, RESULTS / "network_schedulers.png")
+    net_optimum = {args.network: sum(mult * best for _, mult, best, *_ in rows)} \
+        if optima is not None else {}
+    if compare != runs:
+        plot(compare, out / "network_schedulers.png", net_optimum)
 
     cmd = ("python scripts/bench_network.py " + " ".join(sys.argv[1:])).strip()
     md = [f"Produced by `{cmd}` ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}).", "",
@@ -270,33 +292,40 @@ def main() -> int:
                   + (f"{atvm:,} | " if optima is None else "")
                   + ", ".join(f"{x:.4f}" for x in ratios) + " | "
                   + ", ".join(map(str, trials)) + f" | {ws:.4f} |")
-    md += ["", "Gradient against round-robin (same budget; VTA time in ms at the end, and "
-           "trials spent when each run first came within 1% of its own final time):", "",
-           "| network | scheduler | seed | trials | final ms | trials to within 1% |",
-           "|---|---|---:|---:|---:|---:|"]
+    target_is = f"; for {args.network}, of its exhaustive optimum" if net_optimum else ""
+    md += ["", "Gradient against round-robin (same budget; a warm-up round of the default "
+           f"and of {args.compare_warmup} trials a task; VTA time in ms at the end, and "
+           "trials spent until the network's time first came within 0.1% of the best "
+           f"end of any run of the network{target_is}):",
+           "", "| network | warm-up | scheduler | seed | trials | final ms | "
+           "trials to within 0.1% |", "|---|---:|---|---:|---:|---:|---:|"]
     import math
 
-    for r in compare:
-        final = r["total_cycles"]
+    for r in sorted(compare, key=lambda r: (r["network"], r["warmup"], r["scheduler"],
+                                           r["seed"])):
+        target = net_optimum.get(r["network"]) or min(
+            x["total_cycles"] for x in compare if x["network"] == r["network"])
         hit = next((n for n, v in r["history"] if v is not None and math.isfinite(v)
-                    and v <= 1.01 * final), None)
-        md.append(f"| {r['network']} | {r['scheduler']} | {r['seed']} | {r['trials']} | "
-                  f"{r['total_ms']:.3f} | {hit} |")
+                    and v <= 1.001 * target), None)
+        md.append(f"| {r['network']} | {r['warmup']} | {r['scheduler']} | {r['seed']} | "
+                  f"{r['trials']} | {r['total_ms']:.3f} | {hit} |")
     text = "\n".join(md) + "\n"
-    (RESULTS / "network.md").write_text(text)
+    (out / "network.md").write_text(text)
     for r in compare:
         if r["network"] == args.network:
             for name, t in r["tasks"].items():
                 if t["best"]:
                     known[name] = min(known.get(name, t["best"]), t["best"])
-    (RESULTS / "network.json").write_text(json.dumps(
+    (out / "network.json").write_text(json.dumps(
         {"args": vars(args), "reference_key": key,
          "runs": runs, "references": refs, "known": known, "warm_starts": warm,
          "compare": compare}) + "\n")
     print(text)
-    meds = {(n, s): statistics.median(r["total_ms"] for r in compare
-                                      if r["network"] == n and r["scheduler"] == s)
-            for n in nets for s in ("gradient", "round-robin")}
+    meds = {(n, w, s): statistics.median(r["total_ms"] for r in compare
+                                         if r["network"] == n and r["scheduler"] == s
+                                         and r["warmup"] == w)
+            for n in nets for s in ("gradient", "round-robin")
+            for w in {r["warmup"] for r in compare}}
     print(meds)
     print(f"[{time.perf_counter() - t_start:5.0f}s] done")
     return 0

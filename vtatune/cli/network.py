@@ -55,8 +55,7 @@ def register(sub: Any) -> None:
                    help="trials a task gets per turn")
     p.add_argument("--warmup", type=int, default=DEFAULT_WARMUP, metavar="N",
                    dest="warmup_trials",
-                   help="trials of each task's first round (the default schedule and the "
-                        "sampler's warm starts)")
+                   help="trials of each task's first round (default: one round)")
     p.add_argument("--patience", type=int, default=DEFAULT_PATIENCE, metavar="N",
                    help="rounds without improvement after which a task has converged "
                         "(0: never)")

@@ -2,7 +2,7 @@
 
     python scripts/bench_tuner.py [--trials 200] [--operator conv2d] [--workload NAME]
                                   [--seed 0] [--jobs 1] [--sampler guided] [--repeat 1]
-                                  [--warm] [--long] [--cli]
+                                  [--warm] [--long] [--cpu] [--cli]
 
 Runs ``vtatune.tune`` the way ``python -m vtatune conv2d --trials 200`` does (tutorial
 workload, default hardware, fresh log and journal in a temporary directory) and prints the
@@ -22,6 +22,10 @@ repeats, then where each ask's time goes:
 
 Each figure is exclusive (a legality check made inside the sampler counts as legality only).
 The timers wrap those functions for the run, which adds ~1 µs per wrapped call.
+
+``--cpu`` measures the breakdown and ``--long``'s windows in CPU time (the process's),
+which a shared machine's load disturbs less than wall time (it leaves out waiting for the
+disk and for a core).
 
 ``--warm`` runs a short untimed study first, so the compiled engines are loaded and the
 simulation time is the steady state (a fresh process pays ~0.5 s once to load them).
@@ -57,6 +61,8 @@ CATEGORIES = ("sampler", "legality", "prior", "storage", "log", "simulation")
 class Timers:
     """Exclusive time per category: a wrapped call nested in another counts only once."""
 
+    clock = staticmethod(time.perf_counter)  # time.process_time with --cpu
+
     def __init__(self) -> None:
         self.seconds: dict[str, float] = defaultdict(float)
         self.calls: dict[str, int] = defaultdict(int)
@@ -65,13 +71,13 @@ class Timers:
     def wrap(self, category: str, fn: Callable[..., Any]) -> Callable[..., Any]:
         @functools.wraps(fn)
         def timed(*args: Any, **kwargs: Any) -> Any:
-            frame = [time.perf_counter(), 0.0]
+            frame = [self.clock(), 0.0]
             self._stack.append(frame)
             try:
                 return fn(*args, **kwargs)
             finally:
                 self._stack.pop()
-                total = time.perf_counter() - frame[0]
+                total = self.clock() - frame[0]
                 self.seconds[category] += total - frame[1]
                 self.calls[category] += 1
                 if self._stack:
@@ -168,10 +174,10 @@ def run_short(args: argparse.Namespace) -> None:
             with instrumented(timers, template_cls):
                 _driver.Search._ask = first_ask
                 try:
-                    t0 = time.perf_counter()
+                    t0, c0 = time.perf_counter(), Timers.clock()
                     r = tune(workload, trials=args.trials, sampler=args.sampler,
                              seed=args.seed + i, jobs=args.jobs, log=Path(tmp) / "bench.jsonl")
-                    wall = time.perf_counter() - t0
+                    wall, total = time.perf_counter() - t0, Timers.clock() - c0
                 finally:
                     _driver.Search._ask = ask
         print(f"{workload}, {args.sampler}, seed {args.seed + i}, jobs "
@@ -184,7 +190,7 @@ def run_short(args: argparse.Namespace) -> None:
         print(f"  asks {r.asks}: illegal {r.illegal_asks} ({r.illegal_asks / r.asks:.0%}), "
               f"repeats {r.duplicate_asks} ({r.duplicate_asks / r.asks:.0%}), "
               f"wasted {r.wasted_fraction:.0%}")
-        print(breakdown(timers, r.wall_seconds, r.asks))
+        print(breakdown(timers, total, r.asks) + (" (CPU time)" if args.cpu else ""))
         per_ask = r.overhead_seconds / max(r.asks, 1)
         per_trial = r.sim_seconds / max(r.new_trials, 1)
         print(f"  outside the simulator / simulating: {per_ask / per_trial:.2f} (the goal: at "
@@ -206,7 +212,7 @@ def run_long(args: argparse.Namespace) -> None:
 
         def stamped(*a: Any) -> Any:
             out = simulate(*a)
-            stamps.append((time.perf_counter(), timers.seconds.get("storage", 0.0)))
+            stamps.append((timers.clock(), timers.seconds.get("storage", 0.0)))
             return out
 
         _driver.simulate = stamped
@@ -223,7 +229,8 @@ def run_long(args: argparse.Namespace) -> None:
           f"simulating {r.sim_seconds:.1f} s, storage {timers.seconds['storage']:.1f} s")
     windows = [(n, stamps[n - 1][0] - stamps[n - 101][0],
                 stamps[n - 1][1] - stamps[n - 101][1]) for n in range(200, len(stamps) + 1, 100)]
-    print("  seconds per 100 trials (and without storage), by the trial that ends the window:")
+    print(f"  {'CPU ' if args.cpu else ''}seconds per 100 trials (and without storage), by "
+          "the trial that ends the window:")
     for row in range(0, len(windows), 6):
         print("   " + "  ".join(f"{n:>5} {dt:5.2f} ({dt - st:4.2f})"
                                 for n, dt, st in windows[row:row + 6]))
@@ -264,11 +271,16 @@ def main() -> None:
                     help="run a short untimed study first (steady-state simulation time)")
     ap.add_argument("--long", action="store_true",
                     help="one long study: seconds per 100 trials along it")
+    ap.add_argument("--cpu", action="store_true",
+                    help="the per-ask breakdown and --long's windows in this process's CPU "
+                         "time, not wall time (steadier on a loaded machine; no I/O waits)")
     ap.add_argument("--cli", action="store_true",
                     help="also time `python -m vtatune OP --trials N` as a process")
     args = ap.parse_args()
     if args.trials is None:
         args.trials = 3000 if args.long else 200
+    if args.cpu:
+        Timers.clock = staticmethod(time.process_time)
 
     import optuna
 

@@ -142,20 +142,26 @@ def _first_legal(template: Any, base: dict[str, Any]) -> dict[str, Any] | None:
     return None
 
 
+def _scored_bases(template: Any, limit: int) -> list[tuple[float, int, dict[str, Any]]]:
+    """Every tile shape (tile and thread knobs only), as (estimate, product index, shape),
+    best estimate first: no legality check yet (the estimate reads only these knobs)."""
+    tile = [k for k in template.knobs if k.name in _TILE_KNOBS]
+    names = [k.name for k in tile]
+    bases = (dict(zip(names, values, strict=True)) for values in
+             itertools.islice(itertools.product(*(k.choices for k in tile)), limit))
+    return sorted(((estimate(template, b), i, b) for i, b in enumerate(bases)),
+                  key=lambda eib: eib[:2])
+
+
 def ranked_tiles(template: Any, limit: int = 20000) -> Iterator[tuple[float, dict[str, Any]]]:
     """Legal tile shapes (each with its first legal loop orders), best estimate first,
-    lazily: the estimate reads only the tile and thread knobs, so the shapes are ranked
-    before any legality check, and only those taken are checked.
+    lazily: the shapes are ranked before any legality check, and only those taken are
+    checked.
 
     Only the tile and thread knobs are enumerated (a few hundred to a few thousand shapes);
     ``limit`` caps the enumeration for very large spaces."""
-    tile = [k for k in template.knobs if k.name in _TILE_KNOBS]
-    names = [k.name for k in tile]
-    bases = [dict(zip(names, values, strict=True)) for values in
-             itertools.islice(itertools.product(*(k.choices for k in tile)), limit)]
-    scored = sorted(((estimate(template, b), i) for i, b in enumerate(bases)))
-    for e, i in scored:
-        c = _first_legal(template, bases[i])
+    for e, _, b in _scored_bases(template, limit):
+        c = _first_legal(template, b)
         if c is not None:
             yield e, c
 
@@ -164,23 +170,31 @@ def _layout(config: dict[str, Any]) -> tuple[int, int]:
     return config.get("oc_nthread", 1), config.get("h_nthread", 1)
 
 
-def warm_starts(template: Any, n: int = WARM_STARTS) -> list[dict[str, Any]]:
+def warm_starts(template: Any, n: int = WARM_STARTS, limit: int = 20000
+                ) -> list[dict[str, Any]]:
     """The ``n`` best tile shapes by the estimate, preferring variety: the best of each
-    thread layout first, then the next best overall."""
-    layouts = set(itertools.product(*(template.knob(k).choices if k in template.knob_names
-                                      else (1,) for k in ("oc_nthread", "h_nthread"))))
-    best_of: dict[tuple[int, int], dict[str, Any]] = {}
-    top: list[dict[str, Any]] = []
-    for _, c in ranked_tiles(template):
-        best_of.setdefault(_layout(c), c)
-        if len(top) < n:
-            top.append(c)
-        if len(top) >= n and len(best_of) == len(layouts):
-            break
-    picked = list(best_of.values())  # in estimate order: the first seen is the best
-    for c in top:
+    thread layout first (in estimate order), then the next best overall."""
+    scored = _scored_bases(template, limit)
+    checked: dict[int, dict[str, Any] | None] = {}  # product index -> legal config or None
+
+    def legal(i: int, b: dict[str, Any]) -> dict[str, Any] | None:
+        if i not in checked:
+            checked[i] = _first_legal(template, b)
+        return checked[i]
+
+    # Each layout's best, scanning that layout's shapes only: a layout whose shapes all
+    # rank low costs no legality check of the better shapes of the others.
+    firsts: list[dict[str, Any]] = []
+    done: set[tuple[int, int]] = set()
+    for _, i, b in scored:
+        if _layout(b) not in done and (c := legal(i, b)) is not None:
+            firsts.append(c)  # in estimate order
+            done.add(_layout(b))
+    picked = firsts
+    for _, i, b in scored:
         if len(picked) >= n:
             break
-        if c not in picked:
+        c = legal(i, b)
+        if c is not None and c not in picked:
             picked.append(c)
     return picked[:n]

@@ -17,10 +17,15 @@ from simulator.hardware import DEFAULT, HardwareConfig
 from simulator.isa import MemId, check_encodable
 from simulator.resources import DEVICES, adder_bits, estimate, memory_banks
 from vtatune.errors import IllegalSchedule
-from vtatune.lowering import check, lower
+from vtatune.lowering import check, context, lower, shape_rules
 from vtatune.reference import packed_inputs, random_operands, reference_output, verify
 from vtatune.schedule import Schedule
-from vtatune.workloads import Conv2dWorkload, GemmWorkload, GroupConv2dWorkload
+from vtatune.workloads import (
+    Conv2dTransposeWorkload,
+    Conv2dWorkload,
+    GemmWorkload,
+    GroupConv2dWorkload,
+)
 
 # BLOCK_IN = 2 x BLOCK_OUT (the output is stored packed by BLOCK_IN) and the reverse.
 IN32 = HardwareConfig(target="ultra96", log_block_in=5, log_block_out=4,
@@ -28,6 +33,8 @@ IN32 = HardwareConfig(target="ultra96", log_block_in=5, log_block_out=4,
 OUT32 = HardwareConfig(target="ultra96", log_block_in=4, log_block_out=5)
 IN16_OUT4 = HardwareConfig(log_block_in=4, log_block_out=2, log_wgt_buff_size=16,
                            log_acc_buff_size=15)
+IN4_OUT16 = HardwareConfig(log_block_in=2, log_block_out=4, log_inp_buff_size=13,
+                           log_wgt_buff_size=16)
 
 
 def test_config_keys_round_trip_and_name_the_shape(tmp_path):
@@ -109,8 +116,30 @@ def test_store_layout_rule_names_the_numbers():
         check(grouped, Schedule(tile_h=6, tile_w=6, tile_co=4), IN32)
     assert exc.value.rule == "store_layout" and "spans 2 groups" in str(exc.value)
     check(grouped, Schedule(tile_h=6, tile_w=6, tile_co=2), IN32)
-    # BLOCK_OUT > BLOCK_IN keeps NCHW{BLOCK_OUT}c: any tile_co
-    check(wl, Schedule(tile_h=4, tile_w=8, tile_co=1), OUT32)
+    # BLOCK_OUT > BLOCK_IN keeps NCHW{BLOCK_OUT}c out (any tile_co) and loads it so in
+    check(wl, Schedule(tile_h=4, tile_w=8, tile_co=1, tile_ci=2), OUT32)
+    with pytest.raises(IllegalSchedule) as exc:
+        check(wl, Schedule(tile_h=4, tile_w=8, tile_co=1, tile_ci=1), OUT32)
+    assert exc.value.rule == "load_layout" and "tile_ci a multiple of 2" in str(exc.value)
+    with pytest.raises(IllegalSchedule) as exc:
+        shape_rules(context(Conv2dWorkload(1, 8, 8, 16, 64, 3, 1, 1), OUT32))
+    assert exc.value.rule == "load_layout" and "(got 1 blocks of 16)" in str(exc.value)
+
+
+def test_input_is_loaded_as_the_previous_layer_stored_it():
+    """BLOCK_OUT = 2 x BLOCK_IN: the DRAM input is NCHW{BLOCK_OUT}c (the previous layer's
+    output), loaded by contiguous interleaved rows: a padded 3x3 window of 4 + 2 rows x 8 + 2
+    columns of one BLOCK_OUT block is rows of 2 x 8 elements with 2 x 1 pad elements a side."""
+    wl = Conv2dWorkload(1, 8, 8, 64, 64, 3, 1, 1)
+    lowered = lower(wl, Schedule(tile_h=4, tile_w=8, tile_ci=2), OUT32)
+    ops = random_operands(wl, bias=False, seed=2)
+    data = packed_inputs(wl, ops, OUT32)["data"]
+    assert data.shape == (1, 2, 8, 8, 1, 32)  # NCHW32c
+    np.testing.assert_array_equal(data[0, 1, 3, 5, 0], ops.data[0, 32:64, 3, 5])
+    loads = [i for i in lowered.program.instructions
+             if getattr(i, "mem", None) == MemId.INP and not i.is_nop]
+    assert {(i.x_size, i.x_stride, i.x_pad_0 + i.x_pad_1) for i in loads} == {(16, 16, 4)}
+    assert verify(lowered).ok
 
 
 FAST = [
@@ -122,6 +151,9 @@ FAST = [
     (GemmWorkload(4, 128, 256), OUT32),
     (GroupConv2dWorkload(1, 6, 6, 64, 128, 3, 1, 1, 2), IN32),
     (Conv2dWorkload(1, 6, 6, 32, 32, 3, 1, 1), IN16_OUT4),  # k = 4 blocks per BLOCK_IN
+    (Conv2dWorkload(1, 6, 6, 64, 32, 3, 1, 1), IN4_OUT16),  # k = 4 blocks per BLOCK_OUT
+    (GroupConv2dWorkload(1, 6, 6, 128, 128, 3, 1, 1, 2), OUT32),
+    (Conv2dTransposeWorkload(1, 4, 4, 64, 32, 4, 1, 2, 0), OUT32),
 ]
 
 

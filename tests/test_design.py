@@ -47,14 +47,18 @@ def test_separate_blocks_feasibility_and_toolchain_label():
     assert toolchain(stock("ultra96")) == TVM_STOCK
     assert toolchain(in32).startswith("needs a toolchain change: BLOCK_IN 32 != BLOCK_OUT 16")
     out32 = HardwareConfig(target="ultra96", log_block_in=4, log_block_out=5)
-    assert infeasibility(out32, u96, "resnet18", REF) == (
-        "layout: BLOCK_OUT 32 > BLOCK_IN 16: a layer's NCHW32c output cannot be stored as the "
-        "next layer's NCHW16c input (a STORE cannot split an element); the transform between "
-        "layers is not lowered")
+    assert infeasibility(out32, u96, "resnet18", REF) is None
+    assert "loaded packed by BLOCK_OUT" in toolchain(out32)
+    batch2 = replace(in32, log_batch=1)
+    assert infeasibility(batch2, u96, "resnet18", REF) == (
+        "layout: BATCH 2 with BLOCK_IN 32 != BLOCK_OUT 16: an element's 2 rows are not "
+        "contiguous in the other layer's packing")
     found = shapes("resnet18", "ultra96", REF)
-    # batch 1 only, BLOCK_IN >= BLOCK_OUT, most MACs first; 1x32x16 precedes 1x16
-    assert all(lb == 0 and lbi >= lbo for lb, lbi, lbo in found)
-    assert found[0] == (0, 6, 6) and found.index((0, 5, 4)) < found.index((0, 4, 4))
+    # batch 1 only, most MACs first; the 512-MAC cores precede 1x16
+    assert all(lb == 0 for lb, _, _ in found)
+    assert found[0] == (0, 6, 6)
+    assert found.index((0, 5, 4)) < found.index((0, 4, 4))
+    assert found.index((0, 4, 5)) < found.index((0, 4, 4))
 
 
 def test_maximal_configs_cannot_grow():

@@ -107,8 +107,13 @@ def gemm_reference(data: np.ndarray, weight: np.ndarray,
 
 # --- packing ------------------------------------------------------------------------------
 def pack_conv_data(x: np.ndarray, hw: HardwareConfig) -> np.ndarray:
+    """NCHW -> (N/B, C/c, H, W, B, c) with c = BLOCK_IN, or BLOCK_OUT when BLOCK_OUT >
+    BLOCK_IN (the previous layer's output layout, which VTA loads: lowering.input_pack)."""
+    from .lowering import input_pack
+
     n, c, h, w = x.shape
-    return x.reshape(n // hw.batch, hw.batch, c // hw.block_in, hw.block_in, h, w) \
+    block = hw.block_in * input_pack(hw)
+    return x.reshape(n // hw.batch, hw.batch, c // block, block, h, w) \
         .transpose(0, 2, 4, 5, 1, 3).copy()
 
 

@@ -65,27 +65,24 @@ def toolchain(hw: HardwareConfig) -> str:
         return TVM_STOCK
     return (f"needs a toolchain change: BLOCK_IN {hw.block_in} != BLOCK_OUT {hw.block_out} "
             "(TVM's pkg_config.py sets both from LOG_BLOCK; the HLS and Chisel designs take "
-            "them apart), and each layer stores its output packed by BLOCK_IN for the next "
-            "(an interleaved ACC tile and contiguous stores, lowered, executed and timed "
-            "here; TVM's schedules store by BLOCK_OUT)")
+            "them apart), and one layer's output reaches the next in its layout: "
+            + ("stored packed by BLOCK_IN (an interleaved ACC tile)" if hw.block_in > hw.block_out
+               else "loaded packed by BLOCK_OUT (an interleaved INP tile)")
+            + ", lowered, executed and timed here; TVM's schedules pack by BLOCK_IN in and "
+            "BLOCK_OUT out")
 
 
 def layout_reason(hw: HardwareConfig) -> str | None:
     """Why one layer's output cannot be stored as the next layer's input (one line), or
-    None. The next layer loads NCHW{BLOCK_IN}c; a STORE writes whole BATCH x BLOCK_OUT
-    elements, so BLOCK_IN = k x BLOCK_OUT at BATCH 1 works (strided stores,
-    :func:`vtatune.lowering.output_pack`: an interleaved ACC tile and contiguous stores),
-    the rest would need a layout change between
-    layers that vtatune does not lower (on the CPU: not modelled)."""
-    if hw.block_out > hw.block_in:
-        return (f"layout: BLOCK_OUT {hw.block_out} > BLOCK_IN {hw.block_in}: a layer's "
-                f"NCHW{hw.block_out}c output cannot be stored as the next layer's "
-                f"NCHW{hw.block_in}c input (a STORE cannot split an element); the transform "
-                "between layers is not lowered")
-    if hw.block_in > hw.block_out and hw.batch > 1:
-        return (f"layout: BATCH {hw.batch} with BLOCK_IN {hw.block_in} > BLOCK_OUT "
-                f"{hw.block_out}: an output element's rows are not contiguous in the next "
-                "layer's input element")
+    None. With BLOCK_IN = k x BLOCK_OUT each layer stores its output packed by BLOCK_IN
+    (:func:`vtatune.lowering.output_pack`: an interleaved ACC tile, contiguous stores); with
+    BLOCK_OUT = k x BLOCK_IN it loads its input packed by BLOCK_OUT
+    (:func:`vtatune.lowering.input_pack`: an interleaved INP tile, contiguous loads). Both
+    need BATCH 1: a BATCH x BLOCK element's rows are not contiguous in the other packing."""
+    if hw.block_in != hw.block_out and hw.batch > 1:
+        return (f"layout: BATCH {hw.batch} with BLOCK_IN {hw.block_in} != BLOCK_OUT "
+                f"{hw.block_out}: an element's {hw.batch} rows are not contiguous in the "
+                "other layer's packing")
     return None
 
 

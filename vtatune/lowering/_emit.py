@@ -97,7 +97,9 @@ def _tensors(workload, hw, bias: bool):
     else:
         # conv2d_transpose: "data" is the stride-dilated input (TVM's DilatedInput, which
         # the host writes to DRAM before VTA runs).
-        specs = [("data", (g.nb, g.in_blocks, g.h, g.w, B, BI), "int8", "input"),
+        # packed by BLOCK_OUT when BLOCK_OUT > BLOCK_IN (the previous layer's output layout)
+        specs = [("data", (g.nb, g.in_blocks // g.in_pack, g.h, g.w, B, BI * g.in_pack),
+                  "int8", "input"),
                  ("weight", (g.cob, g.cib, g.k, g.k, BO, BI), "int8", "input")]
         # packed by BLOCK_IN when BLOCK_IN > BLOCK_OUT (the next layer's input layout)
         out_shape = (g.nb, g.cob // g.out_pack, g.oh, g.ow, B, BO * g.out_pack)
@@ -120,20 +122,25 @@ def _windows(p: int, s: int, k: int, ntiles: int, size: int, extent: int):
 
 @lru_cache(maxsize=1024)
 def _input_windows(p: int, s: int, k: int, oh: int, ow: int, gh: int, gw: int, tile_h: int,
-                   tile_w: int, nch: int, split: bool):
-    """The queue's window tables of the input loads (see CommandQueue.set_windows)."""
+                   tile_w: int, nch: int, split: bool, pk: int):
+    """The queue's window tables of the input loads (see CommandQueue.set_windows). With
+    the input packed by BLOCK_OUT (``pk`` BLOCK_IN blocks a pixel, lowering.input_pack) a
+    row's columns, pads and stride count pk elements a pixel."""
     ywin, yshapes = _windows(p, s, k, oh // tile_h, tile_h, gh)
     xwin, xshapes = _windows(p, s, k, ow // tile_w, tile_w, gw)
+    xwin = [(x0 * pk, i) for x0, i in xwin]
+    row_len = gw * pk
     shapes = []  # [y id][x id] -> (y_size, x_size, x_stride, y_pad_0, y_pad_1, x_pad_0, x_pad_1)
     for ny, py0, py1 in yshapes:
         row = []
         for nx, px0, px1 in xshapes:
             if p > 0:
-                row.append((ny, nx, gw, py0, py1, px0, px1))
+                row.append((ny, nx * pk, row_len, py0, py1, px0 * pk, px1 * pk))
             elif split:
-                row.append((*pattern_2d([(ny, gw), (nx, 1)]), 0, 0, 0, 0))
+                row.append((*pattern_2d([(ny, row_len), (nx * pk, 1)]), 0, 0, 0, 0))
             else:
-                row.append((*pattern_2d([(nch, gh * gw), (ny, gw), (nx, 1)]), 0, 0, 0, 0))
+                row.append((*pattern_2d([(nch // pk, gh * row_len), (ny, row_len),
+                                         (nx * pk, 1)]), 0, 0, 0, 0))
         shapes.append(row)
     return window_tables(ywin, xwin, shapes)
 
@@ -160,9 +167,11 @@ def emit(plan: Plan) -> Program:
     # --- input loads: windows per tile row / column, DMA shape per window pair -----------
     nch = plan.inp_channels
     split = g.p > 0 or plan.inp_split
+    pk = g.in_pack
     q.set_windows(_input_windows(g.p, g.s, g.k, g.oh, g.ow, gh, gw, tile_h, tile_w, nch,
-                                 split))
-    chan = [(c * g.eh * g.ew, c * gh * gw) for c in range(nch if split else 1)]
+                                 split, pk))
+    # one load per channel block (per BLOCK_OUT block when the input is packed so)
+    chan = [(c * g.eh * g.ew * pk, c * gh * gw * pk) for c in range(nch // pk if split else 1)]
     INP, WGT = MemId.INP, MemId.WGT
     group_loop, per_tile = plan.group_loop, plan.groups_per_tile
 
@@ -212,7 +221,7 @@ def emit(plan: Plan) -> Program:
         for ds, dd in chan:
             # The loads are a function of (dram, shape) exactly: skip a resident tile.
             q.load_2d(INP, sram0 + ds, const + dd, 0, 0, 0, coefs=coefs, reuse=reuse,
-                      window=(gw, _H, h_n, t_h, _W))
+                      window=(gw * pk, _H, h_n, t_h, _W))
 
     wy, wx, wst = pattern_2d([(tile_co, cib * kk), (tile_ci, kk), (kk, 1)])
 

@@ -278,6 +278,7 @@ class Context:
     dense: bool  # a GEMM: TVM-strict schedules are dense_packed points, not conv2d_packed
     block_out: int
     out_pack: int  # BLOCK_OUT blocks per channel block of the output in DRAM (output_pack)
+    in_pack: int  # BLOCK_IN blocks per channel block of the input in DRAM (input_pack)
 
 
 @dataclass(frozen=True)
@@ -388,7 +389,8 @@ def _fits_all(op: OperatorShape, hw: HardwareConfig, w: Widths | None,
     cib, cob = op.group_in // hw.block_in, op.out_channels // hw.block_out
     size_limit = 1 << min(w.sram, w.y, w.x, w.stride)
     return (max(hw.inp_depth, hw.wgt_depth, hw.acc_depth, hw.uop_depth) < size_limit
-            and max(op.h * op.w, cib * op.k * op.k, cob * op.oh * op.ow) < size_limit
+            and max(op.h * op.w * input_pack(hw), cib * op.k * op.k, cob * op.oh * op.ow)
+            < size_limit
             and hw.acc_depth <= min(1 << w.uop_dst, 1 << w.dst_factor)
             and hw.acc_depth <= min(1 << w.uop_src, 1 << w.src_factor)  # ALU src is ACC
             and hw.inp_depth <= min(1 << w.uop_src, 1 << w.src_factor)
@@ -423,7 +425,7 @@ def context(workload: Workload, hw: HardwareConfig) -> Context:
         hw.acc_elem_bytes, hw.acc_buff_bytes, loop_limit(), hw.out_width, widths,
         layout_error,
         _fits_all(op, hw, widths, dram_elems), dram_elems, isinstance(workload, GemmWorkload),
-        hw.block_out, output_pack(hw))
+        hw.block_out, output_pack(hw), input_pack(hw))
 
 
 Axes = tuple[tuple[str, int, tuple[int, int, int]], ...]
@@ -511,9 +513,21 @@ def output_pack(hw: HardwareConfig) -> int:
     that a store row is contiguous on both sides: the GEMM micro-ops address it so, and the
     bias add unrolls its innermost loop (co % k) into k micro-ops. With
     BLOCK_OUT > BLOCK_IN no store can split an output element into the next layer's blocks,
-    so the output keeps the NCHW{BLOCK_OUT}c layout (a single layer runs and verifies; a
-    network needs a layout change between layers that vtatune does not lower)."""
+    so the output keeps the NCHW{BLOCK_OUT}c layout, and the next layer loads it so
+    (:func:`input_pack`)."""
     return hw.block_in // hw.block_out if hw.block_in > hw.block_out else 1
+
+
+def input_pack(hw: HardwareConfig) -> int:
+    """How many BLOCK_IN-channel blocks lie side by side in one channel block of the input
+    tensor in DRAM: ``BLOCK_OUT / BLOCK_IN`` when BLOCK_OUT > BLOCK_IN, else 1.
+
+    The previous layer's output is packed by BLOCK_OUT (NCHW{BLOCK_OUT}c, :func:`output_pack`);
+    with BLOCK_OUT = k * BLOCK_IN, input block ``ci`` of pixel ``(y, x)`` is DRAM element
+    ``(ci // k) * H*W*k + (y*W + x) * k + ci % k`` (in BLOCK_IN elements). The INP tile is
+    interleaved the same way, (ci // k, y, x, ci % k): a LOAD row of a window is contiguous
+    (its columns and pads scale by k) and the GEMM micro-ops address the tile so."""
+    return hw.block_out // hw.block_in if hw.block_out > hw.block_in else 1
 
 
 def acc_coefficients(k: int, tile_co: int, tile_h: int, tile_w: int
@@ -536,6 +550,13 @@ def store_dims(ctx: Context, sch: Any) -> StoreDims:
     dram = {"co": oh * ow * k, "h": ow * k, "w": k, "co%k": 1}
     return [(sch.tile_b, ctx.cob * oh * ow, tile_co * tile_h * tile_w),
             *((e, dram[a], acc) for a, e, acc in acc_coefficients(k, tile_co, tile_h, tile_w))]
+
+
+def inp_dims(ctx: Context, nch: int, eh: int, ew: int) -> Dims:
+    """DRAM dims of an unpadded input window of ``nch`` channel blocks (a multiple of the
+    input packing k): (nch / k planes, eh rows, ew x k elements of the interleaved rows)."""
+    k = ctx.in_pack
+    return [(nch // k, ctx.h * ctx.w * k), (eh, ctx.w * k), (ew * k, 1)]
 
 
 def store_plan(ctx: Context, sch: Any, strict_pattern) -> tuple[StoreDims, Any]:
@@ -566,14 +587,15 @@ def _field_width_rule(ctx: Context, sch: Any, bias: bool, eh: int, ew: int, n: i
     kk = k * k
     # input DMA shape: padded windows are clipped per tile; unpadded ones are all alike
     split = p > 0 or inp_split
+    pk = ctx.in_pack
     if p > 0:
         ny = max(window(p, s, k, t, tile_h, h)[1] for t in range(ctx.oh // tile_h))
         nx = max(window(p, s, k, t, tile_w, wd)[1] for t in range(ctx.ow // tile_w))
-        inp_shape = (ny, nx, wd)
+        inp_shape = (ny, nx * pk, wd * pk)
     elif split:
-        inp_shape = pattern_2d([(eh, wd), (ew, 1)])
+        inp_shape = pattern_2d(inp_dims(ctx, pk, eh, ew))
     else:
-        inp_shape = pattern_2d([(nch, h * wd), (eh, wd), (ew, 1)])
+        inp_shape = pattern_2d(inp_dims(ctx, nch, eh, ew))
     wgt_shape = pattern_2d([(tile_co, cib * kk), (tile_ci, kk), (kk, 1)])
     bias_shape = pattern_2d([(tile_b, cob), (tile_co, 1)])
     store_loops, store_shape = store_plan(ctx, sch, strict_store)
@@ -599,7 +621,8 @@ def _field_width_rule(ctx: Context, sch: Any, bias: bool, eh: int, ew: int, n: i
     clip_max = (1 << (ctx.out_width - 1)) - 1
     facts = (
         # (instruction, field, largest value, width)
-        ("LOAD INP", "sram_base", (n - 1) * inp_tile + (nch - 1 if split else 0) * eh * ew,
+        ("LOAD INP", "sram_base",
+         (n - 1) * inp_tile + (nch - pk if split else 0) * eh * ew,
          w.sram),
         ("LOAD INP", "y_size", inp_shape[0], w.y),
         ("LOAD INP", "x_size", inp_shape[1], w.x),
@@ -660,6 +683,13 @@ def shape_rules(ctx: Context) -> None:
     if pad > 15:
         raise IllegalSchedule("pad_field", f"pad {pad} exceeds the 4-bit DMA pad field "
                                            "(max 15)")
+    if ctx.in_pack > 1 and (ctx.batch_lanes > 1 or ctx.cib % ctx.in_pack):
+        raise IllegalSchedule(
+            "load_layout",
+            f"BLOCK_OUT {ctx.block_out} > BLOCK_IN {ctx.block_in}: the input is packed by "
+            f"BLOCK_OUT (the previous layer's output), which needs BATCH 1 (got "
+            f"{ctx.batch_lanes}) and input channels (per group) a multiple of "
+            f"{ctx.block_out} (got {ctx.cib} blocks of {ctx.block_in})")
     if ctx.out_pack > 1 and ctx.batch_lanes > 1:
         raise IllegalSchedule(
             "store_layout",
@@ -703,6 +733,12 @@ def rules(ctx: Context, sch: Any, bias: bool = False) -> Facts:
     if n_h % sch.h_nthread:
         raise IllegalSchedule("thread_split", f"h_nthread={sch.h_nthread} needs an even "
                                               f"number of row tiles, got {n_h}")
+    if tile_ci % ctx.in_pack:
+        raise IllegalSchedule(
+            "load_layout",
+            f"tile_ci={tile_ci}: the input is packed by BLOCK_OUT ({ctx.in_pack} x BLOCK_IN "
+            f"{ctx.block_in} channels, the previous layer's output layout), so a load step "
+            f"must take whole BLOCK_OUT blocks: tile_ci a multiple of {ctx.in_pack}")
     if tile_co % ctx.out_pack:
         raise IllegalSchedule(
             "store_layout",
@@ -818,8 +854,9 @@ def rules(ctx: Context, sch: Any, bias: bool = False) -> Facts:
         )
 
     # --- DMA patterns ---------------------------------------------------------------------
+    pk = ctx.in_pack
     if p > 0:
-        inp_split = nch > 1
+        inp_split = nch > pk
         if inp_split and strict:
             raise IllegalSchedule(
                 "dma_pattern",
@@ -828,7 +865,7 @@ def rules(ctx: Context, sch: Any, bias: bool = False) -> Facts:
                 + (" and one group per oc tile" if m > 1 else ""),
             )
     else:
-        inp_split = pattern_2d([(nch, ctx.h * ctx.w), (eh, ctx.w), (ew, 1)]) is None
+        inp_split = pattern_2d(inp_dims(ctx, nch, eh, ew)) is None
         if inp_split and strict:
             raise IllegalSchedule(
                 "dma_pattern",
@@ -911,23 +948,29 @@ def _inner_nest(ctx: Context, sch: Any) -> list[tuple[str, int, tuple[int, int, 
     AutoTVM's conv2d/group_conv2d/dense points) follow ``gemm_order``; AutoTVM's
     conv2d_transpose points follow that template's own nest."""
     tile_h, tile_w, tile_ci, tile_co = sch.tile_h, sch.tile_w, sch.tile_ci, sch.tile_co
-    k, s, pack = ctx.k, ctx.s, ctx.out_pack
+    k, s, pack, ipk = ctx.k, ctx.s, ctx.out_pack, ctx.in_pack
     eh, ew = (tile_h - 1) * s + k, (tile_w - 1) * s + k
     kk = k * k
     acc = {a: c for a, _, c in acc_coefficients(pack, tile_co, tile_h, tile_w)}
+    # the INP tile is (ci // ipk, y, x, ci % ipk) (input_pack; ipk = 1: (ci, y, x))
     coeffs = {
-        "ci": (tile_ci, (0, eh * ew, kk)),
+        "ci": (tile_ci // ipk, (0, eh * ew * ipk, ipk * kk)),
         "co": (tile_co // pack, (acc["co"], 0, pack * tile_ci * kk)),
-        "h": (tile_h, (acc["h"], s * ew, 0)),
-        "w": (tile_w, (acc["w"], s, 0)),
-        "kh": (k, (0, ew, k)),
-        "kw": (k, (0, 1, 1)),
+        "h": (tile_h, (acc["h"], s * ew * ipk, 0)),
+        "w": (tile_w, (acc["w"], s * ipk, 0)),
+        "kh": (k, (0, ew * ipk, k)),
+        "kw": (k, (0, ipk, 1)),
         "co%k": (pack, (1, 0, tile_ci * kk)),
+        "ci%k": (ipk, (0, 1, kk)),
     }
 
     def axes(name: str) -> tuple[str, ...]:
-        # an output-channel loop over an interleaved ACC tile is two: co // k, co % k
-        return ("co", "co%k") if name == "co" and pack > 1 else (name,)
+        # a channel loop over an interleaved tile is two: c // k, c % k
+        if name == "co" and pack > 1:
+            return ("co", "co%k")
+        if name == "ci" and ipk > 1:
+            return ("ci", "ci%k")
+        return (name,)
 
     if not (sch.tvm_strict and ctx.transpose):
         return [(a, *coeffs[a], True) for name in sch.gemm_order.split(",")

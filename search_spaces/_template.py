@@ -16,7 +16,7 @@ from typing import Any
 
 from simulator.hardware import HardwareConfig
 from vtatune.errors import IllegalSchedule, ScheduleError
-from vtatune.lowering import Context, context, rules, shape_rules
+from vtatune.lowering import SHAPE_FIELDS, SHAPE_RULES, Context, context, rules, shape_rules
 from vtatune.schedule import (
     AUTOTVM_GEMM_ORDER,
     AUTOTVM_OUTER_ORDER,
@@ -258,6 +258,20 @@ class Template:
         message) of the first rule that fails, None when legal."""
         return {}
 
+    @cached_property
+    def _shape_inputs(self) -> tuple[Any, tuple[tuple[str, frozenset], ...],
+                                      dict[Any, tuple[str, str]]]:
+        """(the values of a config's tile-shape knobs as a tuple, (name, valid (type, value)
+        pairs) of the other knobs the rules read, the memo of failed shapes: (values, types)
+        -> (rule, message) of a :data:`SHAPE_RULES` rule)."""
+        names = [n for n in self.knob_names if n in SHAPE_FIELDS]
+        get = operator.itemgetter(*names) if len(names) > 1 else \
+            (lambda config: (config[names[0]],))
+        n_read = len(self.knobs) - self._free
+        others = tuple((k.name, self._choice_sets[k.name]) for k in self.knobs[:n_read]
+                       if k.name not in SHAPE_FIELDS)
+        return get, others, {}
+
     def _verdict(self, config: dict[str, Any]) -> IllegalSchedule | None:
         """The first rule ``config`` fails (None: legal); ScheduleError if malformed.
 
@@ -265,20 +279,30 @@ class Template:
         :data:`LEGALITY_FREE` ones), so their outcome is remembered per combination of those
         knobs' values, once validated: a search asks about the same tile shapes and orders
         again and again (with every outer order, as its sampler's candidates, in the
-        driver's check). Types are part of the key: ``True`` and ``1.0`` are not the choice
-        ``1``. A value outside the choices is judged on a validated Schedule, unremembered."""
+        driver's check). A tile shape that fails a rule decided before the loop orders
+        (:data:`vtatune.lowering.SHAPE_RULES`: SRAM capacity, divisibility, ...) is
+        remembered too, so its other loop orders are refused without a rules pass. Types
+        are part of the key: ``True`` and ``1.0`` are not the choice ``1``. A value outside
+        the choices is judged on a validated Schedule, unremembered."""
         get, n_read, free_ok = self._rule_inputs
+        shape_of, others, shapes = self._shape_inputs
         memo = self._verdicts
-        key = None
+        key = shape = None
         if type(config) is dict:
             try:
                 values = get(config)
                 read, free = values[:n_read], values[n_read:]
                 key = (read, tuple(map(type, read)))
                 hit = memo.get(key, _UNSEEN)
-                if hit is not _UNSEEN and len(config) == len(values) and \
-                        (free, tuple(map(type, free))) in free_ok:
-                    return None if hit is None else IllegalSchedule(*hit)
+                if len(config) == len(values) and (free, tuple(map(type, free))) in free_ok:
+                    if hit is not _UNSEEN:
+                        return None if hit is None else IllegalSchedule(*hit)
+                    tiles = shape_of(config)
+                    shape = (tiles, tuple(map(type, tiles)))
+                    failed = shapes.get(shape)
+                    if failed is not None and all((type(config[n]), config[n]) in ok
+                                                  for n, ok in others):
+                        return IllegalSchedule(*failed)
             except (KeyError, TypeError):  # a knob missing, an unhashable value
                 pass
         point = self._point(config)  # validates: a Schedule when a value is not a choice
@@ -289,6 +313,8 @@ class Template:
             hit = (exc.rule, str(exc))
         if key is not None and type(point) is _Point and len(memo) < _VERDICT_MEMO_LIMIT:
             memo[key] = hit
+            if hit is not None and hit[0] in SHAPE_RULES and shape is not None:
+                shapes[shape] = hit
         return None if hit is None else IllegalSchedule(*hit)
 
     def _point(self, config: dict[str, Any]) -> Any:

@@ -12,7 +12,7 @@ Example:
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -75,7 +75,7 @@ class FsimCounters:
     alu_counter: int = 0
 
     def as_dict(self) -> dict[str, int]:
-        return asdict(self)
+        return dict(vars(self))  # plain ints: asdict's deep copy of each is not needed
 
 
 def count(program: Program, hw: HardwareConfig) -> FsimCounters:

@@ -69,6 +69,26 @@ def test_mixture_equals_optunas_parzen_estimator(n):
                                rtol=1e-9, atol=1e-12)
 
 
+@pytest.mark.parametrize("n", [0, 1, 25, 40])
+def test_mixture_draws_what_optunas_estimator_draws(n):
+    """The same rows as Optuna's estimator from the same random state (distinct centres), and
+    ``draw`` keeps the first of equal rows with their codes."""
+    space = FiniteSpace.of(WIDE)
+    rng = np.random.default_rng(n)
+    rows = np.stack([rng.integers(0, d.size, n) if d.categorical or d.size == 1
+                     else rng.permutation(d.size)[:n] for d in space.dims],
+                    axis=1).astype(np.int16)
+    mine = Mixture(rows, space, Params(1.0, True, False, default_weights))
+    theirs = _optuna(rows, space, default_weights).sample(np.random.RandomState(7), 300)
+    expected = np.stack([theirs[d.name] if d.categorical else (theirs[d.name] - d.low) / d.step
+                         for d in space.dims], axis=1)
+    np.testing.assert_array_equal(mine.sample(np.random.RandomState(7), 300), expected)
+    distinct, codes = mine.draw(np.random.RandomState(7), 300)
+    _, first = np.unique(expected @ space.radix, return_index=True)
+    np.testing.assert_array_equal(distinct, expected[np.sort(first)])
+    assert codes.tolist() == [space.code(r) for r in distinct]
+
+
 @pytest.mark.parametrize("n", [0, 3, 40])
 def test_mixture_is_a_distribution(n):
     space = FiniteSpace.of(SPACE)
@@ -160,9 +180,31 @@ def test_observations_equal_optunas_collection():
             assert len(rep["a"]) == len(mine)
         held = [space.encode(t.params) for t in trials if t.state != TrialState.FAIL]
         assert sum(obs.taken.values()) == len(held)
-        assert set(obs.taken) == set(held)
+        assert set(obs.taken) == {space.code(r) for r in held}
         assert set(obs.running) == {t.number for t in trials if t.state == TrialState.RUNNING}
     assert not obs.exotic
+
+
+@pytest.mark.parametrize("in_order", [True, False])
+def test_split_keeps_the_latest_of_the_rest(in_order):
+    """``above_limit`` keeps the latest of the non-best trials (running ones included), the
+    same rows as the whole split's tail; the best are those of a stable sort by value."""
+    space = FiniteSpace.of({"a": IntDistribution(0, 9), "b": IntDistribution(0, 9)})
+    rng = np.random.default_rng(in_order)
+    obs = Observations(space)
+    numbers = np.arange(300) if in_order else rng.permutation(300)
+    for number in numbers.tolist():
+        obs._append((number % 10, number // 30), float(rng.integers(0, 20)), number)  # ties
+    running = [(300, (1, 1)), (301, (2, 2))]
+    for n_below in (0, 1, 25, 299, 300):
+        below, above = split(obs, n_below, running)
+        for limit in (0, 7, 40, 400):
+            b, a = split(obs, n_below, running, limit)
+            np.testing.assert_array_equal(b, below)
+            np.testing.assert_array_equal(a, above[len(above) - min(limit, len(above)):])
+    order = np.argsort(obs.numbers, kind="stable")
+    best = np.sort(np.argsort(obs.values[order], kind="stable")[:25])
+    np.testing.assert_array_equal(split(obs, 25)[0], obs.rows[order][best])
 
 
 def test_observations_free_a_failed_running_trial():
@@ -173,10 +215,10 @@ def test_observations_free_a_failed_running_trial():
     t = study.ask(SPACE)
     row = obs.space.encode(t.params)
     obs.update(study.get_trials(deepcopy=False))
-    assert obs.taken[row] == 1 and t.number in obs.running
+    assert obs.taken[obs.space.code(row)] == 1 and t.number in obs.running
     study.tell(t, state=TrialState.FAIL)
     obs.update(study.get_trials(deepcopy=False))
-    assert row not in obs.taken and not obs.running and obs.n == 0
+    assert obs.space.code(row) not in obs.taken and not obs.running and obs.n == 0
 
 
 def test_observations_mark_pruned_trials_exotic():

@@ -173,6 +173,7 @@ def test_remembered_legality_is_the_rules_on_every_config(wl, hw, kw):
     assert any(e is None for e in expected) and any(e is not None for e in expected)
     assert [_check_verdict(tpl, c) for c in configs] == expected
     assert tpl._verdicts  # remembered
+    assert tpl._shape_inputs[2]  # and tile shapes failing before the loop orders are read
     assert [_check_verdict(tpl, c) for c in reversed(configs)] == expected[::-1]
 
 
@@ -196,6 +197,17 @@ def test_remembered_legality_still_validates():
     with pytest.raises(ScheduleError, match="must be a dict"):
         tpl.legal(list(cfg.items()))
     assert tpl.legal(cfg)
+    # A tile shape remembered as too big for the SRAM: its other loop orders are refused
+    # without a rules pass, but a loop order that is no choice is still malformed.
+    big = dict(cfg, tile_h=14, tile_w=14, tile_ci=16, tile_co=16)
+    with pytest.raises(IllegalSchedule, match="buffer has") as first:
+        tpl.check(big)
+    other = next(o for o in tpl.knob("gemm_order").choices if o != big["gemm_order"])
+    with pytest.raises(IllegalSchedule) as again:
+        tpl.check(dict(big, gemm_order=other))
+    assert (again.value.rule, str(again.value)) == (first.value.rule, str(first.value))
+    with pytest.raises(ScheduleError):
+        tpl.check(dict(big, gemm_order="h,w"))
 
 
 # --- config <-> schedule ---------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """The tuner's per-trial work outside the simulator does not grow with the study: storage
-calls counted per trial (not timed), one synced journal write per finished trial, one
-journal record per ask."""
+calls counted per trial (not timed), at most one fsync of the journal and of the log per
+finished trial (group commit), one journal record per ask."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import os
 
 import pytest
 
+from vtatune import records
 from vtatune._tuner import _driver, _storage
 from vtatune.tuner import tune
 
@@ -19,8 +20,8 @@ WINDOWS = ((30, 60), (170, 200))  # simulated trials: (after, up to)
 @pytest.fixture
 def counted(monkeypatch):
     """Storage calls by method name and fsyncs, snapshotted at every simulation; the
-    time-driven reads (the 0.5 s sync, the stale-trial check) made to happen every time or
-    never, so counts depend only on the trials."""
+    time-driven work (the 0.5 s sync, the stale-trial check, the group commit) made to
+    happen every time or never, so counts depend only on the trials."""
     calls: collections.Counter[str] = collections.Counter()
     snapshots: list[collections.Counter[str]] = []
     call = _storage.Resilient._call
@@ -46,6 +47,7 @@ def counted(monkeypatch):
     monkeypatch.setattr(_storage.os, "fsync", counting_fsync)
     monkeypatch.setattr(_driver, "simulate", snapshot)
     monkeypatch.setattr(_driver, "SYNC_SECONDS", 0.0)
+    monkeypatch.setattr(records, "SYNC_SECONDS", 0.0)
     monkeypatch.setattr(_driver.Search, "_fail_stale", lambda self: None)
     return snapshots
 
@@ -61,7 +63,8 @@ def test_storage_calls_per_trial_do_not_grow_with_the_study(tmp_path, counted):
     assert early == late  # the same calls, method by method, for 30 trials at 30 and at 170
     n = WINDOWS[0][1] - WINDOWS[0][0]
     assert early["get_all_trials"] == 0  # nothing reads the whole study per trial
-    assert early["create_new_trial"] == early["fsync"] == n  # one synced write per trial
+    # asks are not synced; each tell and each log line is (every time, at SYNC_SECONDS 0)
+    assert early["create_new_trial"] == n and early["fsync"] == 2 * n
     assert "set_trial_param" not in early  # params come with the trial
 
 
@@ -85,3 +88,23 @@ def test_resilient_storage_passes_every_call_through():
     names = [n for n, v in vars(BaseStorage).items() if callable(v) and not n.startswith("_")]
     inherited = [n for n in names if getattr(_storage.Resilient, n) is getattr(BaseStorage, n)]
     assert inherited == []
+
+
+def test_group_commit_syncs_at_most_every_interval_and_on_close(tmp_path, monkeypatch):
+    """A log written faster than SYNC_SECONDS is fsynced on its first record, then not until
+    the interval has passed, and once more when closed: nothing written is left unsynced."""
+    synced = []
+    monkeypatch.setattr(records.os, "fsync", synced.append)
+    clock = [100.0]
+    monkeypatch.setattr(records.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(records, "SYNC_SECONDS", 1.0)
+    writer = records.RecordWriter(tmp_path / "g.jsonl")
+    for _ in range(6):
+        writer.write({"a": 1})
+        clock[0] += 0.3  # records at 0, 0.3, ... 1.5 s: synced at 0 and at 1.2 s
+    assert len(synced) == 2
+    writer.close()
+    assert len(synced) == 3  # the records after the last sync, on close
+    writer = records.RecordWriter(tmp_path / "empty.jsonl")
+    writer.close()
+    assert len(synced) == 3  # nothing written: nothing to sync

@@ -12,7 +12,7 @@ Example:
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass, fields
 from typing import Any
 
 from simulator.errors import VTAError
@@ -43,7 +43,10 @@ class Evaluation:
 
     def as_dict(self) -> dict[str, Any]:
         """The fields a log record stores as its score."""
-        return asdict(self)
+        out = dict(vars(self))  # plain values but the counters (asdict deep-copies all)
+        if self.counters is not None:
+            out["counters"] = dict(self.counters)
+        return out
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Evaluation:

@@ -40,7 +40,7 @@ Example:
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -111,7 +111,8 @@ class Schedule:
         return self.oc_nthread * self.h_nthread
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        # every field is a plain value: a shallow copy is the dict (asdict deep-copies each)
+        return dict(vars(self))
 
     @classmethod
     def from_dict(cls, data: Any) -> Schedule:

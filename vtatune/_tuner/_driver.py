@@ -27,9 +27,9 @@ Why the loop looks like this:
   once. So a tiny space cannot spin forever.
 - Each simulated trial is written to the log (one line, one system call) before it is
   told to the study: a killed run keeps it in the log, and the next start of the study
-  adds it back (the log is the source of truth). On a journal, the tell is one write whose
-  ``fsync`` runs while the next config is sampled; the next trial is recorded only once it
-  is done (an ask is written unsynced: the tell's sync covers it).
+  adds it back (the log is the source of truth). On a journal, an ask and a tell are one
+  write each; the journal and the log reach the disk by group commit (at most every
+  ``records.SYNC_SECONDS``, and on close).
 - The guided sampler is asked before its trial exists, with no lock held, and the trial is
   created with its params and config in one record; the study is read incrementally
   (:class:`~._storage.TrialFeed`), so the work per trial does not grow with the study.
@@ -56,7 +56,8 @@ from optuna.study._tell import _tell_with_warning
 from optuna.trial import TrialState
 
 from .. import __version__
-from ..errors import VtatuneError
+from ..errors import IllegalSchedule, VtatuneError
+from ..lowering import SHAPE_RULES
 from ..records import (
     RecordWriter,
     hw_fields,
@@ -293,7 +294,7 @@ class Search:
     def _guide(self, sampler: GuidedSampler) -> None:
         """Bind the guided sampler to this study (legal + new filter, cost-model prior) and
         queue its warm starts: the best tile shapes by the analytic cost model."""
-        from ._prior import estimate, warm_starts
+        from ._prior import ShapeCosts, warm_starts
 
         template, codec = self.template, self.codec
         knobs = template.knobs
@@ -302,39 +303,33 @@ class Search:
         single = codec.to_params({k.name: k.choices[0] for k in knobs})
         single = {k.name: single[k.name] for k in knobs if len(k.choices) == 1}
 
-        # The sampler judges a candidate by legal(params) then prior(params) with the same
-        # dict: convert it to a config once.
-        last: list[Any] = [None, None]  # [params, its config]
-
-        def config_of(params: dict[str, Any]) -> Config:
-            if params is not last[0]:
-                last[:] = params, codec.from_params({**single, **params})
-            return last[1]
+        try:
+            costs: ShapeCosts | None = ShapeCosts(template)
+        except (KeyError, AttributeError, VtatuneError):  # a template the model cannot read
+            costs = None
 
         def accept(params: dict[str, Any]) -> bool:
             try:
-                config = config_of(params)
-                return self._untried(codec.key(config)) and template.legal(config)
-            except (KeyError, IndexError, TypeError, VtatuneError):
+                config = codec.from_params({**single, **params})
+                if not self._untried(codec.key(config)):
+                    return False
+                template.check(config)
+                return True
+            except IllegalSchedule as exc:
+                if costs is not None and exc.rule in SHAPE_RULES:
+                    costs.rule_out(config)  # the sampler skips this shape from now on
                 return False
-
-        def legal(params: dict[str, Any]) -> bool:
-            try:
-                return template.legal(config_of(params))
             except (KeyError, IndexError, TypeError, VtatuneError):
                 return False
 
         def draw(rng: random.Random) -> dict[str, Any]:
             return codec.to_params({k.name: rng.choice(k.choices) for k in knobs})
 
-        def prior(params: dict[str, Any]) -> float:
-            return max(1.0, estimate(template, config_of(params)))
-
-        sampler.bind(accept, draw, prior, legal)
-        try:
-            self._queue.extend(warm_starts(template))
-        except VtatuneError:  # a template the cost model cannot read: no warm start
-            pass
+        if costs is None:
+            sampler.bind(accept, draw)
+            return
+        sampler.bind(accept, draw, costs.log_cost)
+        self._queue.extend(warm_starts(template, costs=costs))
 
     def _untried(self, k: Key) -> bool:
         """Neither evaluated in the study, nor asked by this worker, nor running elsewhere:
@@ -594,9 +589,8 @@ class Search:
     def _tell(self, trial: optuna.trial.Trial, status: str, value: float | None,
               cycles: int | None = None, rule: str | None = None) -> None:
         """Finish a trial with its status (and cycles, rule) as user attrs; ``value`` None
-        fails it (a config another worker holds). The journal write is synced in the
-        background while the next config is sampled; the next trial's record waits for it."""
-        with self.store.batch(background=True):
+        fails it (a config another worker holds). One journal write."""
+        with self.store.batch():
             trial.set_user_attr("status", status)
             if cycles is not None:
                 trial.set_user_attr("cycles", cycles)

@@ -20,6 +20,7 @@ plus the unfinished ones again until they finish), instead of every trial on eve
 
 from __future__ import annotations
 
+import bisect
 import functools
 import math
 from collections import Counter
@@ -30,6 +31,8 @@ from typing import Any
 import numpy as np
 from optuna.distributions import BaseDistribution, CategoricalDistribution, IntDistribution
 from optuna.trial import FrozenTrial, TrialState
+
+from simulator._jit import njit
 
 _SQRT2 = math.sqrt(2.0)
 
@@ -65,9 +68,61 @@ class FiniteSpace:
                 return None
         return FiniteSpace(tuple(dims), tuple(search_space.values()))
 
-    @property
+    @functools.cached_property
     def names(self) -> tuple[str, ...]:
         return tuple(d.name for d in self.dims)
+
+    @functools.cached_property
+    def sizes(self) -> np.ndarray:
+        return np.array([d.size for d in self.dims], dtype=np.intp)
+
+    @functools.cached_property
+    def categorical(self) -> np.ndarray:
+        return np.array([d.categorical for d in self.dims], dtype=bool)
+
+    @functools.cached_property
+    def categorical_dims(self) -> list[int]:
+        return [j for j, d in enumerate(self.dims) if d.categorical]
+
+    @functools.cached_property
+    def numeric_dims(self) -> list[int]:
+        return [j for j, d in enumerate(self.dims) if not d.categorical]
+
+    @functools.cached_property
+    def draw_order(self) -> np.ndarray:
+        """The knobs in the order Optuna draws their quantiles: categoricals, then integers."""
+        return np.array(self.categorical_dims + self.numeric_dims, dtype=np.intp)
+
+    @functools.cached_property
+    def cols(self) -> np.ndarray:
+        """Columns of each knob's kernel table: (2 x size + 1) x size + 1 for an integer
+        knob (codes 0 .. 2 x size at every centre, the prior), size + 1 for a categorical."""
+        return np.array([d.size + 1 if d.categorical else (2 * d.size + 1) * d.size + 1
+                         for d in self.dims], dtype=np.intp)
+
+    @functools.cached_property
+    def at(self) -> np.ndarray:
+        """Where each knob's (size, cols) table starts in a model's flat table; the last
+        entry is the table's length."""
+        return np.concatenate([[0], np.cumsum(self.sizes * self.cols)]).astype(np.intp)
+
+    @functools.cached_property
+    def table(self) -> np.ndarray:
+        """The kernel columns every model of this space shares (see :func:`_space_table`)."""
+        out = _space_table(self.sizes, self.categorical, self.at, self.cols)
+        out.setflags(write=False)
+        return out
+
+    @functools.cached_property
+    def radix(self) -> np.ndarray:
+        """Weights that number rows uniquely: ``rows @ radix`` (mixed radix)."""
+        sizes = [d.size for d in self.dims]
+        return np.array([int(np.prod(sizes[j + 1:])) for j in range(len(sizes))],
+                        dtype=np.int64)
+
+    def code(self, row: Sequence[int]) -> int:
+        """The row's number (``row @ radix``)."""
+        return sum(int(i) * int(r) for i, r in zip(row, self.radix, strict=True))
 
     def encode(self, params: dict[str, Any]) -> tuple[int, ...] | None:
         """The row of ``params`` (None if a knob is missing or outside the space)."""
@@ -100,6 +155,11 @@ class FiniteSpace:
         return {name: values[i] for (name, values), i in zip(self._values, row, strict=True)}
 
 
+#: How many of the best trials :class:`Observations` keeps ranked: Optuna's default gamma
+#: never puts more in TPE's good set.
+BEST_KEPT = 25
+
+
 class Observations:
     """The study's trials as rows of a :class:`FiniteSpace`, read incrementally.
 
@@ -108,7 +168,8 @@ class Observations:
     were running or waiting. It keeps:
 
     - ``rows`` / ``values`` / ``numbers``: the COMPLETE trials holding the whole space;
-    - ``taken``: how many trials hold each row, in any state but FAIL (a failed trial's config
+    - ``taken``: how many trials hold each row (by its :meth:`FiniteSpace.code`), in any
+      state but FAIL (a failed trial's config
       is free again), from every worker sharing the storage;
     - ``running``: the unfinished trials' rows by number (the constant liar's points);
     - ``exotic``: a PRUNED trial or one with constraints was seen (the caller falls back to
@@ -121,12 +182,15 @@ class Observations:
         self._values = np.empty(64)
         self._numbers = np.empty(64, dtype=np.int64)
         self.n = 0
-        self.taken: Counter[tuple[int, ...]] = Counter()
+        self.taken: Counter[int] = Counter()
         self.running: dict[int, tuple[int, ...]] = {}
         self.exotic = False
         self._seen = 0  # trials[:_seen] have been read once
         self._open: dict[int, tuple[int, ...] | None] = {}  # unfinished: number -> row
         self._in_order = True  # rows were appended in trial-number order
+        # The BEST_KEPT best complete trials as sorted (value, number, position): TPE's good
+        # set without sorting every value on every ask.
+        self._best: list[tuple[float, int, int]] = []
 
     @property
     def rows(self) -> np.ndarray:
@@ -143,6 +207,14 @@ class Observations:
     @property
     def in_order(self) -> bool:
         return self._in_order
+
+    def best(self, k: int) -> np.ndarray | None:
+        """Positions of the ``k`` best complete trials (ties by trial number), in position
+        order; None when more than :data:`BEST_KEPT` are asked for."""
+        if k > BEST_KEPT:
+            return None
+        return np.sort(np.array([position for _, _, position in self._best[:k]],
+                                dtype=np.intp))
 
     def update(self, trials: Sequence[FrozenTrial],
                params_of: Callable[[FrozenTrial], dict[str, Any]] | None = None) -> None:
@@ -162,9 +234,10 @@ class Observations:
         number, state = trial.number, trial.state
         old = self._open.pop(number, False)  # False: not seen before
         if old:
-            self.taken[old] -= 1
-            if not self.taken[old]:
-                del self.taken[old]
+            code = self.space.code(old)
+            self.taken[code] -= 1
+            if not self.taken[code]:
+                del self.taken[code]
         self.running.pop(number, None)
         if state == TrialState.FAIL:
             return
@@ -174,7 +247,7 @@ class Observations:
         params = params_of(trial) if unfinished and params_of is not None else trial.params
         row = self.space.encode(params)
         if row is not None:
-            self.taken[row] += 1
+            self.taken[self.space.code(row)] += 1
         if unfinished:
             self._open[number] = row
             if row is not None and state == TrialState.RUNNING:
@@ -191,14 +264,29 @@ class Observations:
             self._numbers = np.resize(self._numbers, grow)
         if self.n and number < self._numbers[self.n - 1]:
             self._in_order = False
+        if len(self._best) < BEST_KEPT or (value, number) < self._best[-1][:2]:
+            bisect.insort(self._best, (value, number, self.n))
+            del self._best[BEST_KEPT:]
         self._rows[self.n] = row
         self._values[self.n] = value
         self._numbers[self.n] = number
         self.n += 1
 
 
-# --- kernel tables ------------------------------------------------------------------------
-def _mass(a: float, b: float) -> float:
+# --- kernels --------------------------------------------------------------------------------
+# A kernel's distribution over one knob is a column of a table of that knob (rows: its
+# indices); each kernel has a key per knob, its column. Integer knobs: a truncated normal
+# rounded to an index, whose bandwidth is a gap between indices or the range's half-step
+# ends (a multiple of 1/2: code = 2 x sigma), the magic-clip minimum (code 0), or the
+# prior's (centred, as wide as the range): column code x size + centre, the prior last. Its
+# table depends on the centre and the code alone, so every column but those of code 0 is
+# computed once per space (``FiniteSpace.table``). Categorical knobs: Optuna's kernel of an
+# observed choice c puts ``a + [v == c]`` on each choice v, normalized, with
+# ``a = prior_weight / n_kernels`` (column c); the prior (column size) is uniform. A model
+# copies the space's table and fills in the columns that depend on its number of kernels.
+
+@njit(cache=True)
+def _mass(a: float, b: float) -> float:  # pragma: no cover - compiled
     """Standard normal mass on [a, b], accurate in both tails."""
     if b <= 0:
         return 0.5 * (math.erfc(-b / _SQRT2) - math.erfc(-a / _SQRT2))
@@ -207,45 +295,172 @@ def _mass(a: float, b: float) -> float:
     return 1.0 - 0.5 * (math.erfc(-a / _SQRT2) + math.erfc(b / _SQRT2))
 
 
-def _kernel(size: int, mu: float, sigma: float) -> np.ndarray:
-    """P(index) of a normal (mu, sigma) truncated to [-0.5, size - 0.5], rounded."""
-    edges = [(e - 0.5 - mu) / sigma for e in range(size + 1)]
-    cells = [_mass(a, b) for a, b in zip(edges, edges[1:], strict=False)]
-    total = sum(cells)
-    return np.array(cells) / total
+@njit(cache=True)
+def _normal(out: np.ndarray, at: int, cols: int, column: int, size: int, mu: float,
+            sigma: float) -> None:  # pragma: no cover - compiled
+    """Column ``column`` of the (size, cols) table at ``out[at:]``: P(index) of a normal
+    (mu, sigma) truncated to [-0.5, size - 0.5] and rounded to an index (its mass on each
+    index's cell over its mass on the range)."""
+    total = 0.0
+    for v in range(size):
+        cell = _mass((v - 0.5 - mu) / sigma, (v + 0.5 - mu) / sigma)
+        out[at + v * cols + column] = cell
+        total += cell
+    for v in range(size):
+        out[at + v * cols + column] /= total
 
 
-@functools.lru_cache(maxsize=64)
-def _fixed_columns(size: int) -> np.ndarray:
-    """Kernels at every centre ``mu`` with bandwidth ``code / 2`` (code 1 .. 2 * size: gaps
-    between indices or the range's half-step ends), column ``(code - 1) * size + mu``."""
-    return np.array([_kernel(size, mu, code / 2) for code in range(1, 2 * size + 1)
-                     for mu in range(size)]).T
-
-
-@functools.lru_cache(maxsize=256)
-def _lookup(size: int, minsigma: float) -> np.ndarray:
-    """Every kernel table an integer knob of ``size`` values can have, as columns: column
-    ``code * size + mu`` is the kernel at centre ``mu`` with bandwidth ``code / 2``, code 0
-    the magic-clip minimum ``minsigma``; the last column is Optuna's prior kernel (centred,
-    as wide as the range). Shape ``(size, (2 * size + 1) * size + 1)``."""
-    at_min = np.array([_kernel(size, mu, minsigma) if minsigma >= 1e-6 else np.eye(size)[mu]
-                       for mu in range(size)]).T
-    prior = _kernel(size, (size - 1) / 2, float(size))[:, None]
-    out = np.ascontiguousarray(np.concatenate([at_min, _fixed_columns(size), prior], axis=1))
-    out.setflags(write=False)
+@njit(cache=True)
+def _space_table(sizes: np.ndarray, categorical: np.ndarray, at: np.ndarray,
+                 cols: np.ndarray) -> np.ndarray:  # pragma: no cover - compiled
+    """Every knob's table with the columns that do not depend on the number of kernels:
+    integer knobs' codes 1 .. 2 x size and prior (code 0 columns and categorical tables
+    are left for :func:`_model`)."""
+    out = np.zeros(at[-1])
+    for j in range(len(sizes)):
+        if categorical[j]:
+            continue
+        size = sizes[j]
+        for code in range(1, 2 * size + 1):
+            for mu in range(size):
+                _normal(out, at[j], cols[j], code * size + mu, size, float(mu), code / 2.0)
+        _normal(out, at[j], cols[j], cols[j] - 1, size, (size - 1) / 2.0, float(size))
     return out
 
 
-@functools.lru_cache(maxsize=1024)
-def _categorical_lookup(size: int, n_kernels: int, prior_weight: float) -> np.ndarray:
-    """Optuna's categorical kernels: column c the observed choice c (weight 1 on it plus the
-    prior's share spread over every choice), column ``size`` the prior (uniform)."""
+@njit(cache=True)
+def _model(rows: np.ndarray, order: np.ndarray, space_table: np.ndarray, sizes: np.ndarray,
+           categorical: np.ndarray, at: np.ndarray, cols: np.ndarray, prior_weight: float,
+           magic_clip: bool, endpoints: bool
+           ) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover - compiled
+    """(keys, table) of the kernels of ``rows`` plus the prior.
+
+    Integer knob j: kernel i (centre ``rows[i, j]``, rank ``order[j]`` among the centres)
+    takes the larger gap to its sorted neighbours (the range's half-step ends at the
+    extremes; without endpoints the extremes take their inner gap), clipped to [minsigma,
+    range] (Optuna's ``_calculate_numerical_distributions`` in index space)."""
+    n, d = rows.shape
+    n_kernels = n + 1
+    keys = np.empty((d, n_kernels), dtype=np.intp)
+    table = space_table.copy()
     a = prior_weight / n_kernels
-    lookup = np.full((size, size + 1), a) + np.eye(size, size + 1)
-    lookup /= lookup.sum(axis=0)
-    lookup.setflags(write=False)
-    return lookup
+    numeric = 0
+    for j in range(d):
+        size = sizes[j]
+        if categorical[j]:
+            for v in range(size):
+                for c in range(size):
+                    table[at[j] + v * cols[j] + c] = (a + (1.0 if v == c else 0.0)) \
+                        / (1.0 + a * size)
+                table[at[j] + v * cols[j] + size] = 1.0 / size
+            for i in range(n):
+                keys[j, i] = rows[i, j]
+            keys[j, n] = size
+            continue
+        low, high = -0.5, size - 0.5
+        minsigma = (high - low) / min(100.0, 1.0 + n_kernels) if magic_clip else 1e-12
+        for mu in range(size):
+            if minsigma >= 1e-6:
+                _normal(table, at[j], cols[j], mu, size, float(mu), minsigma)
+            else:
+                for v in range(size):
+                    table[at[j] + v * cols[j] + mu] = 1.0 if v == mu else 0.0
+        for r in range(n):
+            i = order[numeric, r]
+            centre = float(rows[i, j])
+            below = low if r == 0 else float(rows[order[numeric, r - 1], j])
+            above = high if r == n - 1 else float(rows[order[numeric, r + 1], j])
+            sigma = max(centre - below, above - centre)
+            if not endpoints and n >= 2:
+                if r == 0:
+                    sigma = above - centre
+                elif r == n - 1:
+                    sigma = centre - below
+            sigma = min(max(sigma, minsigma), high - low)
+            code = 0 if sigma <= minsigma else int(np.rint(2.0 * sigma))
+            keys[j, i] = code * size + rows[i, j]
+        keys[j, n] = cols[j] - 1
+        numeric += 1
+    return keys, table
+
+
+@njit(cache=True)
+def _log_pdf(points: np.ndarray, table: np.ndarray, at: np.ndarray, cols: np.ndarray,
+             keys: np.ndarray, weights: np.ndarray) -> np.ndarray:  # pragma: no cover
+    """log sum_k weights[k] prod_j table[at[j] + points[c, j] * cols[j] + keys[j, k]]."""
+    n_points, d = points.shape
+    n_kernels = keys.shape[1]
+    out = np.empty(n_points)
+    p = np.empty(n_kernels)
+    for c in range(n_points):
+        p[:] = weights
+        for j in range(d):
+            base = at[j] + points[c, j] * cols[j]
+            keys_j = keys[j]
+            for k in range(n_kernels):
+                p[k] *= table[base + keys_j[k]]
+        total = 0.0
+        for k in range(n_kernels):
+            total += p[k]
+        out[c] = math.log(total) if total > 0.0 else -math.inf
+    return out
+
+
+@njit(cache=True)
+def _draw(uniforms: np.ndarray, weights: np.ndarray, table: np.ndarray, at: np.ndarray,
+          cols: np.ndarray, sizes: np.ndarray, keys: np.ndarray, order: np.ndarray,
+          radix: np.ndarray, distinct: bool) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover
+    """The rows drawn (only the first of equal rows if ``distinct``) and their codes.
+
+    ``uniforms[0]`` picks each draw's kernel by ``weights`` (``RandomState.choice``: the
+    normalized cumulative weights searched to the right); ``uniforms[1 + j]`` is the
+    quantile of knob ``order[j]`` (the order Optuna draws them in): its index is the first
+    whose cumulative mass in the kernel's column reaches that share of the column's total
+    (the inverse CDF, as ``Mixture.sample`` says)."""
+    d, n = len(sizes), uniforms.shape[1]
+    cdf = np.cumsum(weights)
+    cdf /= cdf[-1]
+    rows = np.empty((n, d), dtype=np.int16)
+    codes = np.empty(n, dtype=np.int64)
+    kept = 0
+    for c in range(n):
+        kernel = np.searchsorted(cdf, uniforms[0, c], side="right")
+        code = 0
+        for q in range(d):
+            j = order[q]
+            base = at[j] + keys[j, kernel]
+            total = 0.0
+            for v in range(sizes[j]):
+                total += table[base + v * cols[j]]
+            threshold = uniforms[1 + q, c] * total
+            cum, index = 0.0, 0
+            for v in range(sizes[j]):
+                cum += table[base + v * cols[j]]
+                if cum >= threshold:
+                    break
+                index += 1
+            index = min(index, sizes[j] - 1)
+            rows[kept, j] = index
+            code += index * radix[j]
+        seen = False
+        for i in range(kept if distinct else 0):
+            if codes[i] == code:
+                seen = True
+                break
+        if not seen:
+            codes[kept] = code
+            kept += 1
+    return rows[:kept], codes[:kept]
+
+
+@functools.lru_cache(maxsize=1024)
+def _weights(weights: Callable[[int], np.ndarray], prior_weight: float, n: int) -> np.ndarray:
+    """The kernels' weights, normalized: ``weights(n)`` for the trials, ``prior_weight``
+    for the prior (a function of n alone: every model of n trials shares it; read-only)."""
+    w = np.append(np.asarray(weights(n), dtype=float)[:n], prior_weight) if n else np.ones(1)
+    w = w / w.sum()
+    w.setflags(write=False)
+    return w
 
 
 @dataclass(frozen=True)
@@ -259,126 +474,81 @@ class Params:
 
 
 class Mixture:
-    """Optuna's ``_ParzenEstimator`` over ``rows`` (trial-number order), as tables.
+    """Optuna's ``_ParzenEstimator`` over ``rows`` (trial-number order), as table columns.
 
-    Knob j's kernels are columns ``keys[j]`` of ``lookups[j]`` (shape ``(size_j, ...)``):
-    kernel k's distribution of knob j is ``lookups[j][:, keys[j][k]]`` (the last kernel is the
-    prior). Only the keys are built per ask (O(trials) integers per knob); ``weights`` sum
-    to one.
+    Kernel k's distribution of knob j is column ``keys[j, k]`` of knob j's table (see the
+    kernels' comment; the last kernel is the prior); ``weights`` sum to one. Building a
+    model sorts each integer knob's centres (Optuna's sort, so equal centres get their
+    bandwidths as Optuna gives them) and computes its keys and table; sampling and densities
+    run compiled over these arrays.
     """
 
     def __init__(self, rows: np.ndarray, space: FiniteSpace, params: Params) -> None:
-        n = len(rows)
-        if n == 0:
-            weights = np.array([1.0])
-        else:
-            w = np.asarray(params.weights(n), dtype=float)[:n]
-            weights = np.append(w, params.prior_weight)
-        self.weights = weights / weights.sum()
-        self.dims = space.dims
-        self.lookups: list[np.ndarray] = []
-        self.keys: list[np.ndarray] = []
-        numeric = [j for j, dim in enumerate(space.dims) if not dim.categorical]
-        numeric_kernels = iter(self._numeric(rows[:, numeric], [space.dims[j] for j in numeric],
-                                             params) if numeric else ())
-        for j, dim in enumerate(space.dims):
-            if dim.categorical:  # column c: observed choice c; column size: the prior (uniform)
-                lookup = _categorical_lookup(dim.size, n + 1, params.prior_weight)
-                keys = np.append(rows[:, j].astype(np.intp), dim.size)
-            else:
-                lookup, keys = next(numeric_kernels)
-            self.lookups.append(lookup)
-            self.keys.append(keys)
-
-    @staticmethod
-    def _numeric(mus: np.ndarray, dims: list[Dim], params: Params
-                 ) -> list[tuple[np.ndarray, np.ndarray]]:
-        """(lookup, keys) of each integer knob, the knobs' bandwidths computed together (one
-        row per knob: the same sort, the same arithmetic as one knob at a time)."""
-        n, n_kernels = len(mus), len(mus) + 1
-        sizes = np.array([dim.size for dim in dims])
-        low, high = -0.5, sizes - 0.5  # index space: the step is 1
-        maxsigma = high - low
-        if params.consider_magic_clip:
-            minsigma = maxsigma / min(100.0, 1.0 + n_kernels)
-        else:
-            minsigma = np.full(len(dims), 1e-12)
-        lookups = [_lookup(dim.size, float(ms)) for dim, ms in zip(dims, minsigma, strict=True)]
-        if n == 0:
-            return [(lookup, np.array([lookup.shape[1] - 1])) for lookup in lookups]
-        # Optuna's sort (same kind, same dtype, one contiguous row per knob): equal centres
-        # get their bandwidths in the same order, so a seed gives Optuna's estimator exactly.
-        centres = np.ascontiguousarray(mus.T, dtype=float)
-        order = np.argsort(centres, axis=1)
-        ends = np.empty((len(dims), n + 2))
-        ends[:, 0], ends[:, -1] = low, high
-        ends[:, 1:-1] = np.take_along_axis(centres, order, axis=1)
-        sigmas_sorted = np.maximum(ends[:, 1:-1] - ends[:, :-2], ends[:, 2:] - ends[:, 1:-1])
-        if not params.consider_endpoints and n >= 2:
-            sigmas_sorted[:, 0] = ends[:, 2] - ends[:, 1]
-            sigmas_sorted[:, -1] = ends[:, -2] - ends[:, -3]
-        sigmas = np.empty_like(sigmas_sorted)
-        np.put_along_axis(sigmas, order, np.clip(sigmas_sorted, minsigma[:, None],
-                                                 maxsigma[:, None]), axis=1)
-        # Bandwidths are gaps between indices or half-step ends (multiples of 1/2) unless
-        # clipped to the minimum (code 0).
-        codes = np.where(sigmas <= minsigma[:, None], 0, np.rint(2 * sigmas)).astype(np.intp)
-        keys = np.empty((len(dims), n_kernels), dtype=np.intp)
-        keys[:, :n] = codes * sizes[:, None] + mus.T
-        keys[:, n] = [lookup.shape[1] - 1 for lookup in lookups]
-        return list(zip(lookups, keys, strict=True))
+        self.weights = _weights(params.weights, params.prior_weight, len(rows))
+        self.space = space
+        # Optuna's sort (same kind, same dtype, one contiguous row per knob).
+        order = np.argsort(np.ascontiguousarray(rows[:, space.numeric_dims].T, dtype=float),
+                           axis=1)
+        self.keys, self.table = _model(rows, order, space.table, space.sizes,
+                                       space.categorical, space.at, space.cols,
+                                       params.prior_weight, params.consider_magic_clip,
+                                       params.consider_endpoints)
 
     def sample(self, rng: np.random.RandomState, size: int) -> np.ndarray:
-        """``size`` rows drawn from the mixture, using ``rng`` as Optuna's estimator does
-        (the component, a uniform per categorical knob, then one block of uniforms for the
-        integer knobs: a truncated normal's quantile rounded to an index is the index whose
-        table cell holds that quantile), so a seed draws the same rows."""
-        active = rng.choice(len(self.weights), p=self.weights, size=size)
-        numeric = [j for j, dim in enumerate(self.dims) if not dim.categorical]
-        quantiles = dict.fromkeys(numeric)
-        for j, dim in enumerate(self.dims):
-            if dim.categorical:
-                quantiles[j] = rng.rand(size)
-        if numeric:
-            block = rng.uniform(low=0, high=1, size=(len(numeric), size))
-            quantiles.update(zip(numeric, block, strict=True))
-        out = np.empty((size, len(self.dims)), dtype=np.int16)
-        for j, (lookup, keys) in enumerate(zip(self.lookups, self.keys, strict=True)):
-            cum = np.cumsum(lookup[:, keys[active]], axis=0)
-            out[:, j] = np.minimum((cum < quantiles[j] * cum[-1]).sum(axis=0), len(cum) - 1)
-        return out
+        """``size`` rows drawn from the mixture (repeats included)."""
+        return self.draw(rng, size, distinct=False)[0]
+
+    def draw(self, rng: np.random.RandomState, size: int, *, distinct: bool = True
+             ) -> tuple[np.ndarray, np.ndarray]:
+        """(rows, codes) of ``size`` draws, only the first of equal rows if ``distinct``.
+
+        The random stream is used as Optuna's estimator uses it (``choice`` of the kernels,
+        ``rand`` per categorical knob, then one ``uniform`` block for the integer knobs:
+        all uniforms in [0, 1) drawn in that order, here in one call), and a truncated
+        normal's quantile rounded to an index is the index whose cell holds that quantile,
+        so a seed draws the same rows."""
+        space = self.space
+        uniforms = rng.random_sample((1 + len(space.dims), size))
+        return _draw(uniforms, self.weights, self.table, space.at, space.cols, space.sizes,
+                     self.keys, space.draw_order, space.radix, distinct)
 
     def log_pdf(self, rows: np.ndarray) -> np.ndarray:
         """The mixture's log probability of each row."""
-        p = None
-        for j, (lookup, keys) in enumerate(zip(self.lookups, self.keys, strict=True)):
-            pj = np.take(lookup[rows[:, j]], keys, axis=1)  # (rows, kernels)
-            if p is None:
-                p = pj
-            else:
-                p *= pj
-        assert p is not None
-        with np.errstate(divide="ignore"):
-            return np.log(p @ self.weights)
+        points = np.ascontiguousarray(rows, dtype=np.intp)
+        space = self.space
+        return _log_pdf(points, self.table, space.at, space.cols, self.keys, self.weights)
 
 
 def split(obs: Observations, n_below: int,
-          extra_above: Sequence[tuple[int, tuple[int, ...]]] = ()
-          ) -> tuple[np.ndarray, np.ndarray]:
+          extra_above: Sequence[tuple[int, tuple[int, ...]]] = (),
+          above_limit: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Optuna's split of the complete trials: the ``n_below`` best (ties by trial number)
     and the rest, each in trial-number order; ``extra_above``: (number, row) of running
-    trials the constant liar adds to the rest."""
+    trials the constant liar adds to the rest; ``above_limit``: only the latest that many
+    of the rest. With trials in number order and Optuna's default gamma, the work does not
+    grow with the study: the best are kept ranked as they arrive, and only the latest rows
+    are looked at."""
     rows, values, numbers = obs.rows, obs.values, obs.numbers
-    if not obs.in_order:
-        order = np.argsort(numbers, kind="stable")
-        rows, values, numbers = rows[order], values[order], numbers[order]
-    n_below = min(n_below, len(values))
-    best = np.argsort(values, kind="stable")[:n_below]
-    is_below = np.zeros(len(values), dtype=bool)
-    is_below[best] = True
-    below, above = rows[is_below], rows[~is_below]
+    n = len(values)
+    k = min(n_below, n)
+    best = obs.best(k) if obs.in_order else None
+    if best is None:
+        if not obs.in_order:
+            order = np.argsort(numbers, kind="stable")
+            rows, values, numbers = rows[order], values[order], numbers[order]
+        best = np.sort(np.argsort(values, kind="stable")[:k])
+    below = rows[best]
+    # The rest, in order: of the latest (limit + k) positions, those not among the best.
+    tail = n if above_limit is None else min(n, above_limit + len(extra_above) + k)
+    rest = np.arange(n - tail, n)
+    is_best = np.zeros(n, dtype=bool)
+    is_best[best] = True
+    rest = rest[~is_best[rest]]
+    above, above_numbers = rows[rest], numbers[rest]
     if extra_above:
-        above_numbers = np.concatenate([numbers[~is_below], [n for n, _ in extra_above]])
+        above_numbers = np.concatenate([above_numbers, [n for n, _ in extra_above]])
         above = np.concatenate([above, np.array([r for _, r in extra_above], dtype=np.int16)])
         above = above[np.argsort(above_numbers, kind="stable")]
+    if above_limit is not None and len(above) > above_limit:
+        above = above[len(above) - above_limit:]
     return below, above

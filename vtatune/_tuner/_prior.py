@@ -30,11 +30,14 @@ from __future__ import annotations
 
 import functools
 import itertools
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
+
+import numpy as np
 
 from simulator.timing import TimingProfile
 from vtatune.errors import IllegalSchedule
+from vtatune.lowering import SHAPE_RULES
 
 #: How many warm starts the guided sampler queues (after the default schedule).
 WARM_STARTS = 6
@@ -83,8 +86,11 @@ def compute_bound(template: Any, config: dict[str, Any]) -> int:
 _EXPOSED = {2: (1.55, 40.0), 4: (0.53, 12.0)}
 
 
-def estimate(template: Any, config: dict[str, Any]) -> float:
-    """Estimated cycles of a (legal) config: see the module docstring."""
+def estimate(template: Any, config: dict[str, Any]) -> Any:
+    """Estimated cycles of a (legal) config: see the module docstring.
+
+    Elementwise: the knobs may be numpy arrays (one element per shape, as
+    :class:`ShapeCosts` passes every tile shape at once); plain values give a float."""
     ctx = template.context
     p = _profile(template.hw)  # the constants are the timing model's own
     load_latency = p.request_cycles + p.read_latency + p.load_done_cycles
@@ -104,24 +110,72 @@ def estimate(template: Any, config: dict[str, Any]) -> float:
     compute = compute_bound(template, config)
     inp_step = tb * tci * eh * ew * ctx.batch_lanes * ctx.block_in
     wgt_step = tco * tci * k * k * ctx.block_out * ctx.block_in
-    inp_bytes, wgt_bytes = steps * inp_step, steps * wgt_step
-    if n_ci == 1:  # the reduction fits: one operand can stay resident across a loop
-        inp_bytes, wgt_bytes = min((n_spatial * inp_step, wgt_bytes),
-                                   (inp_bytes, n_co * wgt_step), key=sum)
+    # The bytes loaded; when the reduction fits (one ci step), one operand can stay resident
+    # across a loop: the cheaper of keeping the weights or the input.
+    operands = np.where(n_ci == 1, np.minimum(n_spatial * inp_step + steps * wgt_step,
+                                              steps * inp_step + n_co * wgt_step),
+                        steps * inp_step + steps * wgt_step)
     # Instructions share the read channel with the loads: two LOADs and a GEMM per step,
     # a reset, the ALU epilogue and a STORE per tile.
     insns = 3 * steps + (2 + n_alu) * tiles
-    load = (inp_bytes + wgt_bytes + insns * template.hw.insn_bytes) / p.bus_bytes \
+    load = (operands + insns * template.hw.insn_bytes) / p.bus_bytes \
         + 2 * steps * load_latency
     out_elems = ctx.nb * ctx.oh * ctx.ow * ctx.cob
     store = out_elems * p.store_elem_cycles(template.hw) \
         + tiles * (p.store_insn_cycles + p.write_handshake)
-    if nthreads == 1:  # load, compute and store of a tile wait for one another
-        return compute + load + store
-    a, b = _EXPOSED[nthreads]
-    # The first reduction step's loads precede any GEMM: nothing overlaps them.
+    # One thread: load, compute and store of a tile wait for one another (the sum). Two or
+    # four overlap up to the busiest module, and lose the first reduction step's loads
+    # (nothing overlaps them) and a fitted number of cycles per tile.
+    a = np.select([nthreads == 2, nthreads == 4], [_EXPOSED[2][0], _EXPOSED[4][0]], 0.0)
+    b = np.select([nthreads == 2, nthreads == 4], [_EXPOSED[2][1], _EXPOSED[4][1]], 0.0)
     fill = (inp_step + wgt_step) / p.bus_bytes
-    return max(compute, load, store) + tiles * (a * acc + b) + fill
+    cycles = np.where(nthreads == 1, compute + load + store,
+                      np.maximum(np.maximum(compute, load), store) + tiles * (a * acc + b)
+                      + fill)
+    return float(cycles) if np.ndim(cycles) == 0 else cycles
+
+
+class ShapeCosts:
+    """:func:`estimate` of every tile shape of a template (the tile and thread knobs, all it
+    reads), computed at once over the grid of their choices.
+
+    ``log_cost(rows, names)`` gives the log of each row's estimate (at least one cycle),
+    where ``rows`` hold choice indices of the knobs ``names`` (a tile knob left out has one
+    choice): the guided sampler scores its candidates so, by lookup, without building a
+    config. A shape found unable to run whatever its loop orders (:meth:`rule_out`) costs
+    ``inf`` from then on. ``ranked()`` is every shape, best estimate first (ties in the
+    knobs' product order)."""
+
+    def __init__(self, template: Any) -> None:
+        self.knobs = tuple(k for k in template.knobs if k.name in _TILE_KNOBS)
+        grid = np.meshgrid(*(np.array(k.choices) for k in self.knobs), indexing="ij")
+        self.grid = {k.name: g for k, g in zip(self.knobs, grid, strict=True)}
+        self.cycles = np.broadcast_to(estimate(template, self.grid),
+                                      tuple(len(k.choices) for k in self.knobs))
+        self._log = np.log(np.maximum(1.0, self.cycles))
+        self._position = [{c: i for i, c in enumerate(k.choices)} for k in self.knobs]
+        self._columns: dict[tuple[str, ...], tuple[int | None, ...]] = {}
+
+    def shape(self, index: int) -> dict[str, Any]:
+        """The tile shape at flat (product-order) ``index``."""
+        at = np.unravel_index(index, self.cycles.shape)
+        return {k.name: k.choices[i] for k, i in zip(self.knobs, at, strict=True)}
+
+    def ranked(self) -> np.ndarray:
+        """Flat indices of every shape, best estimate first (stable: product order)."""
+        return np.argsort(self.cycles, axis=None, kind="stable")
+
+    def log_cost(self, rows: np.ndarray, names: Sequence[str]) -> np.ndarray:
+        columns = self._columns.get(tuple(names))
+        if columns is None:
+            where = {name: j for j, name in enumerate(names)}
+            columns = self._columns[tuple(names)] = tuple(where.get(k.name) for k in self.knobs)
+        return self._log[tuple(0 if j is None else rows[:, j] for j in columns)]
+
+    def rule_out(self, config: dict[str, Any]) -> None:
+        """``config``'s tile shape cannot run (a rule decided by the shape alone failed)."""
+        self._log[tuple(p[config[k.name]] for p, k in zip(self._position, self.knobs,
+                                                            strict=True))] = np.inf
 
 
 def _first_legal(template: Any, base: dict[str, Any]) -> dict[str, Any] | None:
@@ -134,67 +188,53 @@ def _first_legal(template: Any, base: dict[str, Any]) -> dict[str, Any] | None:
         try:
             template.check(c)
         except IllegalSchedule as exc:
-            if exc.rule in ("tile_divides", "thread_split", "inp_capacity", "wgt_capacity",
-                            "acc_capacity", "tvm_vthread_inplace", "dma_pattern"):
+            if exc.rule in SHAPE_RULES:
                 return None  # decided before the orders: no order helps
             continue
         return c
     return None
 
 
-def _scored_bases(template: Any, limit: int) -> list[tuple[float, int, dict[str, Any]]]:
-    """Every tile shape (tile and thread knobs only), as (estimate, product index, shape),
-    best estimate first: no legality check yet (the estimate reads only these knobs)."""
-    tile = [k for k in template.knobs if k.name in _TILE_KNOBS]
-    names = [k.name for k in tile]
-    bases = (dict(zip(names, values, strict=True)) for values in
-             itertools.islice(itertools.product(*(k.choices for k in tile)), limit))
-    return sorted(((estimate(template, b), i, b) for i, b in enumerate(bases)),
-                  key=lambda eib: eib[:2])
-
-
-def ranked_tiles(template: Any, limit: int = 20000) -> Iterator[tuple[float, dict[str, Any]]]:
+def ranked_tiles(template: Any, costs: ShapeCosts | None = None
+                 ) -> Iterator[tuple[float, dict[str, Any]]]:
     """Legal tile shapes (each with its first legal loop orders), best estimate first,
     lazily: the shapes are ranked before any legality check, and only those taken are
-    checked.
-
-    Only the tile and thread knobs are enumerated (a few hundred to a few thousand shapes);
-    ``limit`` caps the enumeration for very large spaces."""
-    for e, _, b in _scored_bases(template, limit):
-        c = _first_legal(template, b)
+    checked."""
+    costs = costs or ShapeCosts(template)
+    for i in costs.ranked():
+        c = _first_legal(template, costs.shape(i))
         if c is not None:
-            yield e, c
+            yield float(costs.cycles.flat[i]), c
 
 
-def _layout(config: dict[str, Any]) -> tuple[int, int]:
-    return config.get("oc_nthread", 1), config.get("h_nthread", 1)
-
-
-def warm_starts(template: Any, n: int = WARM_STARTS, limit: int = 20000
+def warm_starts(template: Any, n: int = WARM_STARTS, costs: ShapeCosts | None = None
                 ) -> list[dict[str, Any]]:
     """The ``n`` best tile shapes by the estimate, preferring variety: the best of each
     thread layout first (in estimate order), then the next best overall."""
-    scored = _scored_bases(template, limit)
-    checked: dict[int, dict[str, Any] | None] = {}  # product index -> legal config or None
+    costs = costs or ShapeCosts(template)
+    order = costs.ranked()
+    checked: dict[int, dict[str, Any] | None] = {}  # flat index -> legal config or None
 
-    def legal(i: int, b: dict[str, Any]) -> dict[str, Any] | None:
+    def legal(i: int) -> dict[str, Any] | None:
         if i not in checked:
-            checked[i] = _first_legal(template, b)
+            checked[i] = _first_legal(template, costs.shape(i))
         return checked[i]
 
     # Each layout's best, scanning that layout's shapes only: a layout whose shapes all
     # rank low costs no legality check of the better shapes of the others.
-    firsts: list[dict[str, Any]] = []
-    done: set[tuple[int, int]] = set()
-    for _, i, b in scored:
-        if _layout(b) not in done and (c := legal(i, b)) is not None:
-            firsts.append(c)  # in estimate order
-            done.add(_layout(b))
-    picked = firsts
-    for _, i, b in scored:
+    layout = (costs.grid.get("oc_nthread", 1) * 8 + costs.grid.get("h_nthread", 1)
+              + np.zeros(costs.cycles.shape, dtype=int)).ravel()[order]
+    firsts: list[tuple[int, dict[str, Any]]] = []  # (rank, config)
+    for code in np.unique(layout):
+        for rank in np.flatnonzero(layout == code).tolist():
+            if (c := legal(int(order[rank]))) is not None:
+                firsts.append((rank, c))
+                break
+    picked = [c for _, c in sorted(firsts, key=lambda rc: rc[0])]  # in estimate order
+    for i in order.tolist():
         if len(picked) >= n:
             break
-        c = legal(i, b)
+        c = legal(i)
         if c is not None and c not in picked:
             picked.append(c)
     return picked[:n]

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import importlib.util
-import math
 import random
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -93,11 +92,15 @@ class GuidedSampler(optuna.samplers.TPESampler):
     - The driver warm-starts the study with the default schedule and the best few tile
       shapes by the cost model (``_prior.warm_starts``).
 
-    Speed (the sampler runs once per trial, beside a simulation of about a millisecond): the
-    model is Optuna's multivariate TPE evaluated as probability tables over the finite space
-    (``_parzen``), the trials are read incrementally, and the legality and cost-model verdicts
-    of a candidate are computed once per config and remembered (both are pure functions of
-    the config). Only the distinct, untried, legal candidates are scored.
+    Speed (the sampler runs once per trial, beside a simulation of under a millisecond):
+    the model is Optuna's multivariate TPE evaluated as probability tables over the finite
+    space (``_parzen``, sampled and scored by compiled loops), the trials are read
+    incrementally, the cost model is a table of every tile shape looked up per candidate,
+    and legality is asked in acquisition order, so only the candidates ranked above the
+    proposal are checked (the argmax over the legal candidates either way). The model of
+    the non-good trials holds the latest ``above_window`` of them (Optuna's weights over
+    those), so an ask costs the same at trial 300 and at trial 3000; studies shorter than
+    that are Optuna's TPE exactly.
 
     Without :meth:`bind` (e.g. a study loaded by hand) it is a plain multivariate TPE.
 
@@ -108,49 +111,54 @@ class GuidedSampler(optuna.samplers.TPESampler):
 
     def __init__(self, seed: int | None = None, *, parallel: bool = False,
                  n_startup_trials: int = 12, n_candidates: int = 64,
-                 prior_weight: float = 4.0, startup_pool: int = 8) -> None:
+                 prior_weight: float = 4.0, startup_pool: int = 8,
+                 above_window: int = 400) -> None:
         super().__init__(seed=seed, multivariate=True, constant_liar=parallel,
                          n_startup_trials=n_startup_trials, n_ei_candidates=n_candidates)
         self._accept: Callable[[dict[str, Any]], bool] | None = None
-        self._legal: Callable[[dict[str, Any]], bool] | None = None
         self._draw: Callable[[random.Random], dict[str, Any]] | None = None
-        self._prior: Callable[[dict[str, Any]], float] | None = None
+        self._log_cost: Callable[[np.ndarray, Sequence[str]], np.ndarray] | None = None
         self._prior_weight = prior_weight
         self._startup_pool = startup_pool
+        self._above_window = above_window
         self._py_rng = random.Random(seed)
         self._obs: Observations | None = None
-        self._verdicts: dict[tuple[int, ...], float | None] = {}  # row -> log prior | illegal
+        self._space: tuple[Any, FiniteSpace | None] = (None, None)  # (search space, as finite)
         self._good: tuple[Any, Mixture] | None = None  # (its inputs, the good trials' model)
 
     def bind(self, accept: Callable[[dict[str, Any]], bool],
              draw: Callable[[random.Random], dict[str, Any]],
-             prior: Callable[[dict[str, Any]], float] | None = None,
-             legal: Callable[[dict[str, Any]], bool] | None = None) -> None:
-        """``accept(params)``: legal and not tried (the caller's word, asked of the chosen
-        candidate); ``draw(rng)``: uniform params; ``prior(params)``: estimated cycles (lower
-        is better); ``legal(params)``: legal (pure: remembered per config). Without ``legal``
-        every candidate is asked ``accept``."""
-        self._accept, self._draw, self._prior, self._legal = accept, draw, prior, legal
-        self._verdicts.clear()
+             log_cost: Callable[[np.ndarray, Sequence[str]], np.ndarray] | None = None
+             ) -> None:
+        """``accept(params)``: legal and not tried (the caller's word, asked of candidates in
+        acquisition order until one passes); ``draw(rng)``: uniform params;
+        ``log_cost(rows, names)``: the log of each row's estimated cycles (lower is better;
+        inf: a config that cannot run, never asked of ``accept``), rows holding choice
+        indices of the knobs ``names``."""
+        self._accept, self._draw, self._log_cost = accept, draw, log_cost
 
-    def _random_accepted(self, tries: int = 2000) -> dict[str, Any]:
+    def _random_accepted(self, space: FiniteSpace | None = None,
+                         tries: int = 2000) -> dict[str, Any]:
         assert self._accept is not None and self._draw is not None
         pool = []
+        scored = self._log_cost is not None and space is not None
         for _ in range(tries):
             p = self._draw(self._py_rng)
             if self._accept(p):
                 pool.append(p)
-                if len(pool) >= self._startup_pool or self._prior is None:
+                if len(pool) >= self._startup_pool or not scored:
                     break
         if not pool:
             return {}  # nearly exhausted: the driver's unstick logic takes over
-        if self._prior is None:
+        if not scored:
             return pool[0]
-        return min(pool, key=self._prior)
+        assert self._log_cost is not None and space is not None
+        rows = np.array([space.encode(p) for p in pool], dtype=np.intp)
+        return pool[int(np.argmin(self._log_cost(rows, space.names)))]
 
     def _observations(self, study: Any, space: FiniteSpace) -> Observations:
         """The study's trials as rows, read incrementally (rebuilt if the space changes)."""
-        if self._obs is None or self._obs.space != space:
+        if self._obs is None or (self._obs.space is not space and self._obs.space != space):
             self._obs = Observations(space)
         self._obs.update(study._get_trials(deepcopy=False, use_cache=True),
                          lambda t: self._get_params(t, study))
@@ -160,17 +168,19 @@ class GuidedSampler(optuna.samplers.TPESampler):
                         search_space: dict[str, Any]) -> dict[str, Any]:
         if self._accept is None or not search_space:
             return super().sample_relative(study, trial, search_space)
-        space = FiniteSpace.of(search_space)
+        if search_space is not self._space[0]:  # the driver hands the same dict every ask
+            self._space = (search_space, FiniteSpace.of(search_space))
+        space = self._space[1]
         if space is None:  # not a vtatune codec's space: Optuna's TPE, then the filter
             return self._plain(study, trial, search_space)
         obs = self._observations(study, space)
         space = obs.space  # equal, and kept across asks with its decoding tables
         if obs.n < self._n_startup_trials:
-            return self._random_accepted()
+            return self._random_accepted(space)
         if obs.exotic:  # pruned or constrained trials: Optuna knows how to rank them
             return self._plain(study, trial, search_space)
         return (self._propose(trial, space, obs) or self._neighbour(space, obs)
-                or self._random_accepted())
+                or self._random_accepted(space))
 
     def _plain(self, study: Any, trial: Any, search_space: dict[str, Any]) -> dict[str, Any]:
         states = (TrialState.COMPLETE, TrialState.PRUNED)
@@ -181,54 +191,47 @@ class GuidedSampler(optuna.samplers.TPESampler):
         params = self._sample(study, trial, search_space)
         return params if self._accept(params) else self._random_accepted()
 
-    def _log_prior(self, row: tuple[int, ...], space: FiniteSpace) -> float | None:
-        """The candidate's log cost estimate (0 without a prior), None if illegal;
-        remembered per config when ``legal`` was bound."""
-        if row in self._verdicts:
-            return self._verdicts[row]
-        params = space.decode(row)
-        ok = (self._legal or self._accept)(params)  # type: ignore[misc]
-        verdict = None
-        if ok:
-            verdict = math.log(self._prior(params)) if self._prior and self._prior_weight \
-                else 0.0
-        if self._legal is not None:
-            if len(self._verdicts) >= 1 << 18:
-                self._verdicts.clear()
-            self._verdicts[row] = verdict
-        return verdict
+    def _scores(self, rows: np.ndarray, space: FiniteSpace) -> np.ndarray:
+        """The cost-model part of the acquisition: ``prior_weight`` x log estimated cycles."""
+        if self._log_cost is None or not self._prior_weight:
+            return np.zeros(len(rows))
+        return self._prior_weight * self._log_cost(rows, space.names)
+
+    def _first_accepted(self, rows: np.ndarray, acq: np.ndarray,
+                        space: FiniteSpace) -> dict[str, Any] | None:
+        """The candidate of highest ``acq`` that ``accept`` takes (ties: the first row),
+        asking in that order: the candidates below it are never checked, nor those at -inf
+        (a tile shape the cost model knows cannot run)."""
+        assert self._accept is not None
+        for i in np.argsort(-acq, kind="stable").tolist():
+            if acq[i] == -np.inf:
+                break
+            chosen = space.decode(rows[i])
+            if self._accept(chosen):
+                return chosen
+        return None
 
     def _propose(self, trial: Any, space: FiniteSpace,
                  obs: Observations) -> dict[str, Any] | None:
         """Optuna's multivariate TPE step over the legal, untried candidates, or None."""
-        assert self._accept is not None
         gamma = self._gamma or default_gamma
         p = self._parzen_estimator_parameters
         params = MixtureParams(p.prior_weight, p.consider_magic_clip, p.consider_endpoints,
                                p.weights)
         running = [(n, r) for n, r in obs.running.items() if n != trial.number] \
             if self._constant_liar else []
-        below, above = split(obs, gamma(obs.n), running)
+        below, above = split(obs, gamma(obs.n), running, self._above_window)
         good = self._good_mixture(below, space, params)
-        rows, log_priors, seen = [], [], set()
-        for row in map(tuple, good.sample(self._rng.rng, self._n_ei_candidates).tolist()):
-            if row in seen or row in obs.taken:
-                continue
-            seen.add(row)
-            lp = self._log_prior(row, space)
-            if lp is not None:
-                rows.append(row)
-                log_priors.append(lp)
-        if not rows:
+        drawn, codes = good.draw(self._rng.rng, self._n_ei_candidates)
+        # Distinct candidates in the order drawn, without the configs the study holds.
+        keep = [i for i, code in enumerate(codes.tolist()) if code not in obs.taken]
+        if not keep:
             return None
-        cand = np.array(rows, dtype=np.intp)
-        acq = good.log_pdf(cand) - Mixture(above, space, params).log_pdf(cand) \
-            - self._prior_weight * np.array(log_priors)
-        for i in np.argsort(-acq, kind="stable"):
-            chosen = space.decode(rows[i])
-            if self._accept(chosen):
-                return chosen
-        return None
+        cand = drawn[keep]
+        acq = good.log_pdf(cand) \
+            - Mixture(above, space, params).log_pdf(cand) \
+            - self._scores(cand, space)
+        return self._first_accepted(cand, acq, space)
 
     def _good_mixture(self, below: np.ndarray, space: FiniteSpace,
                       params: MixtureParams) -> Mixture:
@@ -252,13 +255,16 @@ class GuidedSampler(optuna.samplers.TPESampler):
                     [row[j] + d for d in (-1, 1, -2, 2) if 0 <= row[j] + d < dim.size]
                 for v in values:
                     near = row[:j] + (v,) + row[j + 1:]
-                    if near != row and near not in obs.taken:
-                        lp = self._log_prior(near, space)
-                        if lp is not None:
-                            pool.append((lp, near))
+                    if near != row and space.code(near) not in obs.taken:
+                        pool.append(near)
             self._py_rng.shuffle(pool)
-            for _, near in sorted(pool[: self._startup_pool], key=lambda c: c[0]):
-                chosen = space.decode(near)
-                if self._accept(chosen):
-                    return chosen
+            accepted = []
+            for near in pool:
+                if self._accept(space.decode(near)):
+                    accepted.append(near)
+                    if len(accepted) == self._startup_pool:
+                        break
+            if accepted:
+                rows = np.array(accepted, dtype=np.intp)
+                return space.decode(accepted[int(np.argmin(self._scores(rows, space)))])
         return None

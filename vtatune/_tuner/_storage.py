@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import functools
 import importlib.util
 import json
 import os
@@ -32,7 +33,6 @@ import time
 import uuid
 import warnings
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -44,6 +44,7 @@ from optuna.storages.journal import BaseJournalBackend, JournalStorage
 from optuna.trial import TrialState
 
 from ..errors import VtatuneError
+from ..records import GroupSync, env_seconds
 
 
 class StorageError(VtatuneError):
@@ -54,20 +55,13 @@ class StorageWarning(UserWarning):
     """Something the storage repaired or waited for (one line)."""
 
 
-def _env_seconds(name: str, default: float) -> float:
-    try:
-        return max(0.1, float(os.environ.get(name, default)))
-    except ValueError:
-        return default
-
-
 # How long a lost database connection is retried (waits 0.25 s doubling to 8 s) before the
 # worker gives up with one line. VTATUNE_OUTAGE_SECONDS overrides it.
-OUTAGE_SECONDS = _env_seconds("VTATUNE_OUTAGE_SECONDS", 60.0)
+OUTAGE_SECONDS = env_seconds("VTATUNE_OUTAGE_SECONDS", 60.0, 0.1)
 # Heartbeat of running trials; a trial silent for GRACE_FACTOR intervals belongs to a dead
 # worker and is failed. VTATUNE_HEARTBEAT_SECONDS overrides the interval (integer seconds
 # for RDB storages, as Optuna requires).
-HEARTBEAT_SECONDS = _env_seconds("VTATUNE_HEARTBEAT_SECONDS", 10.0)
+HEARTBEAT_SECONDS = env_seconds("VTATUNE_HEARTBEAT_SECONDS", 10.0, 0.1)
 GRACE_FACTOR = 3
 HEARTBEAT_ATTR = "vtatune:heartbeat"
 
@@ -83,12 +77,13 @@ class JournalFile(BaseJournalBackend):
     - the lock is ``flock`` on the journal itself, which the kernel releases when its owner
       dies: a killed worker never blocks the next one;
     - appends made inside :meth:`batch` are held (with the lock) and written in one checked
-      ``os.write`` when the batch ends, followed by an ``fsync`` unless every open batch
-      said ``durable=False`` (an ask: the trial it creates is visible to the other
-      processes at once, and the ``fsync`` of its tell makes both durable), possibly in the
-      background (a tell: the next write waits for it); outside a batch each append is
-      written and synced at once. Before writing, what other processes appended is read
-      first, so every process replays the operations in the file's order;
+      ``os.write`` when the batch ends; outside a batch each append is written at once.
+      The other processes see a write at once (the page cache); it reaches the disk by a
+      group commit (:class:`~vtatune.records.GroupSync`: an ``fsync`` when the last one is
+      :data:`~vtatune.records.SYNC_SECONDS` old, and on close) unless every open batch
+      said ``durable=False`` (an ask: its tell's write makes both durable). Before
+      writing, what other processes appended is read first, so every process replays the
+      operations in the file's order;
     - a write that fails or comes up short is truncated away and raises StorageError, so
       the file only ever holds whole records;
     - on open, a torn last record (a process killed mid-write by an older version, a full
@@ -107,9 +102,7 @@ class JournalFile(BaseJournalBackend):
         self._pending: list[bytes] = []
         self._depth = 0  # open batches
         self._sync_batch = False  # an open batch wants its write synced
-        self._sync_now = False  # ... before the batch ends (not in the background)
-        self._syncer: ThreadPoolExecutor | None = None
-        self._syncing: Future[None] | None = None  # a background fsync not waited for
+        self._sync = GroupSync()
         self._locked = False
         self._mutex = threading.RLock()
         with self._mutex:
@@ -196,60 +189,42 @@ class JournalFile(BaseJournalBackend):
                 self._write()
 
     @contextlib.contextmanager
-    def batch(self, durable: bool = True, background: bool = False) -> Iterator[None]:
-        """Hold appends (and the lock, once one is made) until the batch ends.
-
-        ``durable`` False: no ``fsync`` after the write unless an enclosing batch wants one.
-        ``background``: the ``fsync`` runs in a thread while the caller goes on (a worker
-        samples its next config meanwhile); this process's next write, :meth:`settle` and
-        :meth:`close` wait for it first and raise its error, so nothing more is written
-        before the batch is on disk."""
+    def batch(self, durable: bool = True) -> Iterator[None]:
+        """Hold appends (and the lock, once one is made) until the batch ends; ``durable``
+        False: this batch's write needs no ``fsync`` (an enclosing batch may still want
+        one)."""
         with self._mutex:
             self._depth += 1
             self._sync_batch |= durable
-            self._sync_now |= durable and not background
             try:
                 yield
             finally:
                 self._depth -= 1
                 if not self._depth:
-                    durable, now = self._sync_batch, self._sync_now
-                    self._sync_batch = self._sync_now = False
-                    self._write(durable, background=durable and not now)
+                    durable, self._sync_batch = self._sync_batch, False
+                    self._write(durable)
 
-    def settle(self) -> None:
-        """Wait for a background ``fsync`` (StorageError if it failed)."""
-        with self._mutex:
-            syncing, self._syncing = self._syncing, None
-            if syncing is not None:
-                try:
-                    syncing.result()
-                except OSError as exc:  # the records are whole: only their sync failed
-                    raise StorageError(f"cannot write journal {self.path}: "
-                                       f"{exc.strerror or exc}") from None
-
-    def _write(self, durable: bool = True, background: bool = False) -> None:
+    def _write(self, durable: bool = True) -> None:
         data, self._pending = b"".join(self._pending), []
         try:
             if data:
-                self.settle()
                 start = os.fstat(self._fd).st_size
                 try:
                     written = os.write(self._fd, data)
                     if written != len(data):
                         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-                    if durable and not background:
-                        os.fsync(self._fd)
                 except OSError as exc:
                     with contextlib.suppress(OSError):
                         os.ftruncate(self._fd, start)  # whole records only
                     raise StorageError(f"cannot write journal {self.path}: "
                                        f"{exc.strerror or exc}") from None
                 self._offset = start + len(data)
-                if durable and background:
-                    if self._syncer is None:
-                        self._syncer = ThreadPoolExecutor(1, "vtatune-journal-sync")
-                    self._syncing = self._syncer.submit(os.fsync, self._fd)
+                if durable:
+                    try:
+                        self._sync.wrote(self._fd)
+                    except OSError as exc:  # the records are whole: only their sync failed
+                        raise StorageError(f"cannot write journal {self.path}: "
+                                           f"{exc.strerror or exc}") from None
         finally:
             self._unlock()
 
@@ -257,14 +232,47 @@ class JournalFile(BaseJournalBackend):
         with self._mutex:
             if self._fd >= 0:
                 try:
-                    self.settle()
+                    self._sync.flush(self._fd)
+                except OSError as exc:
+                    raise StorageError(f"cannot write journal {self.path}: "
+                                       f"{exc.strerror or exc}") from None
                 finally:
-                    if self._syncer is not None:
-                        self._syncer.shutdown()
-                        self._syncer = None
                     self._unlock()
                     os.close(self._fd)
                     self._fd = -1
+
+
+def _by_identity(fn: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """``fn`` memoized per argument object (distributions compare slowly by value; a
+    study hands the same objects with every trial)."""
+    memo: dict[int, tuple[Any, Any]] = {}
+
+    def cached(arg: Any) -> Any:
+        hit = memo.get(id(arg))
+        if hit is not None and hit[0] is arg:
+            return hit[1]
+        if len(memo) >= 4096:
+            memo.clear()
+        out = fn(arg)
+        memo[id(arg)] = (arg, out)  # holding arg keeps its id from being reused
+        return out
+
+    cached.__wrapped__ = fn  # type: ignore[attr-defined]
+    return cached
+
+
+def _memoize_distribution_json() -> None:
+    """Optuna's journal turns every trial's distributions into JSON when it writes the
+    trial and back when it replays it (~60 µs a trial here, where every trial of a study
+    carries the same few distributions): memoize both conversions, pure functions of
+    immutable values, in the journal module that calls them."""
+    from optuna.storages.journal import _storage as journal
+
+    if not hasattr(journal.distribution_to_json, "__wrapped__"):
+        journal.distribution_to_json = _by_identity(journal.distribution_to_json)
+    if not hasattr(journal.json_to_distribution, "__wrapped__"):
+        journal.json_to_distribution = functools.lru_cache(maxsize=4096)(
+            journal.json_to_distribution)
 
 
 class HeartbeatJournalStorage(JournalStorage, BaseHeartbeat):
@@ -276,6 +284,7 @@ class HeartbeatJournalStorage(JournalStorage, BaseHeartbeat):
     """
 
     def __init__(self, backend: JournalFile, interval: float, grace: float) -> None:
+        _memoize_distribution_json()
         super().__init__(backend)
         self._interval, self._grace = interval, grace
         # One lock for the storage and its file: a batch holds the file's lock around
@@ -462,10 +471,8 @@ class Store:
     desc: str
     journal: JournalFile | None = None
 
-    def batch(self, durable: bool = True,
-              background: bool = False) -> contextlib.AbstractContextManager[None]:
-        return self.journal.batch(durable, background) if self.journal \
-            else contextlib.nullcontext()
+    def batch(self, durable: bool = True) -> contextlib.AbstractContextManager[None]:
+        return self.journal.batch(durable) if self.journal else contextlib.nullcontext()
 
     def feed(self, study_id: int) -> TrialFeed:
         """The trials of one study, read incrementally (see :class:`TrialFeed`)."""

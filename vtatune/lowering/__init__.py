@@ -23,7 +23,18 @@ from ..errors import IllegalSchedule
 from ..schedule import Schedule
 from ..workloads import Workload
 from ._emit import emit
-from ._plan import Context, Plan, context, input_pack, output_pack, plan, rules, shape_rules
+from ._plan import (
+    SHAPE_FIELDS,
+    SHAPE_RULES,
+    Context,
+    Plan,
+    context,
+    input_pack,
+    output_pack,
+    plan,
+    rules,
+    shape_rules,
+)
 
 
 @dataclass(frozen=True)
@@ -64,5 +75,5 @@ def lower(workload: Workload, schedule: Schedule, hw: HardwareConfig, bias: bool
     return Lowered(workload, schedule, hw, bias, program, p)
 
 
-__all__ = ["Context", "IllegalSchedule", "Lowered", "Plan", "check", "context",
-           "input_pack", "lower", "output_pack", "rules", "shape_rules"]
+__all__ = ["SHAPE_FIELDS", "SHAPE_RULES", "Context", "IllegalSchedule", "Lowered", "Plan",
+           "check", "context", "input_pack", "lower", "output_pack", "rules", "shape_rules"]

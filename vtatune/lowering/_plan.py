@@ -709,6 +709,21 @@ def shape_rules(ctx: Context) -> None:
             "fit the DRAM an instruction addresses")
 
 
+#: The schedule fields a tile shape is made of: every rule :func:`rules` checks before the
+#: micro-op kernels reads only these (and the workload, the hardware and the template's
+#: fixed fields); the kernels read the loop orders.
+SHAPE_FIELDS = ("tile_b", "tile_h", "tile_w", "tile_ci", "tile_co", "oc_nthread", "h_nthread",
+                "store")
+#: The rules :func:`rules` checks before any rule that reads a loop order. A schedule that
+#: fails one fails it, with the same message, whatever its loop orders: the verdict belongs
+#: to its tile shape (``SHAPE_FIELDS``). Keep in step with the order of the checks below.
+SHAPE_RULES = frozenset({
+    "tile_divides", "thread_split", "load_layout", "store_layout", "tvm_dense_tensorize",
+    "uop_kernel_keys", "group_thread_split", "group_tile", "tvm_output_padding",
+    "tvm_split_tail", "inp_capacity", "wgt_capacity", "acc_capacity", "tvm_vthread_inplace",
+    "dma_pattern"})
+
+
 def rules(ctx: Context, sch: Any, bias: bool = False) -> Facts:
     """Every legality rule of a schedule, in order; raises IllegalSchedule naming the first
     that fails. ``sch`` is a :class:`Schedule` or any object with its attributes."""

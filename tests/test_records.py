@@ -5,7 +5,15 @@ import json
 import pytest
 
 from vtatune.cli import main
-from vtatune.records import RecordWarning, RecordWriter, best_records, read_records, replay
+from vtatune.records import (
+    RecordPrefix,
+    RecordWarning,
+    RecordWriter,
+    best_records,
+    encode_record,
+    read_records,
+    replay,
+)
 from vtatune.tuner import tune
 from vtatune.workloads import GemmWorkload
 
@@ -131,3 +139,14 @@ def test_records_name_their_timing_model_and_older_ones_replay_without_false_mis
     old.write_text("\n".join(lines) + "\n")
     assert main(["replay", str(old)]) == 1
     assert "counters differ: gemm_counter" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("head, rest", [
+    ({"schema": 1, "hw": {"config": {"LOG_BATCH": 0}}, "seed": 7}, {"config": {"a": 1}}),
+    ({}, {"trial": 3}),
+    ({"schema": 1}, {}),
+])
+def test_a_record_prefix_encodes_as_the_whole_record(head, rest):
+    """A study's shared fields encoded once give the same line as the whole record."""
+    assert RecordPrefix(head).line(rest) == encode_record({**head, **rest})
+    assert json.loads(RecordPrefix(head).line(rest)) == {**head, **rest}

@@ -167,6 +167,26 @@ class GroupSync:
         self._synced_at = time.monotonic()
 
 
+def encode_record(record: dict[str, Any]) -> bytes:
+    """One log line: compact JSON (no NaN) and a newline."""
+    return (json.dumps(record, separators=(",", ":"), allow_nan=False) + "\n").encode()
+
+
+class RecordPrefix:
+    """The leading fields every record of a study shares (workload, hardware, study ...),
+    encoded once: :meth:`line` gives what :func:`encode_record` gives for the prefix's
+    fields followed by ``rest``'s."""
+
+    def __init__(self, fields: dict[str, Any]) -> None:
+        self._head = encode_record(fields)[:-2]  # without "}\n"
+
+    def line(self, rest: dict[str, Any]) -> bytes:
+        tail = encode_record(rest)
+        if self._head == b"{":
+            return tail
+        return self._head + (b"," + tail[1:] if tail != b"{}\n" else b"}\n")
+
+
 class RecordWriter:
     """Append-only JSON-lines writer: one ``os.write`` of one complete line per record.
 
@@ -199,10 +219,11 @@ class RecordWriter:
                     except OSError as exc:
                         raise LogError(f"cannot write log {self.path}: {exc.strerror}") from None
 
-    def write(self, record: dict[str, Any]) -> None:
-        """Append one line; a failed or short write (a full disk) is cut back off the file and
-        raises LogError, so the log never holds a partial record."""
-        data = (json.dumps(record, separators=(",", ":"), allow_nan=False) + "\n").encode()
+    def write(self, record: dict[str, Any] | bytes) -> None:
+        """Append one record (a dict, or a line :class:`RecordPrefix` encoded); a failed or
+        short write (a full disk) is cut back off the file and raises LogError, so the log
+        never holds a partial record."""
+        data = record if isinstance(record, bytes) else encode_record(record)
         start = os.fstat(self._fd).st_size
         try:
             written = os.write(self._fd, data)

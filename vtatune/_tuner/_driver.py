@@ -59,6 +59,7 @@ from .. import __version__
 from ..errors import IllegalSchedule, VtatuneError
 from ..lowering import SHAPE_RULES
 from ..records import (
+    RecordPrefix,
     RecordWriter,
     hw_fields,
     now,
@@ -131,6 +132,17 @@ class EntryCache(dict[Key, Entry]):
     def worst_ok(self) -> float | None:
         self._refresh()
         return self._worst
+
+
+@dataclass(frozen=True)
+class Asked:
+    """A trial this worker asked and has not told yet: its number, its storage id and, when
+    Optuna's ``study.ask`` made it, Optuna's Trial (the guided sampler's trials are created
+    and told through the storage directly)."""
+
+    number: int
+    trial_id: int
+    trial: optuna.trial.Trial | None = None
 
 
 @dataclass
@@ -253,6 +265,7 @@ class Search:
         self._synced: set[int] = set()  # finished trials already in the cache
         self._sync_from = 0  # every trial before this number is finished and synced
         self._synced_at = 0.0
+        self._others_seen: int | None = None  # the storage's others_mark at the last sync
         self._mine: set[int] = set()  # trial numbers this worker asked and has not told
         self._elsewhere: set[Key] = set()  # configs other workers are running
         self.stats = Stats()
@@ -284,12 +297,12 @@ class Search:
             self._guide(self.sampler)
         if self.sampler_name == "bruteforce":
             self._brute = template.legal_configs()
-        self._record_base = {
+        self._record_prefix = RecordPrefix({
             "schema": 1, "workload": self.problem["workload"], "hw": self.problem["hw"],
             "bias": bool(bias), "template": template.name, "space": template.space,
             "study": self.study_name, "study_id": self.study_id,
             "sampler": self.sampler_name, "seed": self.seed, "version": __version__,
-        }
+        })
 
     def _guide(self, sampler: GuidedSampler) -> None:
         """Bind the guided sampler to this study (legal + new filter, cost-model prior) and
@@ -345,12 +358,17 @@ class Search:
 
     def _sync(self, *, force: bool = True) -> None:
         """Catch up with the study: finished trials (earlier runs, other workers) join the
-        cache; the configs other workers are running are noted. Unless ``force``d, at most
-        every SYNC_SECONDS (each read is a few database queries; the claim before simulating
-        always reads)."""
+        cache; the configs other workers are running are noted. Not when the storage says no
+        other worker wrote since the last time (a journal knows); otherwise, unless
+        ``force``d, at most every SYNC_SECONDS (each read is a few database queries; the
+        claim before simulating always reads)."""
+        mark = self.store.others_mark()
+        if mark is not None and mark == self._others_seen:
+            return
         if not force and time.monotonic() - self._synced_at < SYNC_SECONDS:
             return
         self._synced_at = time.monotonic()
+        self._others_seen = mark  # taken before reading: a write after it is read next time
         elsewhere: set[Key] = set()
         trials = self._feed.read()
         # Trials before the first unfinished one were read already and cannot change: start
@@ -474,7 +492,7 @@ class Search:
             self.exhausted = True
         return None
 
-    def _ask(self) -> tuple[optuna.trial.Trial, Config] | None:
+    def _ask(self) -> tuple[Asked, Config] | None:
         fixed = self._next_fixed()
         if fixed is None and self._brute is not None:
             return None
@@ -498,7 +516,7 @@ class Search:
             self.store.storage.record_heartbeat(trial._trial_id)
         self._beats.add(trial._trial_id)
         self.stats.asks += 1
-        return trial, config
+        return Asked(trial.number, trial._trial_id, trial), config
 
     def _sample(self) -> dict[str, Any]:
         """The sampler's params for the next trial, as ``study.ask`` would get them (relative
@@ -533,7 +551,7 @@ class Search:
             study._thread_local.cached_all_trials = None
         return params
 
-    def _create(self, params: dict[str, Any]) -> tuple[optuna.trial.Trial, Config]:
+    def _create(self, params: dict[str, Any]) -> tuple[Asked, Config]:
         """A RUNNING trial holding ``params`` and its ``config`` attr, in one storage record
         (one locked write on a journal, not synced: its tell is)."""
         config = self.codec.from_params(params)
@@ -547,11 +565,11 @@ class Search:
             trial_id = storage.create_new_trial(self.study._study_id, template_trial=template)
             if self.store.journal is None:  # a journal's trial beats from its start time
                 storage.record_heartbeat(trial_id)
-        trial = optuna.trial.Trial(self.study, trial_id)
-        self._mine.add(trial.number)
+        asked = Asked(storage.get_trial_number_from_id(trial_id), trial_id)
+        self._mine.add(asked.number)
         self._beats.add(trial_id)
         self.stats.asks += 1
-        return trial, config
+        return asked, config
 
     def _unstick(self) -> None:
         """The sampler only wastes asks: queue an unevaluated legal config, or stop.
@@ -581,31 +599,41 @@ class Search:
             self._queue.append(pending[rng.randrange(len(pending))])
 
     # --- telling and logging --------------------------------------------------------------
-    def _record(self, trial: int, config: Config, ev: Any) -> dict[str, Any]:
-        return {**self._record_base, "config": config,
-                "schedule": self.template.to_schedule(config).to_dict(), **ev.as_dict(),
-                "trial": trial, "timestamp": now()}
+    def _record(self, trial: int, config: Config, ev: Any) -> bytes:
+        """The log line of a trial: the study's fields, then this trial's."""
+        return self._record_prefix.line({
+            "config": config, "schedule": self.template.to_schedule(config).to_dict(),
+            **ev.as_dict(), "trial": trial, "timestamp": now()})
 
-    def _tell(self, trial: optuna.trial.Trial, status: str, value: float | None,
-              cycles: int | None = None, rule: str | None = None) -> None:
+    def _tell(self, asked: Asked, status: str, value: float | None, cycles: int | None = None,
+              rule: str | None = None) -> None:
         """Finish a trial with its status (and cycles, rule) as user attrs; ``value`` None
-        fails it (a config another worker holds). One journal write."""
+        fails it (a config another worker holds). One journal write. A trial the guided
+        sampler asked is told through the storage (the TPE sampler's ``after_trial`` has
+        nothing to do); Optuna's own asks through Optuna's tell, for their samplers."""
+        storage = self.store.storage
         with self.store.batch():
-            trial.set_user_attr("status", status)
+            storage.set_trial_user_attr(asked.trial_id, "status", status)
             if cycles is not None:
-                trial.set_user_attr("cycles", cycles)
+                storage.set_trial_user_attr(asked.trial_id, "cycles", cycles)
             if rule is not None:
-                trial.set_user_attr("rule", rule)
+                storage.set_trial_user_attr(asked.trial_id, "rule", rule)
+            if asked.trial is None:
+                if value is None:
+                    storage.set_trial_state_values(asked.trial_id, TrialState.FAIL)
+                else:
+                    storage.set_trial_state_values(asked.trial_id, TrialState.COMPLETE,
+                                                   [float(value)])
             # Optuna's tell without the deep copy of the trial that study.tell returns
-            if value is None:
-                _tell_with_warning(self.study, trial, state=TrialState.FAIL)
+            elif value is None:
+                _tell_with_warning(self.study, asked.trial, state=TrialState.FAIL)
             else:
-                _tell_with_warning(self.study, trial, value)
-        self._mine.discard(trial.number)
-        self._beats.discard(trial._trial_id)
+                _tell_with_warning(self.study, asked.trial, value)
+        self._mine.discard(asked.number)
+        self._beats.discard(asked.trial_id)
 
-    def _tell_wasted(self, trial: optuna.trial.Trial, status: str, value: float) -> None:
-        self._tell(trial, status, value)
+    def _tell_wasted(self, asked: Asked, status: str, value: float) -> None:
+        self._tell(asked, status, value)
 
     def _fail_stale(self) -> None:
         if time.monotonic() >= self._next_stale:
@@ -623,7 +651,7 @@ class Search:
         best = self.best_entry()
         progress.update(self.done, int(best[1].value) if best else None)
         stop = _Interrupt()
-        asked: list[optuna.trial.Trial] = []
+        asked: list[Asked] = []
         try:
             with stop:
                 wasted_in_a_row = 0
@@ -638,8 +666,8 @@ class Search:
                     if room <= 0:
                         time.sleep(0.05)
                         continue
-                    batch: list[tuple[optuna.trial.Trial, Config, Key]] = []
-                    repeats: list[tuple[optuna.trial.Trial, Key]] = []
+                    batch: list[tuple[Asked, Config, Key]] = []
+                    repeats: list[tuple[Asked, Key]] = []
                     while len(batch) < room and not self.exhausted and not stop.flag:
                         got = self._ask()
                         if got is None:
@@ -697,7 +725,7 @@ class Search:
         finally:
             for trial in asked:  # asked but not finished (interrupted): leave no RUNNING trial
                 with contextlib.suppress(Exception):
-                    self.study.tell(trial, state=TrialState.FAIL)
+                    self.study.tell(trial.number, state=TrialState.FAIL)
             self._beats.close()
             self.interrupted = stop.flag
             progress.close()
@@ -715,8 +743,8 @@ class Search:
                                 "simulated here)"]
                                if others else []))
 
-    def _claim(self, batch: list[tuple[optuna.trial.Trial, Config, Key]],
-               asked: list[optuna.trial.Trial]) -> list[tuple[optuna.trial.Trial, Config, Key]]:
+    def _claim(self, batch: list[tuple[Asked, Config, Key]],
+               asked: list[Asked]) -> list[tuple[Asked, Config, Key]]:
         """Right before simulating, re-read the study: a config another worker finished or is
         running is given up (its trial told as a duplicate), so it is simulated once."""
         self._sync()
@@ -743,7 +771,7 @@ class Search:
         status = "illegal" if rule is not None else "error"
         writer.write(self._record(trial, config, Evaluation(status, rule=rule, error=str(exc))))
 
-    def _evaluate(self, batch: list[tuple[optuna.trial.Trial, Config, Key]],
+    def _evaluate(self, batch: list[tuple[Asked, Config, Key]],
                   writer: RecordWriter, parallel: Callable[..., list[Any]] | None) -> None:
         jobs = [(self.workload, self.template.to_schedule(c), self.hw, self.bias)
                 for _, c, _ in batch]

@@ -191,6 +191,7 @@ class Observations:
         # The BEST_KEPT best complete trials as sorted (value, number, position): TPE's good
         # set without sorting every value on every ask.
         self._best: list[tuple[float, int, int]] = []
+        self._best_positions: np.ndarray | None = None  # best(k) until the best change
 
     @property
     def rows(self) -> np.ndarray:
@@ -213,8 +214,10 @@ class Observations:
         order; None when more than :data:`BEST_KEPT` are asked for."""
         if k > BEST_KEPT:
             return None
-        return np.sort(np.array([position for _, _, position in self._best[:k]],
-                                dtype=np.intp))
+        if self._best_positions is None or len(self._best_positions) != k:
+            self._best_positions = np.sort(np.array(
+                [position for _, _, position in self._best[:k]], dtype=np.intp))
+        return self._best_positions
 
     def update(self, trials: Sequence[FrozenTrial],
                params_of: Callable[[FrozenTrial], dict[str, Any]] | None = None) -> None:
@@ -267,6 +270,7 @@ class Observations:
         if len(self._best) < BEST_KEPT or (value, number) < self._best[-1][:2]:
             bisect.insort(self._best, (value, number, self.n))
             del self._best[BEST_KEPT:]
+            self._best_positions = None
         self._rows[self.n] = row
         self._values[self.n] = value
         self._numbers[self.n] = number
@@ -386,19 +390,35 @@ def _model(rows: np.ndarray, order: np.ndarray, space_table: np.ndarray, sizes: 
 
 @njit(cache=True)
 def _log_pdf(points: np.ndarray, table: np.ndarray, at: np.ndarray, cols: np.ndarray,
-             keys: np.ndarray, weights: np.ndarray) -> np.ndarray:  # pragma: no cover
-    """log sum_k weights[k] prod_j table[at[j] + points[c, j] * cols[j] + keys[j, k]]."""
+             sizes: np.ndarray, keys: np.ndarray, weights: np.ndarray
+             ) -> np.ndarray:  # pragma: no cover - compiled
+    """log sum_k weights[k] prod_j table[at[j] + points[c, j] * cols[j] + keys[j, k]].
+
+    Each knob's probabilities are first gathered into a row per index over the kernels,
+    so a point's product runs along contiguous rows."""
     n_points, d = points.shape
     n_kernels = keys.shape[1]
+    first = np.empty(d, dtype=np.intp)  # knob j's rows start at first[j]
+    n_rows = 0
+    for j in range(d):
+        first[j] = n_rows
+        n_rows += sizes[j]
+    by_index = np.empty((n_rows, n_kernels))
+    for j in range(d):
+        keys_j = keys[j]
+        for v in range(sizes[j]):
+            base = at[j] + v * cols[j]
+            row = by_index[first[j] + v]
+            for k in range(n_kernels):
+                row[k] = table[base + keys_j[k]]
     out = np.empty(n_points)
     p = np.empty(n_kernels)
     for c in range(n_points):
         p[:] = weights
         for j in range(d):
-            base = at[j] + points[c, j] * cols[j]
-            keys_j = keys[j]
+            row = by_index[first[j] + points[c, j]]
             for k in range(n_kernels):
-                p[k] *= table[base + keys_j[k]]
+                p[k] *= row[k]
         total = 0.0
         for k in range(n_kernels):
             total += p[k]
@@ -453,6 +473,20 @@ def _draw(uniforms: np.ndarray, weights: np.ndarray, table: np.ndarray, at: np.n
     return rows[:kept], codes[:kept]
 
 
+@njit(cache=True)
+def _log_ratio(points: np.ndarray, good_table: np.ndarray, good_keys: np.ndarray,
+               good_weights: np.ndarray, rows: np.ndarray, order: np.ndarray,
+               weights: np.ndarray, space_table: np.ndarray, sizes: np.ndarray,
+               categorical: np.ndarray, at: np.ndarray, cols: np.ndarray, prior_weight: float,
+               magic_clip: bool, endpoints: bool) -> np.ndarray:  # pragma: no cover
+    """log l(x) - log g(x) of each point: l a built model, g the model of ``rows`` (built
+    here, in the same compiled call)."""
+    keys, table = _model(rows, order, space_table, sizes, categorical, at, cols, prior_weight,
+                         magic_clip, endpoints)
+    return _log_pdf(points, good_table, at, cols, sizes, good_keys, good_weights) \
+        - _log_pdf(points, table, at, cols, sizes, keys, weights)
+
+
 @functools.lru_cache(maxsize=1024)
 def _weights(weights: Callable[[int], np.ndarray], prior_weight: float, n: int) -> np.ndarray:
     """The kernels' weights, normalized: ``weights(n)`` for the trials, ``prior_weight``
@@ -485,11 +519,8 @@ class Mixture:
 
     def __init__(self, rows: np.ndarray, space: FiniteSpace, params: Params) -> None:
         self.weights = _weights(params.weights, params.prior_weight, len(rows))
-        self.space = space
-        # Optuna's sort (same kind, same dtype, one contiguous row per knob).
-        order = np.argsort(np.ascontiguousarray(rows[:, space.numeric_dims].T, dtype=float),
-                           axis=1)
-        self.keys, self.table = _model(rows, order, space.table, space.sizes,
+        self.space, self.params = space, params
+        self.keys, self.table = _model(rows, _order(rows, space), space.table, space.sizes,
                                        space.categorical, space.at, space.cols,
                                        params.prior_weight, params.consider_magic_clip,
                                        params.consider_endpoints)
@@ -516,7 +547,26 @@ class Mixture:
         """The mixture's log probability of each row."""
         points = np.ascontiguousarray(rows, dtype=np.intp)
         space = self.space
-        return _log_pdf(points, self.table, space.at, space.cols, self.keys, self.weights)
+        return _log_pdf(points, self.table, space.at, space.cols, space.sizes, self.keys,
+                        self.weights)
+
+    def log_ratio(self, points: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        """``log_pdf(points) - Mixture(rows, space, params).log_pdf(points)`` (TPE's
+        acquisition), the other model built and evaluated in one compiled call."""
+        space, params = self.space, self.params
+        return _log_ratio(np.ascontiguousarray(points, dtype=np.intp), self.table, self.keys,
+                          self.weights, rows, _order(rows, space),
+                          _weights(params.weights, params.prior_weight, len(rows)),
+                          space.table, space.sizes, space.categorical, space.at, space.cols,
+                          params.prior_weight, params.consider_magic_clip,
+                          params.consider_endpoints)
+
+
+def _order(rows: np.ndarray, space: FiniteSpace) -> np.ndarray:
+    """Each integer knob's centres in sorted order: Optuna's sort (same kind, same dtype,
+    one contiguous row per knob), so equal centres get their bandwidths as Optuna gives
+    them."""
+    return np.argsort(np.ascontiguousarray(rows[:, space.numeric_dims].T, dtype=float), axis=1)
 
 
 def split(obs: Observations, n_below: int,
@@ -539,11 +589,10 @@ def split(obs: Observations, n_below: int,
         best = np.sort(np.argsort(values, kind="stable")[:k])
     below = rows[best]
     # The rest, in order: of the latest (limit + k) positions, those not among the best.
-    tail = n if above_limit is None else min(n, above_limit + len(extra_above) + k)
-    rest = np.arange(n - tail, n)
-    is_best = np.zeros(n, dtype=bool)
-    is_best[best] = True
-    rest = rest[~is_best[rest]]
+    start = 0 if above_limit is None else max(0, n - above_limit - len(extra_above) - k)
+    keep = np.ones(n - start, dtype=bool)
+    keep[best[best >= start] - start] = False
+    rest = np.arange(start, n)[keep]
     above, above_numbers = rows[rest], numbers[rest]
     if extra_above:
         above_numbers = np.concatenate([above_numbers, [n for n, _ in extra_above]])

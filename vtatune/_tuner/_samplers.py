@@ -228,9 +228,7 @@ class GuidedSampler(optuna.samplers.TPESampler):
         if not keep:
             return None
         cand = drawn[keep]
-        acq = good.log_pdf(cand) \
-            - Mixture(above, space, params).log_pdf(cand) \
-            - self._scores(cand, space)
+        acq = good.log_ratio(cand, above) - self._scores(cand, space)
         return self._first_accepted(cand, acq, space)
 
     def _good_mixture(self, below: np.ndarray, space: FiniteSpace,

@@ -99,6 +99,7 @@ class JournalFile(BaseJournalBackend):
             raise StorageError(f"cannot open journal {self.path}: {exc.strerror}") from None
         self._logs: list[dict[str, Any]] = []
         self._offset = 0  # bytes of the file parsed into _logs
+        self._read = 0  # records read from the file: written by other processes (or before)
         self._pending: list[bytes] = []
         self._depth = 0  # open batches
         self._sync_batch = False  # an open batch wants its write synced
@@ -168,7 +169,16 @@ class JournalFile(BaseJournalBackend):
                     "damaged); the log holds every trial: move the journal away and run "
                     "again with --resume to rebuild the study from the log")
             self._logs.append(log)
+            self._read += 1
         self._offset += end
+
+    def others_mark(self) -> int:
+        """How many records other processes have appended (this process's own writes are
+        not read back): unchanged means no other worker did anything since."""
+        with self._mutex:
+            if not self._locked:
+                self._read_new()
+            return self._read
 
     # BaseJournalBackend
     def read_logs(self, log_number_from: int) -> list[dict[str, Any]]:
@@ -473,6 +483,11 @@ class Store:
 
     def batch(self, durable: bool = True) -> contextlib.AbstractContextManager[None]:
         return self.journal.batch(durable) if self.journal else contextlib.nullcontext()
+
+    def others_mark(self) -> int | None:
+        """A number that changes whenever another worker writes to the storage, or None
+        when the storage cannot tell (a database: read it)."""
+        return self.journal.others_mark() if self.journal else None
 
     def feed(self, study_id: int) -> TrialFeed:
         """The trials of one study, read incrementally (see :class:`TrialFeed`)."""

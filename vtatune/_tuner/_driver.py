@@ -257,6 +257,13 @@ class Search:
         self._direct = isinstance(self.sampler, GuidedSampler)
         self._relative_space = {name: d for name, d in sorted(self.distributions.items())
                                 if not d.single()}
+        self._single = {name: optuna.distributions._get_single_value(d)
+                        for name, d in self.distributions.items() if d.single()}
+        # The trial the sampler is asked for before it exists (see _sample).
+        self._pending = optuna.trial.FrozenTrial(
+            number=0, state=TrialState.RUNNING, value=None, datetime_start=datetime.now(),
+            datetime_complete=None, params={}, distributions={}, user_attrs={},
+            system_attrs={}, intermediate_values={}, trial_id=-1)
         interval = store.storage.get_heartbeat_interval() or HEARTBEAT_SECONDS
         self._beats = _Heartbeats(store.storage, interval)
         self._stale_every, self._next_stale = float(interval), time.monotonic() + interval
@@ -526,11 +533,8 @@ class Search:
         inference read) instead of copied whole."""
         study, sampler = self.study, self.sampler
         trials = self._feed.read()
-        pending = optuna.trial.FrozenTrial(
-            number=len(trials), state=TrialState.RUNNING, value=None,
-            datetime_start=datetime.now(), datetime_complete=None, params={},
-            distributions={}, user_attrs={}, system_attrs={}, intermediate_values={},
-            trial_id=-1)
+        pending = self._pending  # the samplers read its number (constant liar) only
+        pending.number = len(trials)
         study._thread_local.cached_all_trials = trials
         try:
             # Optuna's relative search space is the distributions every complete trial shares:
@@ -541,8 +545,8 @@ class Search:
             relative = sampler.sample_relative(study, pending, space) if space else {}
             params = {}
             for name, dist in self.distributions.items():
-                if dist.single():
-                    params[name] = optuna.distributions._get_single_value(dist)
+                if name in self._single:
+                    params[name] = self._single[name]
                 elif name in relative and name in space:
                     params[name] = relative[name]
                 else:

@@ -183,6 +183,7 @@ class Observations:
         self._numbers = np.empty(64, dtype=np.int64)
         self.n = 0
         self.taken: Counter[int] = Counter()
+        self.freed = 0  # how many times a config became free again (its trial failed)
         self.running: dict[int, tuple[int, ...]] = {}
         self.exotic = False
         self._seen = 0  # trials[:_seen] have been read once
@@ -241,6 +242,7 @@ class Observations:
             self.taken[code] -= 1
             if not self.taken[code]:
                 del self.taken[code]
+                self.freed += state == TrialState.FAIL  # free again (else taken back below)
         self.running.pop(number, None)
         if state == TrialState.FAIL:
             return

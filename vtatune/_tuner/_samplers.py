@@ -112,7 +112,7 @@ class GuidedSampler(optuna.samplers.TPESampler):
     def __init__(self, seed: int | None = None, *, parallel: bool = False,
                  n_startup_trials: int = 12, n_candidates: int = 64,
                  prior_weight: float = 4.0, startup_pool: int = 8,
-                 above_window: int = 400) -> None:
+                 above_window: int = 300) -> None:
         super().__init__(seed=seed, multivariate=True, constant_liar=parallel,
                          n_startup_trials=n_startup_trials, n_ei_candidates=n_candidates)
         self._accept: Callable[[dict[str, Any]], bool] | None = None
@@ -124,6 +124,8 @@ class GuidedSampler(optuna.samplers.TPESampler):
         self._py_rng = random.Random(seed)
         self._obs: Observations | None = None
         self._space: tuple[Any, FiniteSpace | None] = (None, None)  # (search space, as finite)
+        # (obs.freed when filled, best rows whose every neighbour a trial holds)
+        self._surrounded: tuple[int, set[int]] = (-1, set())
         self._good: tuple[Any, Mixture] | None = None  # (its inputs, the good trials' model)
 
     def bind(self, accept: Callable[[dict[str, Any]], bool],
@@ -156,6 +158,22 @@ class GuidedSampler(optuna.samplers.TPESampler):
         rows = np.array([space.encode(p) for p in pool], dtype=np.intp)
         return pool[int(np.argmin(self._log_cost(rows, space.names)))]
 
+    def _cheapest_random(self, space: FiniteSpace, obs: Observations) -> dict[str, Any] | None:
+        """TPE's candidates and the best configs' neighbours are all tried (late in a long
+        study): of ``n_candidates`` uniform draws not yet held, the cheapest by the cost
+        model that passes ``accept``, asked in cost order (a few legality checks, where the
+        best of ``startup_pool`` legal draws needs that many); None if none passes."""
+        if self._log_cost is None:
+            return None
+        # uniform rows: each knob's index uniform, as the driver's draw picks choices
+        rows = (self._rng.rng.random_sample((self._n_ei_candidates, len(space.dims)))
+                * space.sizes).astype(np.intp)
+        _, first = np.unique(rows @ space.radix, return_index=True)
+        rows = rows[np.sort(first)]
+        rows = rows[[code not in obs.taken for code in (rows @ space.radix).tolist()]]
+        return self._first_accepted(rows, -self._scores(rows, space), space) \
+            if len(rows) else None
+
     def _observations(self, study: Any, space: FiniteSpace) -> Observations:
         """The study's trials as rows, read incrementally (rebuilt if the space changes)."""
         if self._obs is None or (self._obs.space is not space and self._obs.space != space):
@@ -180,7 +198,7 @@ class GuidedSampler(optuna.samplers.TPESampler):
         if obs.exotic:  # pruned or constrained trials: Optuna knows how to rank them
             return self._plain(study, trial, search_space)
         return (self._propose(trial, space, obs) or self._neighbour(space, obs)
-                or self._random_accepted(space))
+                or self._cheapest_random(space, obs) or self._random_accepted(space))
 
     def _plain(self, study: Any, trial: Any, search_space: dict[str, Any]) -> dict[str, Any]:
         states = (TrialState.COMPLETE, TrialState.PRUNED)
@@ -245,24 +263,33 @@ class GuidedSampler(optuna.samplers.TPESampler):
         cost model among a few), or None: TPE's candidates all sit on tried points (its model
         has collapsed onto the best region)."""
         assert self._accept is not None
+        if self._surrounded[0] != obs.freed:  # a config became free again: look again
+            self._surrounded = (obs.freed, set())
+        surrounded = self._surrounded[1]
         for best in np.argsort(obs.values, kind="stable")[:3]:
-            row = tuple(int(x) for x in obs.rows[best])
-            pool = []
+            row = obs.rows[best].astype(np.int64)
+            if int(row @ space.radix) in surrounded:
+                continue
+            near = []  # one knob changed: every other choice, or +-1, +-2 along an index
             for j, dim in enumerate(space.dims):
-                values = range(dim.size) if dim.categorical else \
-                    [row[j] + d for d in (-1, 1, -2, 2) if 0 <= row[j] + d < dim.size]
-                for v in values:
-                    near = row[:j] + (v,) + row[j + 1:]
-                    if near != row and space.code(near) not in obs.taken:
-                        pool.append(near)
+                values = [v for v in range(dim.size) if v != row[j]] if dim.categorical \
+                    else [row[j] + d for d in (-1, 1, -2, 2) if 0 <= row[j] + d < dim.size]
+                block = np.repeat(row[None, :], len(values), axis=0)
+                block[:, j] = values
+                near.append(block)
+            rows = np.concatenate(near)
+            pool = [tuple(r) for r, code in zip(rows.tolist(), (rows @ space.radix).tolist(),
+                                                strict=True) if code not in obs.taken]
+            if not pool:  # every neighbour is held: it stays so while no config is freed
+                surrounded.add(int(row @ space.radix))
             self._py_rng.shuffle(pool)
             accepted = []
-            for near in pool:
-                if self._accept(space.decode(near)):
-                    accepted.append(near)
+            for candidate in pool:
+                if self._accept(space.decode(candidate)):
+                    accepted.append(candidate)
                     if len(accepted) == self._startup_pool:
                         break
             if accepted:
-                rows = np.array(accepted, dtype=np.intp)
-                return space.decode(accepted[int(np.argmin(self._scores(rows, space)))])
+                cand = np.array(accepted, dtype=np.intp)
+                return space.decode(accepted[int(np.argmin(self._scores(cand, space)))])
         return None

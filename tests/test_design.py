@@ -12,9 +12,12 @@ from simulator.resources import DEVICES, estimate
 from vtatune._design._inner import placed, vta_layers
 from vtatune._design._space import (
     BUFFERS,
+    KNOB_RANGES,
+    SHAPE_KNOBS,
     TVM_STOCK,
     infeasibility,
     maximal_configs,
+    nearest_feasible,
     shapes,
     stock,
     toolchain,
@@ -77,6 +80,33 @@ def test_maximal_configs_cannot_grow():
 
 def _design(cycles, hw):
     return Design(hw, estimate(hw), {}, cycles, 100)
+
+
+def test_nearest_feasible_design_of_any_proposal():
+    """NSGA-II's proposals are evaluated as the nearest feasible configuration: a feasible
+    proposal is itself, an over-budget one keeps its shape with smaller buffers, and any
+    proposal of the knobs' ranges maps to a configuration that can run ResNet-18."""
+    import random
+
+    board, device = "pynq", DEVICES["pynq"]
+    found, maximal = shapes("resnet18", board, REF), {}
+
+    def knobs(hw):
+        return {k: getattr(hw, k) for k in (*SHAPE_KNOBS, *BUFFERS)}
+
+    assert nearest_feasible(board, device, knobs(stock(board)), found, maximal) == stock(board)
+    huge = {**knobs(stock(board)), **dict.fromkeys(BUFFERS[1:], 22)}
+    assert infeasibility(HardwareConfig(target=board, **huge), device, "resnet18", REF)
+    fitted = nearest_feasible(board, device, huge, found, maximal)
+    assert (fitted.log_batch, fitted.log_block_in, fitted.log_block_out) == (0, 4, 4)
+    assert all(getattr(fitted, k) <= huge[k] for k in BUFFERS)
+    assert infeasibility(fitted, device, "resnet18", REF) is None
+    assert fitted in maximal_configs(board, device, (0, 4, 4))  # as big as it can be
+    rng = random.Random(0)
+    for _ in range(40):
+        proposal = {k: rng.randint(*KNOB_RANGES[k]) for k in (*SHAPE_KNOBS, *BUFFERS)}
+        hw = nearest_feasible(board, device, proposal, found, maximal)
+        assert hw is not None and infeasibility(hw, device, "resnet18", REF) is None, proposal
 
 
 def test_pareto_front_keeps_only_undominated():

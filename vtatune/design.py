@@ -13,7 +13,8 @@ Outer search: with ``objective="latency"`` an exhaustive walk over the maximal f
 buffer sizes of every (BATCH, BLOCK_IN, BLOCK_OUT), biggest tensor core first, skipping a
 shape whose compute floor (one GEMM micro-op per cycle) is already slower than the best
 design found; with ``objective="latency-area"`` Optuna's NSGA-II over all the knobs for
-``candidates`` feasible designs. Every evaluated design is a trial of one Optuna study
+``candidates`` feasible designs, each proposal evaluated as the feasible configuration
+nearest it (``nearest_feasible``). Every evaluated design is a trial of one Optuna study
 (``storage``, default a journal file in ``out``); ``resume`` continues it without
 re-evaluating a configuration, and each (task, hardware) keeps its own tuning log and study
 under ``out/tuning``, so nothing is tuned twice.
@@ -54,6 +55,7 @@ from ._design._space import (
     compute_floor,
     infeasibility,
     maximal_configs,
+    nearest_feasible,
     shape_label,
     shapes,
     smallest,
@@ -362,6 +364,9 @@ def _exhaustive(search: _Search, skipped: list[str], candidates: int) -> None:
 
 
 def _nsga(search: _Search, candidates: int) -> None:
+    """NSGA-II over the knobs; each proposal is evaluated as the feasible configuration
+    nearest it (:func:`nearest_feasible`), so no ask is spent on a design that cannot be
+    built, and the population is made of the designs evaluated."""
     import optuna
 
     found = shapes(search.network, search.board, search.reference)
@@ -370,14 +375,15 @@ def _nsga(search: _Search, candidates: int) -> None:
         values = sorted({shape[i] for shape in found})
         if values:
             dists[knob] = optuna.distributions.IntDistribution(values[0], values[-1])
+    maximal: dict[Any, list[HardwareConfig]] = {}
     asks = 0
     while len(search.designs()) < candidates + 1 and asks < 50 * candidates:
         batch = []
         for _ in range(search.jobs):
             trial = search.study.ask(dists)
             asks += 1
-            hw = HardwareConfig(target=search.board, **_knobs(trial.params)) \
-                if _valid(search.board, trial.params) else None
+            hw = nearest_feasible(search.board, search.device, _knobs(trial.params), found,
+                                  maximal)
             # The study records each configuration once, as the trial _add writes.
             search.study.tell(trial, state=optuna.trial.TrialState.PRUNED)
             if hw is not None:
@@ -391,16 +397,6 @@ def _knobs(params: dict[str, Any]) -> dict[str, int]:
         params = {**params, "log_block_in": params["log_block"],
                   "log_block_out": params["log_block"]}
     return {k: int(params[k]) for k in _KNOBS}
-
-
-def _valid(board: str, params: dict[str, Any]) -> bool:
-    from simulator.errors import VTAError
-
-    try:
-        HardwareConfig(target=board, **_knobs(params))
-    except VTAError:
-        return False
-    return True
 
 
 def _write(front: tuple[Design, ...], search: _Search, out: Path) -> None:

@@ -171,6 +171,43 @@ def smallest(board: str, shape: Shape) -> HardwareConfig:
     return replace(hw, **sizes)
 
 
+def nearest_feasible(board: str, device: Device, knobs: dict[str, int], found: list[Shape],
+                     maximal: dict[Shape, list[HardwareConfig]]) -> HardwareConfig | None:
+    """The feasible configuration nearest ``knobs`` (an outer search's proposal), or None
+    when no shape of ``found`` has one.
+
+    The nearest shape of ``found`` (the shapes that run the network, most MACs first; L1
+    distance in log2 steps, ties to the earlier), then its buffers: raised to the smallest a
+    design may have (:func:`smallest`) and lowered into the feasible region, which holds
+    every configuration below one of the shape's maximal ones (``maximal``, filled on
+    demand with :func:`maximal_configs`: smaller buffers need fewer index bits and block
+    RAMs): of the proposal clipped under each maximal configuration, the nearest (L1)."""
+    shape = tuple(knobs[k] for k in SHAPE_KNOBS)
+    for near in sorted(found, key=lambda s: sum(abs(a - b) for a, b in zip(s, shape,
+                                                                         strict=True))):
+        if near not in maximal:
+            maximal[near] = maximal_configs(board, device, near)
+        if not maximal[near]:
+            continue
+        floor = smallest(board, near)
+        wanted = [max(knobs[k], getattr(floor, k)) for k in BUFFERS]
+        best: tuple[int, HardwareConfig] | None = None
+        for top in maximal[near]:
+            sizes = [min(w, getattr(top, k)) for w, k in zip(wanted, BUFFERS, strict=True)]
+            try:
+                hw = replace(top, **dict(zip(BUFFERS, sizes, strict=True)))
+            except VTAError:
+                continue
+            if _hardware_reason(hw, device) is not None:
+                continue
+            distance = sum(abs(a - b) for a, b in zip(sizes, wanted, strict=True))
+            if best is None or distance < best[0]:
+                best = (distance, hw)
+        if best is not None:
+            return best[1]
+    return None
+
+
 def _span(knob: str) -> tuple[int, int]:
     lo, hi = KNOB_RANGES[knob]
     return lo, hi + 1

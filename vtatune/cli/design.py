@@ -46,7 +46,8 @@ def register(sub: Any) -> None:
                    help="legal schedules tuned per layer on each design (default 20)")
     p.add_argument("--objective", choices=OBJECTIVES, default="latency",
                    help="latency: exhaustive over the largest buffers of each shape; "
-                        "latency-area: NSGA-II over every knob (default latency)")
+                        "latency-area: NSGA-II over every knob, each proposal evaluated as "
+                        "the nearest feasible design (default latency)")
     p.add_argument("--candidates", type=int, metavar="N",
                    help="at most N designs besides the stock one (default: the whole "
                         "exhaustive walk for latency, 24 for latency-area)")

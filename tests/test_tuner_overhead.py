@@ -108,3 +108,22 @@ def test_group_commit_syncs_at_most_every_interval_and_on_close(tmp_path, monkey
     writer = records.RecordWriter(tmp_path / "empty.jsonl")
     writer.close()
     assert len(synced) == 3  # nothing written: nothing to sync
+
+
+def test_the_heap_is_frozen_only_while_the_study_runs(tmp_path, monkeypatch):
+    """Full garbage collections scan only what the loop allocates (the objects from before
+    it are frozen), and everything is unfrozen when it ends."""
+    import gc
+
+    frozen = []
+    simulate = _driver.simulate
+
+    def noting(*args):
+        frozen.append(gc.get_freeze_count())
+        return simulate(*args)
+
+    monkeypatch.setattr(_driver, "simulate", noting)
+    before = gc.get_freeze_count()
+    tune("conv2d", trials=3, seed=0, log=tmp_path / "t.jsonl")
+    assert len(frozen) == 3 and min(frozen) > before
+    assert gc.get_freeze_count() == before

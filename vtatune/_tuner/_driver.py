@@ -38,6 +38,7 @@ Why the loop looks like this:
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import random
 import secrets
@@ -203,6 +204,33 @@ class _Heartbeats:
         self._thread, self._stop = None, threading.Event()
         # A study run again (a network's task, round after round) beats again.
         self._thread, self._stop = None, threading.Event()
+
+
+_frozen_lock = threading.Lock()
+_frozen_depth = 0
+
+
+@contextlib.contextmanager
+def _heap_frozen() -> Iterator[None]:
+    """Python's full garbage collections, while a study runs, scan only what it allocates.
+
+    A full collection walks every tracked object: the imports (numba, Optuna, numpy) alone
+    are ~150k, 60-80 ms a walk, and one falls inside a 200-trial study now and then. The
+    objects that exist before the loop are frozen (``gc.freeze``) and unfrozen when the
+    outermost loop ends, so nothing is lost: garbage made before the loop is collected after
+    it."""
+    global _frozen_depth
+    with _frozen_lock:
+        if _frozen_depth == 0:
+            gc.freeze()
+        _frozen_depth += 1
+    try:
+        yield
+    finally:
+        with _frozen_lock:
+            _frozen_depth -= 1
+            if _frozen_depth == 0:
+                gc.unfreeze()
 
 
 def _quietly(fn: Callable[..., Any], *args: Any) -> Any:
@@ -657,7 +685,7 @@ class Search:
         stop = _Interrupt()
         asked: list[Asked] = []
         try:
-            with stop:
+            with stop, _heap_frozen():
                 wasted_in_a_row = 0
                 unstuck = False
                 while self.done < self.target and not self.exhausted and not stop.flag:

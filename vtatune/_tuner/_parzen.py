@@ -210,6 +210,13 @@ class Observations:
     def in_order(self) -> bool:
         return self._in_order
 
+    def ranked(self, k: int) -> np.ndarray:
+        """Positions of the ``k`` best complete trials, best first (ties by trial number)."""
+        if k <= BEST_KEPT and self._in_order:
+            return np.array([position for _, _, position in self._best[:k]], dtype=np.intp)
+        order = np.argsort(self.numbers, kind="stable")
+        return order[np.argsort(self.values[order], kind="stable")[:k]]
+
     def best(self, k: int) -> np.ndarray | None:
         """Positions of the ``k`` best complete trials (ties by trial number), in position
         order; None when more than :data:`BEST_KEPT` are asked for."""

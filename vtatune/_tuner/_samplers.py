@@ -124,7 +124,7 @@ class GuidedSampler(optuna.samplers.TPESampler):
         self._py_rng = random.Random(seed)
         self._obs: Observations | None = None
         self._space: tuple[Any, FiniteSpace | None] = (None, None)  # (search space, as finite)
-        # (obs.freed when filled, best rows whose every neighbour a trial holds)
+        # (obs.freed when filled, best rows whose every neighbour is held or cannot run)
         self._surrounded: tuple[int, set[int]] = (-1, set())
         self._good: tuple[Any, Mixture] | None = None  # (its inputs, the good trials' model)
 
@@ -266,7 +266,7 @@ class GuidedSampler(optuna.samplers.TPESampler):
         if self._surrounded[0] != obs.freed:  # a config became free again: look again
             self._surrounded = (obs.freed, set())
         surrounded = self._surrounded[1]
-        for best in np.argsort(obs.values, kind="stable")[:3]:
+        for best in obs.ranked(3):
             row = obs.rows[best].astype(np.int64)
             if int(row @ space.radix) in surrounded:
                 continue
@@ -280,9 +280,10 @@ class GuidedSampler(optuna.samplers.TPESampler):
             rows = np.concatenate(near)
             pool = [tuple(r) for r, code in zip(rows.tolist(), (rows @ space.radix).tolist(),
                                                 strict=True) if code not in obs.taken]
-            if not pool:  # every neighbour is held: it stays so while no config is freed
-                surrounded.add(int(row @ space.radix))
             self._py_rng.shuffle(pool)
+            if pool:  # a shape the cost model knows cannot run fails accept: skip it unasked
+                pool = [c for c, cost in zip(pool, self._scores(np.array(pool), space),
+                                             strict=True) if cost != np.inf]
             accepted = []
             for candidate in pool:
                 if self._accept(space.decode(candidate)):
@@ -292,4 +293,7 @@ class GuidedSampler(optuna.samplers.TPESampler):
             if accepted:
                 cand = np.array(accepted, dtype=np.intp)
                 return space.decode(accepted[int(np.argmin(self._scores(cand, space)))])
+            # Every neighbour is held or cannot run: it stays so until a config is freed (a
+            # neighbour another worker runs now ends held, or failed, which frees it).
+            surrounded.add(int(row @ space.radix))
         return None

@@ -9,13 +9,16 @@ this module builds those tables instead of drawing and integrating normals point
 
 The model is Optuna's own (``TPESampler`` with ``multivariate=True``): the same split of the
 trials by ``gamma``, the same ``weights``, the prior kernel with ``prior_weight``, the same
-bandwidths (neighbour gaps, magic clip, endpoints) and categorical kernels. Kernel tables are
-exact up to ``math.erfc``; a kernel's table depends only on its centre and bandwidth, which
-take few values (centres are indices, gaps are multiples of half a step), so tables come from
-a cache indexed by (bandwidth code, centre) and an ask does no ``erf`` at all.
+bandwidths (neighbour gaps, magic clip, endpoints, Optuna's sort for equal centres) and
+categorical kernels, and the same draws from the same random state. A kernel's table depends
+only on its centre and bandwidth, which take few values (centres are indices, gaps are
+multiples of half a step), so the tables are computed once per space, bar the magic-clip
+minimum's and the categorical ones, which depend on the number of kernels (see the kernels'
+comment). A model's keys, its draws and its densities are compiled loops (numba).
 
 :class:`Observations` collects the finished trials incrementally (each trial is read once,
-plus the unfinished ones again until they finish), instead of every trial on every ask.
+plus the unfinished ones again until they finish) and keeps the best ones ranked, instead of
+collecting and sorting every trial on every ask.
 """
 
 from __future__ import annotations

@@ -49,17 +49,22 @@ WIDE = {
 }
 
 
-@pytest.mark.parametrize("n", [0, 1, 2, 3, 10, 25, 40])
-def test_mixture_equals_optunas_parzen_estimator(n):
-    """Same log density as Optuna's estimator (default weights, prior, magic clip, step).
-
-    Integer centres are distinct per knob here: Optuna breaks ties between equal centres by
-    an unstable sort, ``_parzen`` by trial order; both are valid, they only differ there."""
+def _distinct_centres(n: int):
+    """(space, n rows, the rng that drew them) of WIDE with distinct centres per integer
+    knob: with equal centres, which kernel gets which bandwidth follows the sort's order of
+    ties (``_parzen`` sorts as Optuna does, but the comparison would rest on that)."""
     space = FiniteSpace.of(WIDE)
     rng = np.random.default_rng(n)
     rows = np.stack([rng.integers(0, d.size, n) if d.categorical or d.size == 1
                      else rng.permutation(d.size)[:n] for d in space.dims],
                     axis=1).astype(np.int16)
+    return space, rows, rng
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 3, 10, 25, 40])
+def test_mixture_equals_optunas_parzen_estimator(n):
+    """Same log density as Optuna's estimator (default weights, prior, magic clip, step)."""
+    space, rows, rng = _distinct_centres(n)
     mine = Mixture(rows, space, Params(1.0, True, False, default_weights))
     theirs = _optuna(rows, space, default_weights)
     points = np.stack([rng.integers(0, d.size, 500) for d in space.dims], axis=1)
@@ -73,11 +78,7 @@ def test_mixture_equals_optunas_parzen_estimator(n):
 def test_mixture_draws_what_optunas_estimator_draws(n):
     """The same rows as Optuna's estimator from the same random state (distinct centres), and
     ``draw`` keeps the first of equal rows with their codes."""
-    space = FiniteSpace.of(WIDE)
-    rng = np.random.default_rng(n)
-    rows = np.stack([rng.integers(0, d.size, n) if d.categorical or d.size == 1
-                     else rng.permutation(d.size)[:n] for d in space.dims],
-                    axis=1).astype(np.int16)
+    space, rows, _ = _distinct_centres(n)
     mine = Mixture(rows, space, Params(1.0, True, False, default_weights))
     theirs = _optuna(rows, space, default_weights).sample(np.random.RandomState(7), 300)
     expected = np.stack([theirs[d.name] if d.categorical else (theirs[d.name] - d.low) / d.step

@@ -11,13 +11,15 @@ How a block runs:
 - ```` ```text ```` (usage synopses, sample output) and any other language: not run.
 
 Marking a block: an HTML comment on the line just above its opening fence (GitHub does not
-show it). There are two markers:
+show it). There are three markers:
 
 - ``<!-- readme-test: slow (why) -->``: too long for the fast suite (a benchmark, the whole
   test suite, many 200-trial studies); it runs only with ``python -m pytest -m slow``.
 - ``<!-- readme-test: trials N (why) -->``: runs with every ``--trials <n>`` (and
   ``trials=<n>``) replaced by N, for a tuning example whose full length adds nothing the
   fast suite does not already cover.
+- ``<!-- readme-test: clone (why) -->``: runs only in ``test_two_commands_in_a_fresh_clone``
+  (the test command: the suite is in the clone, not in a temporary directory).
 
 Anyone adding a README block: make it run as written in a fresh directory in a few seconds,
 or mark it slow. ``test_two_commands_in_a_fresh_clone`` (slow) runs the README's two
@@ -64,7 +66,7 @@ def readme_blocks(text: str) -> list[tuple[int, str, str, str | None]]:
 BLOCKS = readme_blocks(README.read_text())
 RUNNABLE = [pytest.param(code, lang, mark, id=f"README.md:{line}-{lang}",
                          marks=[pytest.mark.slow] if mark == "slow" else [])
-            for line, lang, code, mark in BLOCKS if lang in RUN]
+            for line, lang, code, mark in BLOCKS if lang in RUN and mark != "clone"]
 
 
 def _env(pythonpath: Path) -> dict[str, str]:
@@ -73,7 +75,7 @@ def _env(pythonpath: Path) -> dict[str, str]:
 
 def test_blocks_are_found_and_marks_known():
     assert len(RUNNABLE) >= 8
-    assert all(mark is None or mark == "slow" or mark.startswith("trials ")
+    assert all(mark is None or mark in ("slow", "clone") or mark.startswith("trials ")
                for _, _, _, mark in BLOCKS)
     assert {lang for _, lang, _, _ in BLOCKS} <= {"sh", "python", "text"}
 

@@ -494,6 +494,7 @@ class Search:
                 continue  # a config this template version no longer has
         with self.store.batch():
             self.study.add_trials([t for *_, t in trials])
+        self._others_seen = None  # our own writes: read them (the mark counts others' only)
         self._sync()
         for k, status, value, _ in trials:
             self.cache.setdefault(k, Entry(status, value, -1))

@@ -71,12 +71,16 @@ def workload(label: str) -> Any:
 def tuner_hash() -> str:
     """Runs are redone when the tuner's source or the timing model (its rules' source and
     the default profile's fingerprint) changes."""
+    import simulator.timing
+    import vtatune.tuner
     from simulator.hardware import DEFAULT
     from simulator.timing import TimingProfile
 
     h = hashlib.sha256(TimingProfile.for_hw(DEFAULT).fingerprint().encode())
-    files = sorted((ROOT / "vtatune" / "_tuner").glob("*.py")) + [ROOT / "vtatune" / "tuner.py",
-                                                                 ROOT / "simulator" / "timing.py"]
+    # the sources of the packages imported (this script may run from a copy of scripts/)
+    tuner = Path(vtatune.tuner.__file__)
+    files = sorted((tuner.parent / "_tuner").glob("*.py")) + [tuner,
+                                                             Path(simulator.timing.__file__)]
     for f in files:
         h.update(f.read_bytes())
     return h.hexdigest()[:12]

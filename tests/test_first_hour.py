@@ -299,7 +299,7 @@ def test_engines_to_compile_reads_numbas_cache_index(tmp_path, monkeypatch):
 
     lazy = _jit._Lazy.__new__(_jit._Lazy)
     lazy.py_func, lazy.options = engine.kernel, {"cache": True}
-    monkeypatch.setitem(_jit._PENDING, "engine", [lazy])
+    monkeypatch.setattr(_jit, "_PENDING", {"engine": [lazy]})  # this module alone
     monkeypatch.delenv("NUMBA_CACHE_DIR", raising=False)
     assert _jit.engines_to_compile() == ["engine.kernel"]
     tag = f"py{sys.version_info.major}{sys.version_info.minor}"

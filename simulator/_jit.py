@@ -45,7 +45,7 @@ def njit(**options: Any):
 def engines_to_compile() -> list[str]:
     """The marked, not yet compiled functions of the imported modules that numba's on-disk
     cache does not hold (``__pycache__/<file>.<function>-<line>.py<version>.nbi``): the
-    first run after install compiles them (about 10 s). Cheap: looks for files only. Empty
+    first run after install compiles them (about 10-15 s). Cheap: looks for files only. Empty
     when ``NUMBA_CACHE_DIR`` moves the cache elsewhere (not guessed)."""
     if os.environ.get("NUMBA_CACHE_DIR"):
         return []

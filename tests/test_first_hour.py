@@ -283,7 +283,7 @@ def test_compile_notice_when_the_engines_are_not_cached(monkeypatch, capsys):
 
     monkeypatch.setattr(simulator, "engines_to_compile", lambda: ["simulator.timing._engine"])
     say_if_compiling()
-    assert "compiling the simulator engines" in capsys.readouterr().err
+    assert "compiling the engines" in capsys.readouterr().err
     monkeypatch.setattr(simulator, "engines_to_compile", lambda: [])
     say_if_compiling()
     assert capsys.readouterr().err == ""

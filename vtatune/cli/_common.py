@@ -179,8 +179,9 @@ def warnings_one_line() -> None:
 
 
 def say_if_compiling() -> None:
-    """One line on stderr when this run will compile the simulator engines (the first run
-    after install, ~10 s): the wait is then explained, not silent."""
+    """One line on stderr when this run will compile engines (the first run after install:
+    the simulator's, and the guided sampler's once the tuner is imported, 10-15 s): the
+    wait is then explained, not silent."""
     import simulator.functional  # noqa: F401  (importing registers their compiled engines)
     import simulator.timing  # noqa: F401
     from simulator import engines_to_compile
@@ -188,5 +189,5 @@ def say_if_compiling() -> None:
     from ..lowering import _runtime  # noqa: F401
 
     if engines_to_compile():
-        print("vtatune: compiling the simulator engines (once after install, about 10 s)...",
+        print("vtatune: compiling the engines (once after install, 10-15 s)...",
               file=sys.stderr, flush=True)

@@ -7,7 +7,14 @@ import json
 import math
 from typing import Any
 
-from ._common import UsageError, add_command, add_hw_flag, add_study_flags, warnings_one_line
+from ._common import (
+    UsageError,
+    add_command,
+    add_hw_flag,
+    add_study_flags,
+    say_if_compiling,
+    warnings_one_line,
+)
 
 _DESCRIPTION = (
     "Tune a whole network: a catalogue network by name or an ONNX model file. Each layer VTA "
@@ -75,6 +82,7 @@ def cmd_network(args: argparse.Namespace) -> int:
         for name, spec in NETWORKS.items():
             print(f"{name:<{width}}  {spec.source}")
         return 0
+    say_if_compiling()
     for flag in ("batch", "trials", "trials_per_task", "round_trials", "warmup_trials",
                  "jobs"):
         v = getattr(args, flag)

@@ -47,7 +47,7 @@ def counted(monkeypatch):
     monkeypatch.setattr(_storage.os, "fsync", counting_fsync)
     monkeypatch.setattr(_driver, "simulate", snapshot)
     monkeypatch.setattr(_driver, "SYNC_SECONDS", 0.0)
-    monkeypatch.setattr(records, "SYNC_SECONDS", 0.0)
+    monkeypatch.setattr(records, "FSYNC_SECONDS", 0.0)
     monkeypatch.setattr(_driver.Search, "_fail_stale", lambda self: None)
     return snapshots
 
@@ -63,7 +63,7 @@ def test_storage_calls_per_trial_do_not_grow_with_the_study(tmp_path, counted):
     assert early == late  # the same calls, method by method, for 30 trials at 30 and at 170
     n = WINDOWS[0][1] - WINDOWS[0][0]
     assert early["get_all_trials"] == 0  # nothing reads the whole study per trial
-    # asks are not synced; each tell and each log line is (every time, at SYNC_SECONDS 0)
+    # asks are not synced; each tell and each log line is (every time, at FSYNC_SECONDS 0)
     assert early["create_new_trial"] == n and early["fsync"] == 2 * n
     assert "set_trial_param" not in early  # params come with the trial
 
@@ -91,13 +91,13 @@ def test_resilient_storage_passes_every_call_through():
 
 
 def test_group_commit_syncs_at_most_every_interval_and_on_close(tmp_path, monkeypatch):
-    """A log written faster than SYNC_SECONDS is fsynced on its first record, then not until
+    """A log written faster than FSYNC_SECONDS is fsynced on its first record, then not until
     the interval has passed, and once more when closed: nothing written is left unsynced."""
     synced = []
     monkeypatch.setattr(records.os, "fsync", synced.append)
     clock = [100.0]
     monkeypatch.setattr(records.time, "monotonic", lambda: clock[0])
-    monkeypatch.setattr(records, "SYNC_SECONDS", 1.0)
+    monkeypatch.setattr(records, "FSYNC_SECONDS", 1.0)
     writer = records.RecordWriter(tmp_path / "g.jsonl")
     for _ in range(6):
         writer.write({"a": 1})

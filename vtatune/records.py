@@ -137,14 +137,14 @@ def env_seconds(name: str, default: float, minimum: float = 0.0) -> float:
 #: is written at least this long after its last sync, and when it is closed. A killed
 #: process loses nothing (every record goes out whole, in one system call, into the page
 #: cache the next process reads); a power loss or an OS crash loses at most the records of
-#: the last interval, which a resumed study simply simulates again. ``VTATUNE_SYNC_SECONDS``
+#: the last interval, which a resumed study simply simulates again. ``VTATUNE_FSYNC_SECONDS``
 #: changes it (0: every record).
-SYNC_SECONDS = env_seconds("VTATUNE_SYNC_SECONDS", 1.0)
+FSYNC_SECONDS = env_seconds("VTATUNE_FSYNC_SECONDS", 1.0)
 
 
 class GroupSync:
     """Group commit for one file descriptor: :meth:`wrote` after each durable write fsyncs
-    it when the last sync is :data:`SYNC_SECONDS` old, :meth:`flush` on close (an
+    it when the last sync is :data:`FSYNC_SECONDS` old, :meth:`flush` on close (an
     ``OSError`` of ``os.fsync`` is the caller's to report)."""
 
     def __init__(self) -> None:
@@ -152,7 +152,7 @@ class GroupSync:
         self._dirty = False
 
     def wrote(self, fd: int) -> None:
-        if time.monotonic() - self._synced_at >= SYNC_SECONDS:
+        if time.monotonic() - self._synced_at >= FSYNC_SECONDS:
             self._sync(fd)
         else:
             self._dirty = True

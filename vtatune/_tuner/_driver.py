@@ -29,7 +29,7 @@ Why the loop looks like this:
   told to the study: a killed run keeps it in the log, and the next start of the study
   adds it back (the log is the source of truth). On a journal, an ask and a tell are one
   write each; the journal and the log reach the disk by group commit (at most every
-  ``records.SYNC_SECONDS``, and on close).
+  ``records.FSYNC_SECONDS``, and on close).
 - The guided sampler is asked before its trial exists, with no lock held, and the trial is
   created with its params and config in one record; the study is read incrementally
   (:class:`~._storage.TrialFeed`), so the work per trial does not grow with the study.

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import functools
 import itertools
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -193,18 +193,6 @@ def _first_legal(template: Any, base: dict[str, Any]) -> dict[str, Any] | None:
             continue
         return c
     return None
-
-
-def ranked_tiles(template: Any, costs: ShapeCosts | None = None
-                 ) -> Iterator[tuple[float, dict[str, Any]]]:
-    """Legal tile shapes (each with its first legal loop orders), best estimate first,
-    lazily: the shapes are ranked before any legality check, and only those taken are
-    checked."""
-    costs = costs or ShapeCosts(template)
-    for i in costs.ranked():
-        c = _first_legal(template, costs.shape(i))
-        if c is not None:
-            yield float(costs.cycles.flat[i]), c
 
 
 def warm_starts(template: Any, n: int = WARM_STARTS, costs: ShapeCosts | None = None

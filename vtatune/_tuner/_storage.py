@@ -80,7 +80,7 @@ class JournalFile(BaseJournalBackend):
       ``os.write`` when the batch ends; outside a batch each append is written at once.
       The other processes see a write at once (the page cache); it reaches the disk by a
       group commit (:class:`~vtatune.records.GroupSync`: an ``fsync`` when the last one is
-      :data:`~vtatune.records.SYNC_SECONDS` old, and on close) unless every open batch
+      :data:`~vtatune.records.FSYNC_SECONDS` old, and on close) unless every open batch
       said ``durable=False`` (an ask: its tell's write makes both durable). Before
       writing, what other processes appended is read first, so every process replays the
       operations in the file's order;

@@ -27,16 +27,18 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from simulator.resources import DEVICES, coefficients, estimate  # noqa: E402
-from vtatune._design._inner import placed, placement_difference, vta_layers  # noqa: E402
-from vtatune._design._space import (  # noqa: E402
+from vtatune.design import (  # noqa: E402
+    co_design,  # noqa: E402
     compute_floor,
     layout_reason,
+    placed,
+    placement_difference,
     shape_label,
     smallest,
     stock,
     toolchain,
+    vta_layers,
 )
-from vtatune.design import co_design  # noqa: E402
 
 
 def shape_table(network: str, board: str) -> list[dict]:

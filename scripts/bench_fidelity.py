@@ -25,11 +25,11 @@ sys.path.insert(0, str(ROOT))
 
 from vtatune.errors import VtatuneError  # noqa: E402
 from vtatune.fidelity import (  # noqa: E402
+    compare,
     data_dir,
     format_report,
     load_reference,
     recorded,
-    score,
 )
 
 DEFAULT_DATA = data_dir(ROOT)
@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
         profile = None
         if args.profile:
             profile = TimingProfile.from_json(args.profile)
-        scored = score(records, args.data, profile, jobs=args.jobs)
+        scored = compare(records, args.data, profile, jobs=args.jobs)
         what = f"the model ({profile.fingerprint() if profile else 'board profiles'})"
     print(f"{len(scored)} records of {args.data / 'tsim_reference.jsonl'} against {what}, "
           f"{time.perf_counter() - t0:.1f} s")

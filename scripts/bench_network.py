@@ -56,7 +56,7 @@ def network_run(network: str, hw: str, per_task: int, scheduler: str, seed: int,
                 warmup: int | None = None) -> dict[str, Any]:
     """One network tuning run in a fresh temporary log (``warmup``: None for the default)."""
     quiet()
-    from vtatune.network_tuning import DEFAULT_WARMUP, tune_network
+    from vtatune.networks import DEFAULT_WARMUP, tune_network
 
     warmup = warmup or DEFAULT_WARMUP
     with tempfile.TemporaryDirectory() as tmp:
@@ -80,7 +80,7 @@ def reference(network: str, hw: str, task: str, trials: int, seeds: list[int]
     """The best of long guided studies and AutoTVM's whole sub-space for one task."""
     quiet()
     from vtatune.networks import load_network
-    from vtatune.tuner import tune
+    from vtatune.tuning import tune
 
     net = load_network(network, hw)
     wl = next(t.workload for t in net.tasks if t.name == task)
@@ -100,14 +100,14 @@ def warm_start_best(network: str, hw: str, task: str) -> int:
     """The best cycles of the guided sampler's warm starts for one task, simulated (what
     the cost model alone finds, before any search)."""
     from search_spaces import get_template
-    from vtatune._tuner._prior import warm_starts
-    from vtatune.evaluate import evaluate
     from vtatune.networks import load_network
+    from vtatune.scoring import score
+    from vtatune.tuning.cost_model import warm_starts
 
     net = load_network(network, hw)
     wl = next(t.workload for t in net.tasks if t.name == task)
     tpl = get_template(wl, net.hw)
-    return min(evaluate(wl, tpl.to_schedule(c), net.hw).cycles for c in warm_starts(tpl))
+    return min(score(wl, tpl.to_schedule(c), net.hw).cycles for c in warm_starts(tpl))
 
 
 def run_par(fn: Any, args: list[tuple], jobs: int) -> list[Any]:

@@ -56,7 +56,7 @@ CACHE = PUBLISHED / "cache"
 LAYERS = [f"C{i}" for i in range(2, 12)] + ["gemm.tutorial", "gemm.dense128"]
 SAMPLERS = ["guided", "tpe", "random", "cmaes", "gp"]
 
-from vtatune.tophub import TOPHUB  # noqa: E402  (TopHub's ResNet-18 configs, pynq 1x16)
+from vtatune.autotvm import TOPHUB  # noqa: E402  (TopHub's ResNet-18 configs, pynq 1x16)
 
 # --- workloads, cache ------------------------------------------------------------------------
 
@@ -72,15 +72,14 @@ def tuner_hash() -> str:
     """Runs are redone when the tuner's source or the timing model (its rules' source and
     the default profile's fingerprint) changes."""
     import simulator.timing
-    import vtatune.tuner
+    import vtatune.tuning
     from simulator.hardware import DEFAULT
     from simulator.timing import TimingProfile
 
     h = hashlib.sha256(TimingProfile.for_hw(DEFAULT).fingerprint().encode())
     # the sources of the packages imported (this script may run from a copy of scripts/)
-    tuner = Path(vtatune.tuner.__file__)
-    files = sorted((tuner.parent / "_tuner").glob("*.py")) + [tuner,
-                                                             Path(simulator.timing.__file__)]
+    tuning = Path(vtatune.tuning.__file__).parent
+    files = sorted(tuning.rglob("*.py")) + [Path(simulator.timing.__file__)]
     for f in files:
         h.update(f.read_bytes())
     return h.hexdigest()[:12]
@@ -120,11 +119,11 @@ class EvalCache:
                           separators=(",", ":"))
 
     def get(self, schedule: Any, bias: bool) -> Any:
-        from vtatune.evaluate import Evaluation
+        from vtatune.scoring import Score
 
         k = self.key(schedule, bias)
         e = self.data.get(k)
-        return Evaluation(**e) if e is not None else None
+        return Score(**e) if e is not None else None
 
     def put(self, schedule: Any, bias: bool, ev: Any) -> None:
         k = self.key(schedule, bias)
@@ -151,11 +150,10 @@ def cache_for(wl: Any, hw: Any) -> EvalCache:
 
 
 def install_cache() -> None:
-    """Route every evaluate() of this process (the tuner's included) through the cache."""
-    import vtatune.evaluate as evaluate_module
-    import vtatune.tuner as tuner_module
+    """Route every score() of this process (the tuner's included) through the cache."""
+    import vtatune.scoring as scoring_module
 
-    real = getattr(evaluate_module, "_uncached", evaluate_module.evaluate)
+    real = getattr(scoring_module, "_uncached", scoring_module.score)
 
     def cached(wl: Any, schedule: Any, hw: Any, *, bias: bool = False, profile: Any = None):
         if profile is not None:
@@ -167,16 +165,15 @@ def install_cache() -> None:
             c.put(schedule, bias, ev)
         return ev
 
-    evaluate_module._uncached = real
-    evaluate_module.evaluate = cached
-    tuner_module.evaluate = cached
+    scoring_module._uncached = real
+    scoring_module.score = cached
 
 
 def evaluate_cached(wl: Any, schedule: Any, hw: Any) -> Any:
     install_cache()
-    import vtatune.evaluate as evaluate_module
+    import vtatune.scoring as scoring_module
 
-    return evaluate_module.evaluate(wl, schedule, hw)
+    return scoring_module.score(wl, schedule, hw)
 
 
 # --- one study ---------------------------------------------------------------------------------
@@ -186,7 +183,7 @@ def run_study(label: str, hw_name: str, sampler: str, seed: int, trials: int) ->
 
     from simulator.hardware import HardwareConfig
     from vtatune.records import read_records
-    from vtatune.tuner import tune
+    from vtatune.tuning import tune
 
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     install_cache()
@@ -257,10 +254,10 @@ def full_space_best(label: str, hw: Any) -> tuple[int, dict[str, Any]] | None:
 
 
 def floors(wl: Any, schedule: Any, hw: Any) -> tuple[int, int]:
-    from simulator.timing import simulate
+    from simulator.timing import time_program
     from vtatune.lowering import lower
 
-    t = simulate(lower(wl, schedule, hw).program, hw)
+    t = time_program(lower(wl, schedule, hw).program, hw)
     return t.compute_floor, t.memory_floor
 
 

@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from search_spaces import get_template  # noqa: E402
 from simulator.hardware import HardwareConfig  # noqa: E402
-from simulator.timing import simulate  # noqa: E402
+from simulator.timing import time_program  # noqa: E402
 from vtatune.lowering import lower  # noqa: E402
 from vtatune.workloads import resnet18_layers  # noqa: E402
 
@@ -47,7 +47,7 @@ def time_layer(wl, hw, schedules) -> tuple[float, float, int]:
         t0 = time.perf_counter()
         lowered = lower(wl, schedule, hw)
         t1 = time.perf_counter()
-        simulate(lowered.program, hw)
+        time_program(lowered.program, hw)
         t2 = time.perf_counter()
         t_lower += t1 - t0
         t_sim += t2 - t1
@@ -68,7 +68,7 @@ def main() -> None:
     # that one-time cost is reported apart, not charged to the first layer.
     t0 = time.perf_counter()
     tpl = get_template(layers[0], hw)
-    simulate(lower(layers[0], tpl.to_schedule(tpl.default_config()), hw).program, hw)
+    time_program(lower(layers[0], tpl.to_schedule(tpl.default_config()), hw).program, hw)
     print(f"first evaluation (JIT load or compile): {time.perf_counter() - t0:.2f} s")
     print(f"{'layer':<14}{'evals/s':>9}{'lower ms':>10}{'sim ms':>8}{'insns':>8}")
     rates = []

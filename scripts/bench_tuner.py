@@ -6,7 +6,7 @@
 
 Runs ``vtatune.tune`` the way ``python -m vtatune conv2d --trials 200`` does (tutorial
 workload, default hardware, fresh log and journal in a temporary directory) and prints the
-wall time, the time inside the simulator (``evaluate``), the rest (sampler + storage +
+wall time, the time inside the simulator (``vtatune.scoring.score``), the rest (sampler + storage +
 legality checks + logging), per-ask overhead and the share of asks that were illegal or
 repeats, then where each ask's time goes:
 
@@ -14,10 +14,10 @@ repeats, then where each ask's time goes:
   the legality checks and cost-model calls it makes;
 - ``legality``: ``Template.check`` / ``Template.legal`` (the sampler's candidate filter and
   the driver's check of every ask);
-- ``prior``: the guided sampler's cost model (``_prior``);
+- ``prior``: the guided sampler's cost model (:mod:`vtatune.tuning.cost_model`);
 - ``storage``: every call into the Optuna storage (journal replay, writes, the fsynced flush);
 - ``log``: writing the JSON-lines log;
-- ``simulation``: lowering, the functional model and timing (``evaluate``);
+- ``simulation``: lowering, the functional model and timing (:func:`vtatune.scoring.score`);
 - ``other``: the rest (Optuna's ask/tell bookkeeping, the driver's loop).
 
 Each figure is exclusive (a legality check made inside the sampler counts as legality only).
@@ -105,8 +105,9 @@ def instrumented(timers: Timers, template_cls: type) -> Iterator[None]:
     import optuna
     from optuna.storages.journal import JournalStorage
 
-    from vtatune._tuner import _driver, _prior, _samplers, _storage
+    from vtatune import scoring
     from vtatune.records import RecordWriter
+    from vtatune.tuning import cost_model, samplers, storages
 
     patches: list[tuple[Any, str, Any]] = []
 
@@ -120,7 +121,7 @@ def instrumented(timers: Timers, template_cls: type) -> Iterator[None]:
 
     sampler_classes = {optuna.samplers.TPESampler, optuna.samplers.RandomSampler,
                        optuna.samplers.BaseSampler}
-    sampler_classes |= {c for c in vars(_samplers).values()
+    sampler_classes |= {c for c in vars(samplers).values()
                         if isinstance(c, type) and issubclass(c, optuna.samplers.BaseSampler)}
     for cls in sampler_classes:
         for name in ("infer_relative_search_space", "sample_relative", "sample_independent",
@@ -128,19 +129,20 @@ def instrumented(timers: Timers, template_cls: type) -> Iterator[None]:
             patch(cls, name, "sampler")
     for name in ("check", "legal"):
         patch(template_cls, name, "legality")
-    for name in [n for n, v in vars(_prior).items() if callable(v) and not n.startswith("_")
-                 and getattr(v, "__module__", None) == _prior.__name__]:
-        patch(_prior, name, "prior")
+    for name in [n for n, v in vars(cost_model).items() if callable(v) and not n.startswith("_")
+                 and getattr(v, "__module__", None) == cost_model.__name__]:
+        patch(cost_model, name, "prior")
     for name in _methods(JournalStorage):
         patch(JournalStorage, name, "storage")
-    # vtatune's own storage layers (whichever this checkout has): retries, journal file
-    for cls in [c for c in vars(_storage).values()
-                if isinstance(c, type) and c.__module__ == _storage.__name__
-                and not issubclass(c, Exception)]:
+    # vtatune's own storage layers: retries, the journal file, reading a study (not the
+    # heartbeat thread, which runs beside the loop)
+    for cls in [c for c in vars(storages).values()
+                if isinstance(c, type) and c.__module__.startswith(storages.__name__)
+                and not issubclass(c, (Exception, Warning)) and c is not storages.Heartbeats]:
         for name in _methods(cls):
             patch(cls, name, "storage")
     patch(RecordWriter, "write", "log")
-    patch(_driver, "simulate", "simulation")
+    patch(scoring, "score", "simulation")
     try:
         yield
     finally:
@@ -155,34 +157,34 @@ def breakdown(timers: Timers, wall: float, asks: int) -> str:
 
 
 def run_short(args: argparse.Namespace) -> None:
-    from vtatune.tuner import tune
+    from vtatune.tuning import tune
 
     workload = args.workload or args.operator
     template_cls = _template_class(workload)
-    from vtatune._tuner import _driver
+    from vtatune import scoring
 
     timers = Timers()
-    setup = [0.0]  # seconds from the start of tune() to its first ask
-    ask = _driver.Search._ask
+    setup = [0.0]  # seconds from the start of tune() to its first simulation
+    score = scoring.score
 
-    def first_ask(self: Any) -> Any:
+    def first_score(*a: Any, **k: Any) -> Any:
         if not setup[0]:
             setup[0] = time.perf_counter() - t0
-        return ask(self)
+        return score(*a, **k)
 
     for i in range(args.repeat):
         with tempfile.TemporaryDirectory() as tmp:
             timers.reset()
             setup[0] = 0.0
-            with instrumented(timers, template_cls):
-                _driver.Search._ask = first_ask
-                try:
+            scoring.score = first_score  # inside the timers' wrapper of score
+            try:
+                with instrumented(timers, template_cls):
                     t0, c0 = time.perf_counter(), Timers.clock()
                     r = tune(workload, trials=args.trials, sampler=args.sampler,
                              seed=args.seed + i, jobs=args.jobs, log=Path(tmp) / "bench.jsonl")
                     wall, total = time.perf_counter() - t0, Timers.clock() - c0
-                finally:
-                    _driver.Search._ask = ask
+            finally:
+                scoring.score = score
         print(f"{workload}, {args.sampler}, seed {args.seed + i}, jobs "
               f"{args.jobs}: {r.trials} trials, best {r.best_cycles:,} cycles "
               f"({r.speedup_default or 0:.2f}x default)")
@@ -197,7 +199,7 @@ def run_short(args: argparse.Namespace) -> None:
         per_ask = r.overhead_seconds / max(r.asks, 1)
         per_trial = r.sim_seconds / max(r.new_trials, 1)
         print(f"  outside the simulator / simulating: {per_ask / per_trial:.2f} (the goal: at "
-              f"most 1); of the outside, {setup[0]:.2f} s before the first ask "
+              f"most 1); of the outside, {setup[0]:.2f} s before the first simulation "
               f"({setup[0] / max(r.asks, 1) * 1e3:.1f} ms/ask: template, storage, warm starts)")
 
 
@@ -206,23 +208,23 @@ def run_long(args: argparse.Namespace) -> None:
     time inside the simulator (the tuner's own time per trial: the simulated configs differ
     along a study, and so does their cost) and without the storage's (its writes depend on
     the disk, shared on this machine)."""
-    from vtatune._tuner import _driver
-    from vtatune.tuner import tune
+    from vtatune import scoring
+    from vtatune.tuning import tune
 
     workload = args.workload or "conv2d"
     timers = Timers()
     # per trial: (clock, storage seconds so far, simulation seconds so far)
     stamps: list[tuple[float, float, float]] = []
     with instrumented(timers, _template_class(workload)):
-        simulate = _driver.simulate
+        simulate = scoring.score
 
-        def stamped(*a: Any) -> Any:
-            out = simulate(*a)
+        def stamped(*a: Any, **k: Any) -> Any:
+            out = simulate(*a, **k)
             stamps.append((timers.clock(), timers.seconds.get("storage", 0.0),
                            timers.seconds.get("simulation", 0.0)))
             return out
 
-        _driver.simulate = stamped
+        scoring.score = stamped
         try:
             with tempfile.TemporaryDirectory() as tmp:
                 t0 = time.perf_counter()
@@ -230,7 +232,7 @@ def run_long(args: argparse.Namespace) -> None:
                          jobs=1, log=Path(tmp) / "long.jsonl")
                 wall = time.perf_counter() - t0
         finally:
-            _driver.simulate = simulate
+            scoring.score = simulate
     print(f"{workload}, {args.sampler}, seed {args.seed}: {r.trials} trials ({r.asks} asks, "
           f"{r.wasted_fraction:.0%} wasted), best {r.best_cycles:,} cycles, wall {wall:.1f} s, "
           f"simulating {r.sim_seconds:.1f} s, storage {timers.seconds['storage']:.1f} s")
@@ -263,7 +265,7 @@ def run_long(args: argparse.Namespace) -> None:
 
 def _template_class(workload: str) -> type:
     from search_spaces import get_template
-    from vtatune.tuner import resolve
+    from vtatune.workloads import resolve
 
     wl, hw = resolve(workload, None)
     return type(get_template(wl, hw))
@@ -297,7 +299,7 @@ def main() -> None:
 
     import optuna
 
-    from vtatune.tuner import tune
+    from vtatune.tuning import tune
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     if args.warm:

@@ -33,8 +33,8 @@ sys.path.insert(0, str(ROOT))
 def run(storage: str, workers: int, trials: int, workload: str, url: str | None) -> dict:
     import optuna
 
-    from vtatune._tuner._storage import open_storage
     from vtatune.records import read_records
+    from vtatune.tuning.storages import open_storage
 
     tmp = Path(tempfile.mkdtemp(prefix="vtatune-bench-"))
     argv = [sys.executable, "-m", "vtatune", "conv2d", "--workload", workload,
@@ -87,7 +87,7 @@ def main() -> None:
                     if args.postgres:
                         url = args.postgres
                     else:
-                        from tests import _postgres
+                        from tests.tuning import _postgres
 
                         server = server or _postgres.start_server()
                         url = server.createdb(f"bench{len(rows)}")

@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from simulator.hardware import HardwareConfig  # noqa: E402
-from vtatune._design._inner import network_log, placed  # noqa: E402
+from vtatune.design import network_log, placed  # noqa: E402
 
 
 def floors(network: str, hw: HardwareConfig, logdir: Path) -> dict[str, int]:

@@ -4,7 +4,7 @@
         [--threshold-from scripts/results/network.json] [--out scripts/results/resnet50_optima.json]
 
 For each tunable task, every legal config of the task's template (``legal_configs()``, the
-order the bruteforce sampler feeds them) goes through ``vtatune.evaluate.evaluate`` exactly
+order the bruteforce sampler feeds them) goes through ``vtatune.scoring.score`` exactly
 as the tuner scores it — except the configs that provably cannot be within ``--margin`` of
 the optimum: a config whose compute lower bound (``_prior.compute_bound``: the compute
 module's own in-order work, ≤ the simulated cycles; tests check it) exceeds
@@ -53,14 +53,14 @@ def _template(network: str, hw: str, task: str) -> tuple[Any, Any, Any]:
 def run_chunk(network: str, hw: str, task: str, index: int, indices: list[int]
               ) -> dict[str, Any]:
     """Simulate the configs at ``indices`` (product order) of one task's template."""
-    from vtatune.evaluate import evaluate
+    from vtatune.scoring import score
 
     wl, hwc, tpl = _template(network, hw, task)
     t0 = time.perf_counter()
     cycles = []
     bad = 0
     for i in indices:
-        ev = evaluate(wl, tpl.to_schedule(tpl.config_at(i)), hwc)
+        ev = score(wl, tpl.to_schedule(tpl.config_at(i)), hwc)
         if ev.status != "ok":
             bad += 1
             cycles.append(-1)
@@ -73,7 +73,7 @@ def run_chunk(network: str, hw: str, task: str, index: int, indices: list[int]
 def plan_task(network: str, hw: str, task: str, threshold: float, margin: float
               ) -> tuple[int, list[int]]:
     """(legal configs, indices of those not ruled out by the compute bound)."""
-    from vtatune._tuner._prior import compute_bound
+    from vtatune.tuning.cost_model import compute_bound
 
     _, _, tpl = _template(network, hw, task)
     limit = (1 + margin) * threshold

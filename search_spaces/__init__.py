@@ -1,4 +1,5 @@
-"""Schedule templates for VTA operators: knobs, legality, config <-> schedule. No Optuna.
+"""Schedule templates for VTA operators: knobs, legality, config <-> schedule, and the
+default (fallback) schedule of any workload. No Optuna.
 
 A :class:`Template` is plain data plus pure functions, so any search strategy can use it:
 knobs with fixed ordered choices (ints and strings: Optuna-categorical friendly), a config
@@ -93,6 +94,8 @@ must be 1).
     [4, 4]
 """
 
-from ._template import LEGALITY_FREE, SPACES, Knob, Template, get_template
+from search_spaces._defaults import default_schedule, resolve_schedule
+from search_spaces._template import LEGALITY_FREE, SPACES, Knob, Template, get_template
 
-__all__ = ["LEGALITY_FREE", "SPACES", "Knob", "Template", "get_template"]
+__all__ = ["LEGALITY_FREE", "SPACES", "Knob", "Template", "default_schedule", "get_template",
+           "resolve_schedule"]

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, fields, replace
 from functools import cached_property
 from typing import Any
 
+from search_spaces._defaults import default_schedule
 from simulator.hardware import HardwareConfig
 from vtatune.errors import IllegalSchedule, ScheduleError
 from vtatune.lowering import SHAPE_FIELDS, SHAPE_RULES, Context, context, rules, shape_rules
@@ -398,8 +399,6 @@ class Template:
     def default_config(self) -> dict[str, Any]:
         """vtatune's default schedule expressed in this space (legal); when the space cannot
         express it legally, the first legal config of :meth:`legal_configs`."""
-        from vtatune.defaults import default_schedule
-
         s = replace(default_schedule(self.workload, self.hw, self.bias), **self._fixed)
         config = self.from_schedule(s)
         if config is not None and self.legal(config):

@@ -3,11 +3,10 @@
 Nothing here knows about schedules, templates or search: it runs any valid stream.
 """
 
-from ._jit import engines_to_compile
-from .errors import ConfigError, DeadlockError, EncodingError, ProgramError, VTAError
-from .functional import FsimCounters, Machine, RunResult, count, execution_order, run
-from .hardware import DEFAULT, PRESETS, HardwareConfig
-from .isa import (
+from simulator.errors import ConfigError, DeadlockError, EncodingError, ProgramError, VTAError
+from simulator.functional import FsimCounters, Machine, RunResult, count, execution_order, run
+from simulator.hardware import DEFAULT, PRESETS, HardwareConfig
+from simulator.isa import (
     AluInsn,
     AluOp,
     FinishInsn,
@@ -23,7 +22,8 @@ from .isa import (
     encode_insn,
     encode_uop,
 )
-from .program import DramTensor, Program
+from simulator.jit import engines_to_compile
+from simulator.program import DramTensor, Program
 
 __all__ = [
     "AluInsn", "AluOp", "ConfigError", "DEFAULT", "DeadlockError", "DramTensor", "EncodingError",

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .errors import ConfigError
+from simulator.errors import ConfigError
 
 
 def load_json(path: str | Path, what: str) -> Any:

@@ -6,6 +6,10 @@ instruction that failed and the numbers involved.
 
 from __future__ import annotations
 
+__all__ = [
+    "ConfigError", "DeadlockError", "EncodingError", "ProgramError", "VTAError",
+]
+
 
 class VTAError(Exception):
     """Base class of every error the machine model raises."""

@@ -16,12 +16,27 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import rows as R
-from ._jit import njit
-from .errors import DeadlockError, ProgramError
-from .hardware import HardwareConfig
-from .isa import AluInsn, AluOp, FinishInsn, GemmInsn, Instruction, MemId, MemInsn, Module, Opcode
-from .program import Program, mem_elem_bytes
+import simulator.rows as R
+from simulator.errors import DeadlockError, ProgramError
+from simulator.hardware import HardwareConfig
+from simulator.isa import (
+    AluInsn,
+    AluOp,
+    FinishInsn,
+    GemmInsn,
+    Instruction,
+    MemId,
+    MemInsn,
+    Module,
+    Opcode,
+)
+from simulator.jit import njit
+from simulator.program import Program, mem_elem_bytes
+
+__all__ = [
+    "FIFOS", "FsimCounters", "Machine", "RunResult", "count", "execution_order", "pops_of",
+    "pushes_of", "run",
+]
 
 #: The token FIFOs: name -> (producer, consumer).
 FIFOS = {

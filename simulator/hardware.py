@@ -13,12 +13,21 @@ Example:
 
 from __future__ import annotations
 
+import re
 from dataclasses import InitVar, asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from ._jsonfile import load_json
-from .errors import ConfigError
+from simulator._jsonfile import load_json
+from simulator.errors import ConfigError
+
+__all__ = [
+    "BOARDS", "DEFAULT", "HardwareConfig", "PRESETS",
+]
+
+#: TVM's target model: <target>_<B>x<BLOCK_IN>[x<BLOCK_OUT>]_i<I>w<W>a<A>_<uop>_<inp>_<wgt>_<acc>
+_TARGET_MODEL = re.compile(
+    r"^([a-z0-9]+)_(\d+)x(\d+)(?:x(\d+))?_i(\d+)w(\d+)a(\d+)_(\d+)_(\d+)_(\d+)_(\d+)$")
 
 #: Board facts: clock (MHz) and AXI data bus width (bits) per target.
 BOARDS: dict[str, tuple[float, int]] = {
@@ -155,6 +164,33 @@ class HardwareConfig:
         """Load a ``vta_config.json`` file."""
         data = load_json(path, "hardware config")
         return cls.from_dict(data)
+
+    @classmethod
+    def from_target_model(cls, model: str) -> HardwareConfig:
+        """The inverse of :attr:`target_model`: the hardware of a TVM target model such as
+        ``pynq_1x16_i8w8a32_15_15_18_17`` (or ``..._1x16x32_...`` when the blocks differ).
+
+        Example:
+            >>> HardwareConfig.from_target_model("pynq_1x16_i8w8a32_15_15_18_17") == DEFAULT
+            True
+        """
+        m = _TARGET_MODEL.match(model)
+        if not m:
+            raise ConfigError(f"unknown VTA model {model!r} (want <target>_<B>x<BLOCK>_i8w8a32_"
+                              "<uop>_<inp>_<wgt>_<acc>)")
+        target, batch, block_in, block_out, *rest = m.groups()
+        block_out = block_out or block_in
+        inp, wgt, acc, uop, ibuf, wbuf, abuf = (int(x) for x in rest)
+        batch, block_in, block_out = int(batch), int(block_in), int(block_out)
+        for name, v in (("batch", batch), ("block in", block_in), ("block out", block_out),
+                        ("inp width", inp), ("wgt width", wgt), ("acc width", acc)):
+            if v < 1 or v & (v - 1):
+                raise ConfigError(f"VTA model {model!r}: {name} {v} is not a power of two")
+        return cls(target=target, log_inp_width=inp.bit_length() - 1,
+                   log_wgt_width=wgt.bit_length() - 1, log_acc_width=acc.bit_length() - 1,
+                   log_batch=batch.bit_length() - 1, log_block_in=block_in.bit_length() - 1,
+                   log_block_out=block_out.bit_length() - 1, log_uop_buff_size=uop,
+                   log_inp_buff_size=ibuf, log_wgt_buff_size=wbuf, log_acc_buff_size=abuf)
 
     @classmethod
     def resolve(cls, spec: str | None) -> HardwareConfig:

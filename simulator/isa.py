@@ -18,8 +18,14 @@ from dataclasses import dataclass, fields
 from enum import IntEnum
 from functools import cache
 
-from .errors import EncodingError
-from .hardware import HardwareConfig
+from simulator.errors import EncodingError
+from simulator.hardware import HardwareConfig
+
+__all__ = [
+    "AluInsn", "AluOp", "FinishInsn", "GemmInsn", "Instruction", "MemId", "MemInsn", "Module",
+    "Opcode", "UOP_BITS", "Uop", "check_encodable", "decode_insn", "decode_uop", "describe",
+    "encode_insn", "encode_uop", "field_widths", "is_nop", "loop_limit", "uop_widths",
+]
 
 
 class Opcode(IntEnum):
@@ -260,7 +266,7 @@ def check_encodable(hw: HardwareConfig) -> None:
     simulator.errors.EncodingError: micro-op fields need 33 bits (acc 11 + inp 12 + wgt 10), \
 a micro-op has 32
     """
-    dst, src, wgt = _uop_widths(hw)
+    dst, src, wgt = uop_widths(hw)
     if dst + src + wgt > UOP_BITS:
         raise EncodingError(f"micro-op fields need {dst + src + wgt} bits (acc {dst} + inp "
                             f"{src} + wgt {wgt}), a micro-op has {UOP_BITS}")
@@ -351,7 +357,7 @@ def decode_insn(data: bytes, hw: HardwareConfig) -> Instruction:
     )
 
 
-def _uop_widths(hw: HardwareConfig) -> tuple[int, int, int]:
+def uop_widths(hw: HardwareConfig) -> tuple[int, int, int]:
     return (
         (hw.acc_depth - 1).bit_length(),
         (hw.inp_depth - 1).bit_length(),
@@ -361,7 +367,7 @@ def _uop_widths(hw: HardwareConfig) -> tuple[int, int, int]:
 
 def encode_uop(uop: Uop, hw: HardwareConfig) -> int:
     """The 32-bit word of a micro-op (dst | src | wgt from bit 0 up)."""
-    dst_w, src_w, wgt_w = _uop_widths(hw)
+    dst_w, src_w, wgt_w = uop_widths(hw)
     for name, value, width in (("dst", uop.dst, dst_w), ("src", uop.src, src_w),
                                ("wgt", uop.wgt, wgt_w)):
         if not 0 <= value < (1 << width):
@@ -370,7 +376,7 @@ def encode_uop(uop: Uop, hw: HardwareConfig) -> int:
 
 
 def decode_uop(word: int, hw: HardwareConfig) -> Uop:
-    dst_w, src_w, wgt_w = _uop_widths(hw)
+    dst_w, src_w, wgt_w = uop_widths(hw)
     return Uop(
         word & ((1 << dst_w) - 1),
         (word >> dst_w) & ((1 << src_w) - 1),

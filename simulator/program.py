@@ -13,8 +13,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .isa import Instruction, MemId, Uop
-from .rows import WIDTH, instructions_of, rows_of
+from simulator.isa import Instruction, MemId, Uop
+from simulator.rows import WIDTH, instructions_of, rows_of
+
+__all__ = [
+    "DramTensor", "Program", "layout_tensors", "mem_elem_bytes",
+]
 
 
 @dataclass(frozen=True)

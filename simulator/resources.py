@@ -58,8 +58,8 @@ from functools import cache
 from importlib import resources as _pkg
 from typing import Any
 
-from .errors import ConfigError
-from .hardware import HardwareConfig
+from simulator.errors import ConfigError
+from simulator.hardware import HardwareConfig
 
 __all__ = ["DEVICES", "Device", "ModuleResources", "ResourceEstimate", "bank_blocks",
            "estimate", "memory_banks"]

@@ -25,7 +25,15 @@ from dataclasses import fields
 
 import numpy as np
 
-from .isa import AluInsn, AluOp, FinishInsn, GemmInsn, Instruction, MemId, MemInsn, Opcode
+from simulator.isa import AluInsn, AluOp, FinishInsn, GemmInsn, Instruction, MemId, MemInsn, Opcode
+
+__all__ = [
+    "ALU", "ALU_ITER_IN", "ALU_ITER_OUT", "ALU_UOP_BGN", "ALU_UOP_END", "ALU_USE_IMM", "FINISH",
+    "FLAGS", "GEMM", "GEMM_ITER_IN", "GEMM_ITER_OUT", "GEMM_RESET", "GEMM_UOP_BGN", "GEMM_UOP_END",
+    "MEM", "MEM_DRAM", "MEM_MEM", "MEM_OPCODE", "MEM_STRIDE", "MEM_X", "MEM_X0", "MEM_X1", "MEM_Y",
+    "MEM_Y0", "MEM_Y1", "NFIELDS", "POP_NEXT", "POP_PREV", "PUSH_NEXT", "PUSH_PREV", "WIDTH",
+    "column", "instructions_of", "rows_of",
+]
 
 MEM, GEMM, ALU, FINISH = 0, 1, 2, 3
 _CLASSES = (MemInsn, GemmInsn, AluInsn, FinishInsn)

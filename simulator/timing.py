@@ -48,7 +48,7 @@ Example:
     >>> from simulator.program import Program
     >>> load = MemInsn(Opcode.LOAD, MemId.INP, 0, 0, 1, 16, 16, push_next=True)
     >>> prog = Program((load, FinishInsn(pop_prev=True)), (), (), 4096)
-    >>> r = simulate(prog, DEFAULT)
+    >>> r = time_program(prog, DEFAULT)
     >>> r.cycles  # launch, fetch 2 instructions, LOAD of 32 beats, FINISH: as the RTL counts
     82
 """
@@ -65,14 +65,19 @@ from typing import Any
 
 import numpy as np
 
-from . import rows as R
-from ._jit import njit
-from ._jsonfile import load_json
-from .errors import ConfigError, DeadlockError, ProgramError
-from .functional import FIFOS, pops_of, pushes_of
-from .hardware import HardwareConfig
-from .isa import FinishInsn, MemId, MemInsn, Opcode
-from .program import Program, mem_elem_bytes
+import simulator.rows as R
+from simulator._jsonfile import load_json
+from simulator.errors import ConfigError, DeadlockError, ProgramError
+from simulator.functional import FIFOS, pops_of, pushes_of
+from simulator.hardware import HardwareConfig
+from simulator.isa import FinishInsn, MemId, MemInsn, Opcode
+from simulator.jit import njit
+from simulator.program import Program, mem_elem_bytes
+
+__all__ = [
+    "MODEL_VERSION", "MODULES", "ModuleTime", "TimingProfile", "TimingResult", "TraceRow",
+    "time_program",
+]
 
 MODULES = ("load", "compute", "store")
 _FIFO_IDS = {name: i for i, name in enumerate(FIFOS)}
@@ -632,7 +637,7 @@ def _store_elem(p: TimingProfile, hw: HardwareConfig) -> int:
     return p.store_elem_cycles(hw)
 
 
-def simulate(program: Program, hw: HardwareConfig, profile: TimingProfile | None = None,
+def time_program(program: Program, hw: HardwareConfig, profile: TimingProfile | None = None,
              trace: bool = False) -> TimingResult:
     """Time ``program`` on ``hw``; ``trace=True`` also records one row per instruction."""
     p = profile or _board_profile(hw)

@@ -7,9 +7,9 @@ from typing import Any
 
 from simulator.hardware import HardwareConfig
 from vtatune import __version__
-from vtatune.evaluate import evaluate
 from vtatune.records import RecordWriter, hw_fields, now, workload_fields
 from vtatune.schedule import Schedule
+from vtatune.scoring import score
 from vtatune.workloads import Workload
 
 KNOBS = ("tile_b", "tile_h", "tile_w", "tile_ci", "tile_co", "oc_nthread", "h_nthread")
@@ -17,7 +17,7 @@ KNOBS = ("tile_b", "tile_h", "tile_w", "tile_ci", "tile_co", "oc_nthread", "h_nt
 
 def record(wl: Workload, schedule: Schedule, hw: HardwareConfig, trial: int, *,
            bias: bool = False, study: str = "s", space: str = "full") -> dict[str, Any]:
-    ev = evaluate(wl, schedule, hw, bias=bias).as_dict()
+    ev = score(wl, schedule, hw, bias=bias).as_dict()
     return {"schema": 1, "workload": workload_fields(wl), "hw": hw_fields(hw), "bias": bias,
             "template": f"{wl.operator}.{space}.v1", "space": space, "study": study,
             "sampler": "random", "seed": 7, "version": __version__,

@@ -20,6 +20,6 @@ def compiled_engines(tmp_path_factory):
     built before the first test, as after a user's first run: a test of the command line
     sees no first-run notice, whichever tests ran before it. Past the guided sampler's
     startup draws, so its TPE step runs too."""
-    from vtatune.tuner import tune
+    from vtatune.tuning import tune
 
     tune("gemm", trials=14, seed=0, log=tmp_path_factory.mktemp("engines") / "warm.jsonl")

@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 
 from vtatune.fidelity import (
-    Scored,
+    Comparison,
+    compare,
     data_dir,
     format_report,
     goal_failures,
     load_reference,
-    score,
     summarize,
 )
 
@@ -30,7 +30,7 @@ DATA = data_dir(Path(__file__).resolve().parent.parent)
 def scored():
     if not (DATA / "tsim_reference.jsonl").is_file():
         pytest.skip(f"no shared RTL reference at {DATA} (set VTATUNE_SHARED_DATA)")
-    return score(load_reference(DATA), DATA)
+    return compare(load_reference(DATA), DATA)
 
 
 def test_every_reference_record_meets_the_goal(scored):
@@ -46,7 +46,7 @@ def test_micro_benchmarks_are_exact(scored):
 
 
 def _row(workload, rtl, model, bias=False, op="conv2d"):
-    return Scored({"workload": workload, "bias": bias, "operator": op, "tsim_cycles": rtl,
+    return Comparison({"workload": workload, "bias": bias, "operator": op, "tsim_cycles": rtl,
                    "cli": "x", "program": "p.bin" if op == "micro" else None}, model)
 
 

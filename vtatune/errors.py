@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from simulator.errors import VTAError
 
+__all__ = [
+    "BuildError", "IllegalSchedule", "ScheduleError", "VtatuneError", "WorkloadError",
+]
+
 
 class VtatuneError(VTAError):
     """Base class: bad input that the CLI reports in one line with exit status 2."""

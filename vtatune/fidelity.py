@@ -4,13 +4,13 @@ The reference (``tsim_reference.jsonl`` beside ``tsim_micro/``, in the shared da
 directory) holds cycles VTA's Chisel RTL counted under Verilator with tsim's simulated
 memory, launch to FINISH: lowered schedules (rebuilt here from each record's operator,
 shape, hardware, bias and schedule, through the normal lowering) and micro-benchmark
-programs (loaded from their ``program.bin``). :func:`score` times each with the model;
+programs (loaded from their ``program.bin``). :func:`compare` times each with the model;
 :func:`summarize` and :func:`goal_failures` say how close it is.
 
 Example:
-    >>> rows = [Scored({"workload": "w", "bias": False, "operator": "conv2d",
+    >>> rows = [Comparison({"workload": "w", "bias": False, "operator": "conv2d",
     ...                 "tsim_cycles": 100}, 101),
-    ...         Scored({"workload": "w", "bias": False, "operator": "conv2d",
+    ...         Comparison({"workload": "w", "bias": False, "operator": "conv2d",
     ...                 "tsim_cycles": 200}, 199)]
     >>> s = summarize(rows)[("all", None)]
     >>> round(s.mae, 4), s.spearman, s.best_agrees
@@ -30,9 +30,15 @@ import numpy as np
 
 from simulator.hardware import HardwareConfig
 from simulator.program import Program
-from simulator.timing import TimingProfile, simulate
+from simulator.timing import TimingProfile, time_program
+from vtatune.errors import IllegalSchedule, VtatuneError
 
-from .errors import IllegalSchedule, VtatuneError
+__all__ = [
+    "LONG_PROGRAM", "MAX_LONG_ERROR", "MAX_MAE", "MICRO_ABS", "MICRO_REL", "MIN_SPEARMAN",
+    "REFERENCE", "Comparison", "ReferenceDataError", "Stats", "compare", "data_dir",
+    "format_report", "goal_failures", "load_reference", "program_of", "recorded", "spearman",
+    "stats", "summarize",
+]
 
 #: File names inside the shared data directory.
 REFERENCE = "tsim_reference.jsonl"
@@ -54,12 +60,12 @@ def data_dir(repo: str | Path) -> Path:
     return Path(env) if env else Path(repo).resolve().parent / "shared" / "data"
 
 
-class ReferenceError(VtatuneError):
+class ReferenceDataError(VtatuneError):
     """The reference data is missing or a record cannot be rebuilt."""
 
 
 @dataclass(frozen=True)
-class Scored:
+class Comparison:
     """One reference record and the model's cycles for it."""
 
     record: dict[str, Any]
@@ -107,16 +113,16 @@ def load_reference(data_dir: str | Path) -> list[dict[str, Any]]:
     """The records of ``data_dir/tsim_reference.jsonl``."""
     path = Path(data_dir) / REFERENCE
     if not path.is_file():
-        raise ReferenceError(f"{path}: no such file (the shared reference data)")
+        raise ReferenceDataError(f"{path}: no such file (the shared reference data)")
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
 def program_of(record: dict[str, Any], data_dir: str | Path) -> tuple[Program, HardwareConfig]:
     """The program a record measured: its micro-benchmark file, or its schedule lowered."""
-    from .export import load_bin
-    from .lowering import lower
-    from .lowering._vadd import VaddWorkload, lower_vadd
-    from .records import schedule_from, workload_from
+    from vtatune.builds import load_bin
+    from vtatune.lowering import lower, lower_vadd
+    from vtatune.records import schedule_from, workload_from
+    from vtatune.workloads import VaddWorkload
 
     op = record["operator"]
     if op == "micro":
@@ -138,18 +144,18 @@ def program_of(record: dict[str, Any], data_dir: str | Path) -> tuple[Program, H
         schedule = replace(schedule, tvm_strict=False)
         program = lower(wl, schedule, hw, bias=bool(record["bias"])).program
     if "insns" in record and len(program) != record["insns"]:
-        raise ReferenceError(f"{record['workload']}: the schedule lowers to {len(program)} "
+        raise ReferenceDataError(f"{record['workload']}: the schedule lowers to {len(program)} "
                              f"instructions, the RTL ran {record['insns']}")
     return program, hw
 
 
 def _score_one(record: dict[str, Any], data_dir: str, profile: TimingProfile | None) -> int:
     program, hw = program_of(record, data_dir)
-    return simulate(program, hw, profile).cycles
+    return time_program(program, hw, profile).cycles
 
 
-def score(records: Iterable[dict[str, Any]], data_dir: str | Path,
-          profile: TimingProfile | None = None, jobs: int = 1) -> list[Scored]:
+def compare(records: Iterable[dict[str, Any]], data_dir: str | Path,
+            profile: TimingProfile | None = None, jobs: int = 1) -> list[Comparison]:
     """Time every record's program (``profile``: the board's own when None)."""
     records = list(records)
     if jobs > 1:
@@ -159,7 +165,7 @@ def score(records: Iterable[dict[str, Any]], data_dir: str | Path,
                                        for r in records)
     else:
         cycles = [_score_one(r, str(data_dir), profile) for r in records]
-    return [Scored(r, int(c)) for r, c in zip(records, cycles, strict=True)]
+    return [Comparison(r, int(c)) for r, c in zip(records, cycles, strict=True)]
 
 
 def _ranks(values: list[float]) -> np.ndarray:
@@ -184,7 +190,7 @@ def spearman(xs: list[float], ys: list[float]) -> float | None:
     return round(float(np.corrcoef(rx, ry)[0, 1]), 12)
 
 
-def stats(rows: list[Scored]) -> Stats:
+def stats(rows: list[Comparison]) -> Stats:
     ratios = np.array([r.ratio for r in rows])
     best_model = min(rows, key=lambda r: r.cycles)
     return Stats(len(rows), float(np.median(ratios)), float(np.percentile(ratios, 10)),
@@ -194,10 +200,10 @@ def stats(rows: list[Scored]) -> Stats:
                  best_model.rtl == min(r.rtl for r in rows))
 
 
-def summarize(scored: Iterable[Scored]) -> dict[tuple[str, bool | None], Stats]:
+def summarize(scored: Iterable[Comparison]) -> dict[tuple[str, bool | None], Stats]:
     """Stats of the scheduled programs per (workload, bias), then ``("all", None)``."""
     sched = [r for r in scored if not r.micro]
-    groups: dict[tuple[str, bool | None], list[Scored]] = {}
+    groups: dict[tuple[str, bool | None], list[Comparison]] = {}
     for r in sched:
         groups.setdefault((r.record["workload"], bool(r.record["bias"])), []).append(r)
     out = {k: stats(v) for k, v in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1]))}
@@ -206,7 +212,7 @@ def summarize(scored: Iterable[Scored]) -> dict[tuple[str, bool | None], Stats]:
     return out
 
 
-def goal_failures(scored: list[Scored]) -> list[str]:
+def goal_failures(scored: list[Comparison]) -> list[str]:
     """Every way the model misses the goal (empty: it meets it)."""
     fails = []
     summary = summarize(scored)
@@ -230,7 +236,7 @@ def goal_failures(scored: list[Scored]) -> list[str]:
     return fails
 
 
-def format_report(scored: list[Scored]) -> str:
+def format_report(scored: list[Comparison]) -> str:
     """The figures as a table: per workload and bias, overall, and the micro-benchmarks."""
     lines = [f"{'workload':24} {'bias':>4} {'n':>3} {'median':>7} {'p10':>7} {'p90':>7} "
              f"{'min':>7} {'max':>7} {'MAE':>7} {'Spearman':>8} best",
@@ -259,7 +265,7 @@ def format_report(scored: list[Scored]) -> str:
     return "\n".join(lines)
 
 
-def recorded(records: Iterable[dict[str, Any]]) -> list[Scored]:
+def recorded(records: Iterable[dict[str, Any]]) -> list[Comparison]:
     """The reference's own ``vtatune_cycles``: the model as it was when the RTL ran."""
-    return [Scored(r, r["vtatune_cycles"]) for r in records
+    return [Comparison(r, r["vtatune_cycles"]) for r in records
             if isinstance(r.get("vtatune_cycles"), int)]

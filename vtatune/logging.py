@@ -19,6 +19,10 @@ import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+__all__ = [
+    "get_verbosity", "optuna_verbosity", "set_verbosity",
+]
+
 _verbosity = logging.WARNING
 
 

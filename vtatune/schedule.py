@@ -44,8 +44,15 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
-from .errors import ScheduleError
-from .workloads import GemmWorkload, GroupConv2dWorkload, Workload
+from vtatune.errors import ScheduleError
+from vtatune.workloads import GemmWorkload, GroupConv2dWorkload, Workload
+
+__all__ = [
+    "AUTOTVM_GEMM_ORDER", "AUTOTVM_OUTER_ORDER", "CLIP_ORDERS", "CONV_AUTOTVM_KNOBS",
+    "DENSE_AUTOTVM_KNOBS", "GEMM_AXES", "OUTER_AXES", "STORE_MODES", "Schedule", "autotvm_extents",
+    "from_autotvm", "from_autotvm_defaults", "gemm_tutorial_schedule", "parse_schedule",
+    "schedule_from_knobs", "to_autotvm", "tutorial_schedule",
+]
 
 GEMM_AXES = ("ci", "co", "h", "w", "kh", "kw")
 OUTER_AXES = ("b", "h", "c", "w")

@@ -18,9 +18,8 @@ import os
 import sys
 
 from simulator.errors import VTAError
-
-from .. import __version__
-from ._common import Parser, UsageError
+from vtatune import __version__
+from vtatune.cli._common import Parser, UsageError, say_if_compiling
 
 #: The command modules, in the order their commands are listed by ``--help``.
 MODULES = ("simulate", "tune", "network", "design", "build", "logs", "autotvm")
@@ -59,4 +58,4 @@ def main(argv: list[str] | None = None) -> int:
         return 141
 
 
-__all__ = ["MODULES", "UsageError", "build_parser", "main"]
+__all__ = ["MODULES", "UsageError", "build_parser", "main", "say_if_compiling"]

@@ -11,9 +11,8 @@ from dataclasses import fields
 from typing import Any
 
 from simulator.hardware import PRESETS
-
-from ..errors import VtatuneError
-from ..workloads import WORKLOADS, Workload, get_workload
+from vtatune.errors import VtatuneError
+from vtatune.workloads import WORKLOADS, Workload, get_workload
 
 
 class UsageError(VtatuneError):
@@ -23,7 +22,7 @@ class UsageError(VtatuneError):
 def seed_arg(text: str) -> int:
     """argparse type of every sampler ``--seed``: refused while parsing, before anything is
     created (UsageError is no ValueError, so argparse passes it through unchanged)."""
-    from ..tuner import SEED_MAX
+    from vtatune.tuning import SEED_MAX
 
     try:
         seed = int(text)
@@ -118,7 +117,8 @@ def add_study_flags(p: argparse.ArgumentParser, *, log_default: str) -> None:
     """The flags of every command that runs tuning studies (``conv2d`` ... and ``network``):
     sampler, seed, jobs, log, storage, resume, space, bias and quiet, with one help text
     each so the commands never drift apart."""
-    from ..tuner import DEFAULT_SAMPLER, SAMPLERS, SEED_MAX
+    from vtatune.tuning import SEED_MAX
+    from vtatune.tuning.samplers import DEFAULT_SAMPLER, SAMPLERS
 
     p.add_argument("--sampler", default=DEFAULT_SAMPLER, metavar="NAME",
                    help=f"{', '.join(SAMPLERS)}; {DEFAULT_SAMPLER}: TPE over legal, "
@@ -185,8 +185,7 @@ def say_if_compiling() -> None:
     import simulator.functional  # noqa: F401  (importing registers their compiled engines)
     import simulator.timing  # noqa: F401
     from simulator import engines_to_compile
-
-    from ..lowering import _runtime  # noqa: F401
+    from vtatune.lowering import _runtime  # noqa: F401
 
     if engines_to_compile():
         print("vtatune: compiling the engines (once after install, 10-15 s)...",

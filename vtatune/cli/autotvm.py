@@ -7,7 +7,11 @@ import argparse
 import json
 from typing import Any
 
-from ._common import UsageError, add_command, warnings_one_line
+from vtatune.cli._common import UsageError, add_command, warnings_one_line
+
+__all__ = [
+    "register",
+]
 
 
 def register(sub: Any) -> None:
@@ -42,7 +46,7 @@ def register(sub: Any) -> None:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from ..autotvm import export_autotvm
+    from vtatune.autotvm import export_autotvm
 
     warnings_one_line()
 
@@ -60,13 +64,13 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    from ..autotvm import import_autotvm, write_records
+    from vtatune.autotvm import import_autotvm, write_records
 
     warnings_one_line()
 
     imported = import_autotvm(args.file, best=args.best)
     for imp in imported:
-        ev = imp.evaluation
+        ev = imp.score
         if args.json:
             print(json.dumps({"line": imp.line, "task": imp.task,
                               "workload": imp.workload.name or imp.workload.key(),

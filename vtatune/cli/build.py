@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-from ._common import (
+from vtatune.cli._common import (
     OPERATORS,
     add_command,
     add_hw_flag,
@@ -15,6 +15,10 @@ from ._common import (
     say_if_compiling,
     warnings_one_line,
 )
+
+__all__ = [
+    "register",
+]
 
 
 def register(sub: Any) -> None:
@@ -46,8 +50,8 @@ def register(sub: Any) -> None:
 
 def cmd_build(args: argparse.Namespace) -> int:
     from simulator.hardware import HardwareConfig
-
-    from ..builds import build, simulate
+    from vtatune.builds import build
+    from vtatune.scoring import simulate
 
     warnings_one_line()
     say_if_compiling()
@@ -69,7 +73,7 @@ def cmd_build(args: argparse.Namespace) -> int:
     for kind in ("json", "bin", "c", "header"):
         print(f"wrote      {paths[kind]}")
     if args.verify:
-        from ..reference import random_operands, reference_output
+        from vtatune.workloads import random_operands, reference_output
 
         ops = random_operands(wl, args.bias, 0)
         ok = bool((b.run(ops.data, ops.weight, ops.bias)

@@ -7,7 +7,11 @@ import argparse
 import json
 from typing import Any
 
-from ._common import UsageError, say_if_compiling, seed_arg, warnings_one_line
+from vtatune.cli._common import UsageError, say_if_compiling, seed_arg, warnings_one_line
+
+__all__ = [
+    "register",
+]
 
 _EPILOG = """\
 examples:
@@ -29,8 +33,7 @@ study and every tuning log.
 
 def register(sub: Any) -> None:
     from simulator.resources import DEVICES
-
-    from ..design import OBJECTIVES
+    from vtatune.design import OBJECTIVES
 
     p = sub.add_parser("design", help="search VTA configurations with their schedules",
                        description="Hardware and schedule co-design: search VTA "
@@ -67,7 +70,7 @@ def register(sub: Any) -> None:
 
 
 def cmd_design(args: argparse.Namespace) -> int:
-    from ..design import co_design, plot_front
+    from vtatune.design import co_design, plot_front
 
     warnings_one_line()
     for flag, value in (("--trials-per-task", args.trials_per_task), ("--jobs", args.jobs),

@@ -8,7 +8,11 @@ import json
 import sys
 from typing import Any
 
-from ._common import UsageError, add_command, say_if_compiling, warnings_one_line
+from vtatune.cli._common import UsageError, add_command, say_if_compiling, warnings_one_line
+
+__all__ = [
+    "register",
+]
 
 
 def register(sub: Any) -> None:
@@ -54,7 +58,7 @@ def register(sub: Any) -> None:
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
-    from ..records import replay
+    from vtatune.records import replay
 
     warnings_one_line()
     say_if_compiling()
@@ -97,7 +101,7 @@ def _hw_flag(config: dict[str, Any]) -> str:
 
 
 def cmd_best(args: argparse.Namespace) -> int:
-    from ..records import best_records, read_records
+    from vtatune.records import best_records, read_records
 
     warnings_one_line()
     best = best_records(read_records(args.log))
@@ -141,7 +145,7 @@ def _f(spec: str, scale: float = 1.0, unit: str = "") -> Any:
 
 
 def cmd_analyze(args: argparse.Namespace) -> int:
-    from ..analysis import read_log, summary
+    from vtatune.records.analysis import read_log, summary
 
     warnings_one_line()
 

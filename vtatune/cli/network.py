@@ -7,7 +7,7 @@ import json
 import math
 from typing import Any
 
-from ._common import (
+from vtatune.cli._common import (
     UsageError,
     add_command,
     add_hw_flag,
@@ -15,6 +15,10 @@ from ._common import (
     say_if_compiling,
     warnings_one_line,
 )
+
+__all__ = [
+    "register",
+]
 
 _DESCRIPTION = (
     "Tune a whole network: a catalogue network by name or an ONNX model file. Each layer VTA "
@@ -35,14 +39,14 @@ _EXAMPLES = (
 
 
 def register(sub: Any) -> None:
-    from ..network_tuning import (
+    from vtatune.networks import (
         DEFAULT_PATIENCE,
         DEFAULT_ROUND,
         DEFAULT_TRIALS_PER_TASK,
         DEFAULT_WARMUP,
     )
-    from ..task_scheduler import SCHEDULERS
-    from ..tuner import RUNS_DIR
+    from vtatune.networks.schedulers import SCHEDULERS
+    from vtatune.tuning import RUNS_DIR
 
     p = add_command(sub, "network", "list or tune a whole network (catalogue or ONNX)",
                     _DESCRIPTION, _EXAMPLES)
@@ -74,7 +78,7 @@ def register(sub: Any) -> None:
 
 
 def cmd_network(args: argparse.Namespace) -> int:
-    from ..networks import NETWORKS, load_network
+    from vtatune.networks import NETWORKS, load_network
 
     warnings_one_line()
     if args.network is None:
@@ -102,10 +106,10 @@ def cmd_network(args: argparse.Namespace) -> int:
         else:
             print_network(net)
         return 0
-    from ..network_tuning import tune_network
+    from vtatune.networks import tune_network
 
     if args.plot:
-        from ..network_plot import check_matplotlib
+        from vtatune.networks import check_matplotlib
 
         check_matplotlib()
     result = tune_network(
@@ -116,7 +120,7 @@ def cmd_network(args: argparse.Namespace) -> int:
         log=args.log, storage=args.storage, resume=args.resume, space=args.space,
         bias=args.bias, progress=not (args.quiet or args.json))
     if args.plot:
-        from ..network_plot import draw_network
+        from vtatune.networks import draw_network
 
         draw_network(result, args.plot)
     if args.json:

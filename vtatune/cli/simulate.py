@@ -7,16 +7,11 @@ import json
 import sys
 from typing import Any
 
+from search_spaces import resolve_schedule
 from simulator.functional import count
 from simulator.hardware import HardwareConfig
-from simulator.timing import TimingProfile, simulate
-
-from ..defaults import resolve_schedule
-from ..lowering import lower
-from ..lowering._vadd import VaddWorkload, lower_vadd
-from ..schedule import Schedule
-from ..timeline import draw_timeline, timing_report, write_trace_csv
-from ._common import (
+from simulator.timing import TimingProfile, time_program
+from vtatune.cli._common import (
     OPERATORS,
     UsageError,
     add_command,
@@ -26,6 +21,14 @@ from ._common import (
     say_if_compiling,
     shape_flags_given,
 )
+from vtatune.lowering import lower, lower_vadd
+from vtatune.schedule import Schedule
+from vtatune.scoring import draw_timeline, timing_report, write_trace_csv
+from vtatune.workloads import VaddWorkload
+
+__all__ = [
+    "register",
+]
 
 
 def register(sub: Any) -> None:
@@ -108,7 +111,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     profile = TimingProfile.for_hw(hw)
     if args.profile:
         profile = TimingProfile.from_json(args.profile, profile)
-    timing = simulate(program, hw, profile, trace=bool(args.trace or args.timeline))
+    timing = time_program(program, hw, profile, trace=bool(args.trace or args.timeline))
     report.update(timing_report(timing, hw, getattr(wl, "macs", None)))
     if args.trace:
         write_trace_csv(timing.trace, args.trace)
@@ -130,8 +133,7 @@ def _verify(wl, lowered, program, hw, seed: int) -> bool:
     import numpy as np
 
     from simulator.functional import run
-
-    from ..reference import verify
+    from vtatune.scoring import verify
 
     if lowered is not None:
         return verify(lowered, seed).ok
@@ -171,8 +173,8 @@ def _print_summary(report: dict[str, Any], wl) -> None:
 
 
 def cmd_simulate_program(args: argparse.Namespace) -> int:
-    from ..builds import simulate as simulate_build
-    from ..export import load_bin, load_json
+    from vtatune.builds import load_bin, load_json
+    from vtatune.scoring import simulate
 
     if args.program is None:
         raise UsageError(f"simulate needs an operator ({', '.join(OPERATORS)}, vadd) or "
@@ -184,7 +186,7 @@ def cmd_simulate_program(args: argparse.Namespace) -> int:
     profile = TimingProfile.for_hw(hw)
     if args.profile:
         profile = TimingProfile.from_json(args.profile, profile)
-    sim = simulate_build(loaded, profile=profile)
+    sim = simulate(loaded, profile=profile)
     wl = loaded.workload
     report: dict[str, Any] = {
         "program": args.program, "hw": {"target": hw.target, "bitstream": hw.bitstream,
@@ -205,7 +207,7 @@ def cmd_simulate_program(args: argparse.Namespace) -> int:
             raise UsageError(f"{args.program}: no workload in the metadata, cannot --verify")
         from types import SimpleNamespace
 
-        from ..reference import verify
+        from vtatune.scoring import verify
 
         v = verify(SimpleNamespace(workload=wl, hw=hw, bias=loaded.bias,
                                    program=loaded.program), args.seed)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ._common import (
+from vtatune.cli._common import (
     UsageError,
     add_command,
     add_hw_flag,
@@ -17,6 +17,10 @@ from ._common import (
     shape_flags_given,
     warnings_one_line,
 )
+
+__all__ = [
+    "register",
+]
 
 _ABOUT = {
     "conv2d": ("tune conv2d schedules (default: the seed layer, ResNet-18's 14x14 256->256 3x3)",
@@ -52,7 +56,7 @@ _ABOUT = {
 
 
 def register(sub: Any) -> None:
-    from ..tuner import RUNS_DIR
+    from vtatune.tuning import RUNS_DIR
 
     for op, (summary, default, examples) in _ABOUT.items():
         p = add_command(
@@ -82,10 +86,9 @@ def register(sub: Any) -> None:
 
 def cmd_tune(args: argparse.Namespace) -> int:
     from simulator.hardware import HardwareConfig
-
-    from ..network_tuning import tune_network
-    from ..records import check_log_target
-    from ..tuner import tune
+    from vtatune.networks import tune_network
+    from vtatune.records import check_log_target
+    from vtatune.tuning import tune
 
     warnings_one_line()
     if args.log is not None:

@@ -1,5 +1,18 @@
 """Lowering a schedule to a VTA program, the way TVM's compiler and runtime would.
 
+A schedule becomes a program in four steps, one module each:
+
+- ``_context``: the workload on the hardware as TVM's VTA compute lays it out, and the
+  constants every rule reads (:func:`context`);
+- ``_rules``: every legality rule, arithmetic only (:func:`rules`, :func:`legality`;
+  ``SHAPE_RULES`` are those decided by the tile shape alone), over the DMA patterns of
+  ``_dma`` and the DRAM/SRAM layouts of ``_layouts``;
+- ``_plan``: the SRAM allocation per virtual thread and the micro-op kernels (:func:`plan`);
+- ``_emit``: the loop tree, TVM's dependency insertion and virtual threads (``_ir``), and
+  the instructions as TVM's runtime builds them (``_runtime``: :class:`CommandQueue`).
+
+:func:`lower` runs them all; :func:`lower_vadd` lowers the getting-started vector add.
+
 Example:
     >>> from vtatune.workloads import WORKLOADS
     >>> from vtatune.schedule import tutorial_schedule
@@ -10,70 +23,54 @@ Example:
     142
 """
 
-from __future__ import annotations
-
-from dataclasses import dataclass
-
-from simulator.errors import EncodingError
-from simulator.hardware import HardwareConfig
-from simulator.isa import encode_insn, encode_uop
-from simulator.program import Program
-
-from ..errors import IllegalSchedule
-from ..schedule import Schedule
-from ..workloads import Workload
-from ._emit import emit
-from ._plan import (
-    SHAPE_FIELDS,
-    SHAPE_RULES,
-    Context,
-    Plan,
-    context,
+from vtatune.errors import IllegalSchedule
+from vtatune.lowering._context import Context, OperatorShape, context, operator_shape
+from vtatune.lowering._dma import fold_2d, pattern_2d, split_2d, window
+from vtatune.lowering._ir import (
+    Dep,
+    For,
+    Stage,
+    Threaded,
+    expand_threads,
+    insert_deps,
+    loop,
+)
+from vtatune.lowering._layouts import (
+    acc_coefficients,
+    dilate,
     input_pack,
     output_pack,
-    plan,
-    rules,
-    shape_rules,
+    pack_bias,
+    pack_conv_data,
+    pack_conv_kernel,
+    pack_matrix,
+    packed_inputs,
+    transpose_kernel,
+    unpack_conv_output,
+    unpack_matrix,
+    unpack_output,
 )
+from vtatune.lowering._lower import Lowered, check, lower
+from vtatune.lowering._plan import Plan, plan
+from vtatune.lowering._rules import SHAPE_FIELDS, SHAPE_RULES, Facts, legality, rules, shape_rules
+from vtatune.lowering._runtime import (
+    COMPUTE,
+    KERNEL_KEYS,
+    LOAD,
+    STORE,
+    CommandQueue,
+    Kernel,
+    KernelLoop,
+)
+from vtatune.lowering._vadd import lower_vadd
 
-
-@dataclass(frozen=True)
-class Lowered:
-    """A lowered schedule: the program plus what it was built from."""
-
-    workload: Workload
-    schedule: Schedule
-    hw: HardwareConfig
-    bias: bool
-    program: Program
-    plan: Plan
-
-
-def check(workload: Workload, schedule: Schedule, hw: HardwareConfig, bias: bool = False) -> Plan:
-    """Legality without emitting instructions; raises IllegalSchedule naming the rule."""
-    return plan(workload, schedule, hw, bias)
-
-
-def lower(workload: Workload, schedule: Schedule, hw: HardwareConfig, bias: bool = False,
-          verify_encoding: bool = False) -> Lowered:
-    """Plan, check and emit ``schedule``; raises IllegalSchedule for a schedule that cannot
-    run on ``hw``.
-
-    The ``field_width`` rule of :func:`check` already guarantees that every field of a
-    legal schedule's program fits its bits; ``verify_encoding=True`` also encodes every
-    instruction and micro-op (~15% of the lowering time) to prove it."""
-    p = plan(workload, schedule, hw, bias)
-    program = emit(p)
-    if verify_encoding:
-        try:
-            for insn in program.instructions:
-                encode_insn(insn, hw)
-            for uop in program.uops:
-                encode_uop(uop, hw)
-        except EncodingError as exc:
-            raise IllegalSchedule("field_width", str(exc)) from None
-    return Lowered(workload, schedule, hw, bias, program, p)
-
-
-__all__ = ["SHAPE_FIELDS", "SHAPE_RULES", "Context", "IllegalSchedule", "Lowered", "Plan",
-           "check", "context", "input_pack", "lower", "output_pack", "rules", "shape_rules"]
+__all__ = [
+    "COMPUTE", "CommandQueue", "Context", "Dep", "Facts", "For", "IllegalSchedule", "KERNEL_KEYS",
+    "Kernel", "KernelLoop", "LOAD", "Lowered", "OperatorShape", "Plan", "SHAPE_FIELDS",
+    "SHAPE_RULES", "STORE", "Stage", "Threaded", "acc_coefficients", "check", "context", "dilate",
+    "expand_threads", "fold_2d", "input_pack", "insert_deps", "legality", "loop", "lower",
+    "lower_vadd", "operator_shape", "output_pack", "pack_bias", "pack_conv_data",
+    "pack_conv_kernel", "pack_matrix", "packed_inputs", "pattern_2d", "plan", "rules",
+    "shape_rules", "split_2d", "transpose_kernel", "unpack_conv_output", "unpack_matrix",
+    "unpack_output", "window",
+]

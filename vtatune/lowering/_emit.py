@@ -13,11 +13,12 @@ from functools import lru_cache
 
 from simulator.isa import MemId
 from simulator.program import Program, layout_tensors
-
-from ..workloads import GemmWorkload
-from ._ir import Dep, For, Stage, Threaded, expand_threads, insert_deps, loop
-from ._plan import Plan, context, pattern_2d, window
-from ._runtime import COMPUTE, LOAD, STORE, CommandQueue, window_tables
+from vtatune.lowering._context import context
+from vtatune.lowering._dma import pattern_2d, window
+from vtatune.lowering._ir import Dep, For, Stage, Threaded, expand_threads, insert_deps, loop
+from vtatune.lowering._plan import Plan
+from vtatune.lowering._runtime import COMPUTE, LOAD, STORE, CommandQueue, window_tables
+from vtatune.workloads import GemmWorkload
 
 #: Slots of the loop variables (a variable outside its loop is 0). ``g``: group_conv2d's
 #: groups, when an oc tile lies within one group: the oc tile loop runs as a loop over the

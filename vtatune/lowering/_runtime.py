@@ -35,9 +35,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from simulator import rows as R
-from simulator._jit import njit
 from simulator.hardware import HardwareConfig
 from simulator.isa import AluOp, MemId, Opcode, Uop
+from simulator.jit import njit
 
 LOAD, COMPUTE, STORE = 1, 2, 3
 #: The runtime finds a call site's micro-op kernel by one int of closure data, key = value
@@ -46,7 +46,7 @@ LOAD, COMPUTE, STORE = 1, 2, 3
 #: site whose kernel depends on a loop variable may therefore see at most 99 values of it.
 KERNEL_KEYS = 100
 #: Loop-variable slots a queue program may use: the emitter's 7 tile loops plus up to 5
-#: looped store dims (b, co // k, co % k, h, w; see lowering._plan.store_dims).
+#: looped store dims (b, co // k, co % k, h, w; see lowering._dma.store_dims).
 NSLOTS = 12
 
 

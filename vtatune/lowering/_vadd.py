@@ -2,40 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from simulator.hardware import HardwareConfig
 from simulator.isa import AluOp, MemId, Uop
 from simulator.program import Program, layout_tensors
-
-from ..errors import IllegalSchedule, WorkloadError
-from ._ir import Stage, expand_threads, insert_deps
-from ._runtime import COMPUTE, STORE, CommandQueue, Kernel, KernelLoop
-
-
-@dataclass(frozen=True)
-class VaddWorkload:
-    """``C = (A + B).astype(int8)`` over ``elements`` int32 lanes."""
-
-    elements: int = 1024
-    name: str = "vadd"
-
-    operator = "vadd"
-
-    def check(self, hw: HardwareConfig) -> None:
-        lanes = hw.batch * hw.block_out
-        if not isinstance(self.elements, int) or self.elements < 1 or self.elements % lanes:
-            raise WorkloadError(f"elements must be a positive multiple of BATCH*BLOCK_OUT "
-                                f"{lanes}, got {self.elements!r}")
-
-    def describe(self) -> str:
-        return f"vadd {self.elements} int32 elements"
-
-    def key(self) -> str:
-        return f"vadd.elements{self.elements}"
-
-    def shape_args(self) -> dict[str, int]:
-        return {"elements": self.elements}
+from vtatune.errors import IllegalSchedule
+from vtatune.lowering._ir import Dep, Stage, expand_threads, insert_deps
+from vtatune.lowering._runtime import COMPUTE, STORE, CommandQueue, Kernel, KernelLoop
+from vtatune.workloads import VaddWorkload
 
 
 def lower_vadd(workload: VaddWorkload, hw: HardwareConfig) -> Program:
@@ -61,8 +34,6 @@ def lower_vadd(workload: VaddWorkload, hw: HardwareConfig) -> Program:
     ]
     store = [lambda: q.store_2d(0, out0, 1, m, m)]
     tree = expand_threads(insert_deps([Stage(COMPUTE, compute), Stage(STORE, store)]), 1)
-    from ._ir import Dep
-
     for item in tree:
         for op in item.node.ops:
             if isinstance(op, Dep):

@@ -1,0 +1,376 @@
+"""What a new user meets in the first hour (issue 12): bad input refused in one line, help
+pages, the Python API's names and quiet, pandas frames, progress output, program checks."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import vtatune
+from vtatune.cli import main
+from vtatune.errors import ScheduleError, VtatuneError, WorkloadError
+
+pytestmark = pytest.mark.usefixtures("compiled_engines")  # exact CLI output: no first-run notice
+
+ROOT = Path(__file__).resolve().parents[2]
+GEMM_LOG = ROOT / "logs" / "gemm-pynq.jsonl"
+
+
+def run_cli(capsys, *argv):
+    code = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def one_error_line(err: str) -> str:
+    lines = [ln for ln in err.splitlines() if ln.startswith("vtatune: error:")]
+    assert len(lines) == 1 and "Traceback" not in err, err
+    return lines[0]
+
+
+# --- 5 and 13: one line and exit 2, nothing left behind ---------------------------------
+@pytest.mark.parametrize("seed", ["-1", "99999999999"])
+def test_bad_seed_is_one_line_and_leaves_no_journal(seed, tmp_path, capsys):
+    for argv in (["gemm"], ["conv2d", "--network", "resnet18"], ["network", "resnet18"]):
+        code, _, err = run_cli(capsys, *argv, "--seed", seed, "--log", tmp_path / "g.jsonl")
+        assert code == 2
+        assert f"seed must be in 0..4294967295, got {seed}" in one_error_line(err)
+        assert list(tmp_path.iterdir()) == []
+
+
+def test_api_bad_seed_raises_vtatunes_error(tmp_path):
+    with pytest.raises(VtatuneError, match="seed must be an integer"):
+        vtatune.tune("gemm", seed=-1, log=tmp_path / "g.jsonl")
+    with pytest.raises(VtatuneError, match="seed must be an integer"):
+        vtatune.tune_network("resnet18", "pynq", seed=2**32, log=tmp_path / "n.jsonl")
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("make, log, message", [
+    (lambda d: (d / "f").write_text("x"), "f/x.jsonl", "f is a file, not a directory"),
+    (lambda d: (d / "dir").mkdir(), "dir", "it is a directory"),
+    (lambda d: (d / "bin").write_bytes(bytes(range(256)) * 8), "bin",
+     "is not a vtatune log"),
+])
+def test_log_targets_refused_before_anything_is_written(make, log, message, tmp_path,
+                                                        capsys):
+    make(tmp_path)
+    before = {p: p.read_bytes() if p.is_file() else None for p in tmp_path.rglob("*")}
+    for argv in (["gemm"], ["conv2d", "--network", "resnet18"]):
+        code, _, err = run_cli(capsys, *argv, "--trials", "2", "--log", tmp_path / log)
+        assert code == 2 and message in one_error_line(err)
+    after = {p: p.read_bytes() if p.is_file() else None for p in tmp_path.rglob("*")}
+    assert after == before  # no journal beside it, no byte appended
+
+
+def test_timeline_with_unknown_format_is_one_line(tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    code, _, err = run_cli(capsys, "simulate", "vadd", "--elements", "64", "--timeline",
+                           tmp_path / "x.txt")
+    assert code == 2 and "cannot write timeline" in one_error_line(err)
+    assert "Format 'txt' is not supported" in err
+
+
+def test_closed_pipe_ends_quietly_with_141(tmp_path, monkeypatch, capsys):
+    class ClosedPipe:
+        def __init__(self) -> None:
+            self._f = open(tmp_path / "out", "w")  # noqa: SIM115  (a real descriptor)
+
+        def write(self, text: str) -> int:
+            raise BrokenPipeError(32, "Broken pipe")
+
+        def flush(self) -> None:
+            raise BrokenPipeError(32, "Broken pipe")
+
+        def fileno(self) -> int:
+            return self._f.fileno()
+
+    pipe = ClosedPipe()
+    monkeypatch.setattr(sys, "stdout", pipe)
+    assert main(["best", str(GEMM_LOG)]) == 141
+
+
+def test_piped_to_head_has_no_traceback():
+    done = subprocess.run(f"{sys.executable} -m vtatune --help | head -1", shell=True,
+                          capture_output=True, text=True, cwd=ROOT)
+    assert done.stdout.startswith("usage: vtatune") and "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("content", [b"", b"\x00\xff garbage\n" * 20])
+def test_replay_without_ok_records_exits_2(content, tmp_path, capsys):
+    log = tmp_path / "l.jsonl"
+    log.write_bytes(content)
+    code, out, err = run_cli(capsys, "replay", log)
+    assert code == 2 and "has no ok record to replay" in one_error_line(err)
+    assert "identical" not in out
+
+
+# --- 6: nonsense refused up front, with the reason ---------------------------------------
+@pytest.mark.parametrize("argv, message", [
+    (["conv2d", "--pad", "100"], "pad 100 exceeds the 4-bit DMA pad field (max 15) (pad_field)"),
+    (["conv2d", "--height", "100000", "--width", "100000", "--trials", "2"],
+     "the tensors do not fit the DRAM an instruction addresses (field_width)"),
+    (["conv2d", "--workload", "C2", "--height", "14"],
+     "give --workload or shape flags, not both (--workload C2 with --height)"),
+    (["gemm", "--height", "14"], "unrecognized arguments: --height 14"),
+])
+def test_impossible_or_mixed_tuning_input_is_refused(argv, message, tmp_path, capsys):
+    code, _, err = run_cli(capsys, *argv, "--log", tmp_path / "t.jsonl")
+    assert code == 2 and message in one_error_line(err)
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["simulate", "gemm", "--elements", "64"], "--elements applies to vadd, not gemm"),
+    (["simulate", "vadd", "--height", "14"], "vadd takes --elements, not --workload or shape"),
+])
+def test_simulate_flags_that_do_not_apply_are_refused(argv, message, capsys):
+    code, _, err = run_cli(capsys, *argv)
+    assert code == 2 and message in one_error_line(err)
+
+
+def test_no_legal_config_is_decided_from_the_template():
+    from search_spaces import get_template
+    from simulator.hardware import DEFAULT
+    from vtatune.workloads import WORKLOADS, Conv2dWorkload
+
+    assert get_template(Conv2dWorkload(1, 14, 14, 256, 256, 3, 100, 1), DEFAULT
+                        ).no_legal_config().rule == "pad_field"
+    for wl in (WORKLOADS["conv2d"]["resnet18.C2"], WORKLOADS["gemm"]["dense128"]):
+        assert get_template(wl, DEFAULT).no_legal_config() is None
+
+
+# --- 7: program files are checked --------------------------------------------------------
+@pytest.fixture(scope="module")
+def program_dir(tmp_path_factory):
+    out = tmp_path_factory.mktemp("build")
+    assert main(["build", "gemm", "--workload", "dense128", "--log", str(GEMM_LOG),
+                 "--out", str(out)]) == 0
+    return out
+
+
+def test_bit_flipped_program_bin_is_refused(program_dir, tmp_path, capsys):
+    data = bytearray((program_dir / "program.bin").read_bytes())
+    code, _, _ = run_cli(capsys, "simulate", "--program", program_dir / "program.bin")
+    assert code == 0
+    for bit in (8 * (len(data) - 3), 8 * (len(data) // 2) + 5):  # a micro-op, an instruction
+        flipped = bytearray(data)
+        flipped[bit // 8] ^= 1 << (bit % 8)
+        (tmp_path / "p.bin").write_bytes(flipped)
+        code, _, err = run_cli(capsys, "simulate", "--program", tmp_path / "p.bin")
+        assert code == 2
+        assert "differ from the SHA-256 stored when vtatune wrote it" in one_error_line(err)
+
+
+def test_edited_program_json_differs_from_its_expected_block(program_dir, tmp_path, capsys):
+    d = json.loads((program_dir / "program.json").read_text())
+    d["instructions"][3]["y_size"] += 1  # a LOAD that now moves one more row
+    (tmp_path / "p.json").write_text(json.dumps(d))
+    code, out, err = run_cli(capsys, "simulate", "--program", tmp_path / "p.json")
+    assert code == 1
+    assert "the simulation differs from the file's expected block" in err
+    code, out, err = run_cli(capsys, "simulate", "--program", program_dir / "program.json")
+    assert code == 0 and err == ""
+
+
+# --- 8: the Python API takes the CLI's names, knob dicts, and is quiet --------------------
+@pytest.mark.parametrize("name, operator, wl_name", [
+    ("resnet18.C8", "conv2d", "resnet18.C8"), ("C8", "conv2d", "resnet18.C8"),
+    ("dense128", "gemm", "dense128"), ("gemm", "gemm", "tutorial"),
+    ("conv2d:tutorial", "conv2d", "tutorial"),
+])
+def test_workload_names_as_the_cli_takes_them(name, operator, wl_name):
+    from vtatune.workloads import resolve
+
+    wl, _ = resolve(name)
+    assert (wl.operator, wl.name) == (operator, wl_name)
+
+
+def test_shared_name_alone_is_ambiguous():
+    from vtatune.workloads import resolve
+
+    with pytest.raises(WorkloadError, match="ambiguous: say 'conv2d:tutorial' or"):
+        resolve("tutorial")
+
+
+def test_tune_by_name_is_quiet(tmp_path, capfd):
+    r = vtatune.tune("dense128", trials=2, seed=0, log=tmp_path / "d.jsonl")
+    assert (r.workload.name, r.trials) == ("dense128", 2)
+    out, err = capfd.readouterr()
+    assert out == "" and "[I " not in err and "A new study created" not in err
+
+
+def test_build_takes_a_dict_of_knobs():
+    b = vtatune.build("C8", schedule={"tile_h": 14, "tile_co": 4})
+    assert (b.schedule.tile_h, b.schedule.tile_co) == (14, 4)
+    assert b.provenance.describe() == "given schedule"
+    with pytest.raises(ScheduleError, match="unknown schedule knob 'tile_hx'"):
+        vtatune.build("C8", schedule={"tile_hx": 14})
+    with pytest.raises(ScheduleError, match="a schedule is a Schedule, a dict of knobs"):
+        vtatune.build("C8", schedule=14)
+
+
+# --- 10: help pages -----------------------------------------------------------------------
+COMMANDS = ("simulate", "conv2d", "gemm", "build", "replay", "best", "analyze", "export",
+            "import")
+
+
+def help_of(capsys, *argv) -> str:
+    with pytest.raises(SystemExit) as exc:
+        main([*argv, "--help"])
+    assert exc.value.code == 0
+    return capsys.readouterr().out
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_command_has_a_man_page(command, capsys):
+    text = help_of(capsys, command)
+    examples = text.split("examples:\n")[1].splitlines()
+    assert len([e for e in examples if e.startswith("  python ")]) >= 2
+    assert re.search(r"usage: vtatune " + command, text)
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_argument_says_what_it_is(command):
+    import argparse
+
+    from vtatune.cli import build_parser
+
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    for action in sub.choices[command]._actions:
+        assert action.help, (command, action.dest)
+
+
+def test_tune_help_shows_shape_flags_defaults_and_presets(capsys):
+    conv = " ".join(help_of(capsys, "conv2d").split())  # argparse wraps lines
+    assert "[--height N]" in conv and "[--pad N]" in conv  # in the usage line
+    assert "(default: 200)" in conv and "(default: guided)" in conv
+    assert "(default: full)" in conv and "drawn at random and printed" in conv
+    assert "sim (sim 1x16_i8w8a32_15_15_18_17" in conv and "'sim' is TVM's" in conv
+    gemm = help_of(capsys, "gemm")
+    assert "--height" not in gemm and "resnet18" not in gemm and "dense128" in gemm
+
+
+def test_positionals_and_options_have_help(capsys):
+    assert "simulation processes (default: 1)" in help_of(capsys, "replay")
+    export = help_of(capsys, "export")
+    assert "record format" in export and "the file to write" in export
+    assert "one or more vtatune logs" in export
+
+
+# --- 11: progress with tqdm, and the compile notice ---------------------------------------
+def test_progress_is_tqdm_with_the_best_so_far(tmp_path):
+    from tqdm import tqdm
+
+    from vtatune.tuning import Progress
+
+    with open(tmp_path / "err", "w") as stream:
+        p = Progress("C8", 20, stream=stream)
+        assert isinstance(p._bar, tqdm)
+        for i in range(1, 21):
+            p.update(i, 1000 - i)
+        p.close()
+    text = (tmp_path / "err").read_text()
+    assert "20/20" in text and "best=980" in text
+
+
+def test_compile_notice_when_the_engines_are_not_cached(monkeypatch, capsys):
+    import simulator
+    from vtatune.cli import say_if_compiling
+
+    monkeypatch.setattr(simulator, "engines_to_compile", lambda: ["simulator.timing._engine"])
+    say_if_compiling()
+    assert "compiling the engines" in capsys.readouterr().err
+    monkeypatch.setattr(simulator, "engines_to_compile", lambda: [])
+    say_if_compiling()
+    assert capsys.readouterr().err == ""
+
+
+def test_engines_to_compile_reads_numbas_cache_index(tmp_path, monkeypatch):
+    from simulator import jit as _jit
+
+    module = tmp_path / "engine.py"
+    module.write_text("def kernel(x):\n    return x\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import engine
+
+    lazy = _jit._Lazy.__new__(_jit._Lazy)
+    lazy.py_func, lazy.options = engine.kernel, {"cache": True}
+    monkeypatch.setattr(_jit, "_PENDING", {"engine": [lazy]})  # this module alone
+    monkeypatch.delenv("NUMBA_CACHE_DIR", raising=False)
+    assert _jit.engines_to_compile() == ["engine.kernel"]
+    tag = f"py{sys.version_info.major}{sys.version_info.minor}"
+    (tmp_path / "__pycache__").mkdir(exist_ok=True)
+    (tmp_path / "__pycache__" / f"engine.kernel-1.{tag}.nbi").write_bytes(b"")
+    assert _jit.engines_to_compile() == []
+
+
+# --- 12: pandas ---------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def mixed_frame():
+    from vtatune.records.analysis import read_log
+
+    return read_log([ROOT / "logs" / "resnet18-pynq.jsonl", GEMM_LOG])
+
+
+def test_knob_columns_are_int64_across_operators(mixed_frame):
+    df = mixed_frame
+    for knob in ("tile_h", "tile_w", "h_nthread", "tile_co", "oc_nthread"):
+        assert str(df[knob].dtype) == "Int64", knob
+    assert df.loc[df.operator == "gemm", "tile_h"].isna().all()
+
+
+def test_workload_names_are_qualified_where_operators_share_them(mixed_frame):
+    names = set(mixed_frame.workload)
+    assert "gemm:tutorial" in names and "tutorial" not in names
+    assert {"resnet18.C8", "dense128"} <= names
+
+
+def test_summary_is_in_natural_order_with_the_operator(mixed_frame):
+    from vtatune.records.analysis import summary
+
+    s = summary(mixed_frame, default=False)
+    assert list(s.workload) == [*(f"resnet18.C{i}" for i in range(2, 12)), "dense128",
+                                "gemm:tutorial"]
+    assert list(s.operator) == ["conv2d"] * 10 + ["gemm"] * 2
+
+
+def test_best_so_far_keeps_the_problem_columns(mixed_frame):
+    from vtatune.records.analysis import best_so_far
+
+    curve = best_so_far(mixed_frame)
+    assert {"workload", "operator", "hw_model", "bias"} <= set(curve.columns)
+    last = curve.groupby("workload").best_cycles.last()
+    assert last["dense128"] == mixed_frame.query("workload == 'dense128'").cycles.min()
+
+
+# --- 4: the README's regeneration commands start from a fresh file ------------------------
+def test_readme_regeneration_commands_remove_the_tracked_logs_first():
+    from tests.test_readme import BLOCKS
+
+    block = next(code for _, lang, code, _ in BLOCKS
+                 if lang == "sh" and "--log logs/resnet18-pynq.jsonl" in code)
+    lines = block.splitlines()
+    removed = set(lines[0].split()[2:]) if lines[0].startswith("rm -f ") else set()
+    written = set(re.findall(r"--log (\S+)", block))
+    assert written and written <= removed
+
+
+# --- 2: a partial benchmark run leaves the published report alone -------------------------
+@pytest.mark.slow
+def test_partial_bench_search_does_not_touch_the_published_report(tmp_path):
+    published = [ROOT / "README.md", *(ROOT / "scripts" / "results").glob("*.*")]
+    before = {p: p.read_bytes() for p in published}
+    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_search.py"),
+                           "--layers", "gemm.dense128", "--samplers", "random", "--seeds", "1",
+                           "--trials", "5", "--jobs", "1", "--out", str(tmp_path)],
+                          capture_output=True, text=True, timeout=900, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert {p: p.read_bytes() for p in published} == before
+    assert {"runs.jsonl", "layers.csv", "search_quality.md"} <= {p.name for p in
+                                                                 tmp_path.iterdir()}

@@ -1,0 +1,160 @@
+"""Hardware/schedule co-design: feasibility reasons, the hardware space, and a tiny search
+through the command line."""
+
+import json
+from dataclasses import replace
+
+import pytest
+
+from simulator.errors import VTAError
+from simulator.hardware import HardwareConfig
+from simulator.resources import DEVICES, estimate
+from vtatune.cli import main
+from vtatune.design import (
+    BUFFERS,
+    KNOB_RANGES,
+    SHAPE_KNOBS,
+    TVM_STOCK,
+    Design,
+    infeasibility,
+    maximal_configs,
+    nearest_feasible,
+    pareto_front,
+    placed,
+    shapes,
+    stock,
+    toolchain,
+    vta_layers,
+)
+
+pytestmark = pytest.mark.usefixtures("compiled_engines")  # exact CLI output: no first-run notice
+
+REF = vta_layers(placed("resnet18", stock("pynq")))
+
+
+def test_feasibility_reasons_name_the_rule_and_numbers():
+    pynq = DEVICES["pynq"]
+    assert infeasibility(stock("pynq"), pynq, "resnet18", REF) is None
+    acc18 = replace(stock("pynq"), log_acc_buff_size=18)
+    assert infeasibility(acc18, pynq, "resnet18", REF) == (
+        "encoding: micro-op fields need 33 bits (acc 12 + inp 11 + wgt 10), a micro-op has 32")
+    big = HardwareConfig(target="pynq", log_block=5, log_inp_buff_size=16,
+                         log_wgt_buff_size=18, log_acc_buff_size=18)
+    assert infeasibility(big, pynq, "resnet18", REF).startswith(
+        "resources: LUT 183035 > 53200 on xc7z020")
+    batch2 = replace(stock("ultra96"), log_batch=1)
+    assert infeasibility(batch2, DEVICES["ultra96"], "resnet18", REF) == (
+        "layer layer1.0.conv1 leaves VTA: batch 1 is not a multiple of BATCH 2")
+
+
+def test_separate_blocks_feasibility_and_toolchain_label():
+    u96 = DEVICES["ultra96"]
+    in32 = HardwareConfig(target="ultra96", log_block_in=5, log_block_out=4)
+    assert infeasibility(in32, u96, "resnet18", REF) is None
+    assert toolchain(stock("ultra96")) == TVM_STOCK
+    assert toolchain(in32).startswith("needs a toolchain change: BLOCK_IN 32 != BLOCK_OUT 16")
+    out32 = HardwareConfig(target="ultra96", log_block_in=4, log_block_out=5)
+    assert infeasibility(out32, u96, "resnet18", REF) is None
+    assert "loaded packed by BLOCK_OUT" in toolchain(out32)
+    batch2 = replace(in32, log_batch=1)
+    assert infeasibility(batch2, u96, "resnet18", REF) == (
+        "layout: BATCH 2 with BLOCK_IN 32 != BLOCK_OUT 16: an element's 2 rows are not "
+        "contiguous in the other layer's packing")
+    found = shapes("resnet18", "ultra96", REF)
+    # batch 1 only, most MACs first; the 512-MAC cores precede 1x16
+    assert all(lb == 0 for lb, _, _ in found)
+    assert found[0] == (0, 6, 6)
+    assert found.index((0, 5, 4)) < found.index((0, 4, 4))
+    assert found.index((0, 4, 5)) < found.index((0, 4, 4))
+
+
+def test_maximal_configs_cannot_grow():
+    device = DEVICES["ultra96"]
+    configs = maximal_configs("ultra96", device, (0, 4, 4))
+    assert stock("ultra96") in configs
+    for hw in configs:
+        assert infeasibility(hw, device, "resnet18", REF) is None
+        for knob in BUFFERS:
+            try:
+                bigger = replace(hw, **{knob: getattr(hw, knob) + 1})
+            except VTAError:
+                continue
+            assert infeasibility(bigger, device, "resnet18", REF), (hw.bitstream, knob)
+
+
+def _design(cycles, hw):
+    return Design(hw, estimate(hw), {}, cycles, 100)
+
+
+def test_nearest_feasible_design_of_any_proposal():
+    """NSGA-II's proposals are evaluated as the nearest feasible configuration: a feasible
+    proposal is itself, an over-budget one keeps its shape with smaller buffers, and any
+    proposal of the knobs' ranges maps to a configuration that can run ResNet-18."""
+    import random
+
+    board, device = "pynq", DEVICES["pynq"]
+    found, maximal = shapes("resnet18", board, REF), {}
+
+    def knobs(hw):
+        return {k: getattr(hw, k) for k in (*SHAPE_KNOBS, *BUFFERS)}
+
+    assert nearest_feasible(board, device, knobs(stock(board)), found, maximal) == stock(board)
+    huge = {**knobs(stock(board)), **dict.fromkeys(BUFFERS[1:], 22)}
+    assert infeasibility(HardwareConfig(target=board, **huge), device, "resnet18", REF)
+    fitted = nearest_feasible(board, device, huge, found, maximal)
+    assert (fitted.log_batch, fitted.log_block_in, fitted.log_block_out) == (0, 4, 4)
+    assert all(getattr(fitted, k) <= huge[k] for k in BUFFERS)
+    assert infeasibility(fitted, device, "resnet18", REF) is None
+    assert fitted in maximal_configs(board, device, (0, 4, 4))  # as big as it can be
+    rng = random.Random(0)
+    for _ in range(40):
+        proposal = {k: rng.randint(*KNOB_RANGES[k]) for k in (*SHAPE_KNOBS, *BUFFERS)}
+        hw = nearest_feasible(board, device, proposal, found, maximal)
+        assert hw is not None and infeasibility(hw, device, "resnet18", REF) is None, proposal
+
+
+def test_pareto_front_keeps_only_undominated():
+    small = replace(stock("ultra96"), log_wgt_buff_size=16)
+    big, same = stock("ultra96"), replace(stock("ultra96"), log_inp_buff_size=14)
+    assert estimate(small).bram < estimate(same).bram < estimate(big).bram
+    front = pareto_front([_design(90, big), _design(95, small), _design(90, same)])
+    assert [d.hw for d in front] == [same, small]
+    assert front[0].speedup == pytest.approx(100 / 90)
+
+
+def test_tiny_design_search_through_the_cli(tmp_path, capsys):
+    argv = ["design", "--network", "resnet18", "--board", "ultra96", "--trials-per-task", "2",
+            "--candidates", "2", "--out", str(tmp_path), "--json"]
+    assert main(argv) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["new_evaluations"] == 3 and result["evaluated"] == 3
+    counts = {t.name: t.multiplicity for t in placed("resnet18", stock("ultra96")).tasks}
+    stock_cycles = result["stock"]["total_cycles"]
+    assert stock_cycles == sum(counts[n] * c for n, c in result["stock"]["tasks"].items())
+    assert result["designs"]
+    for d in result["designs"]:
+        hw = HardwareConfig.from_dict(d["config"])
+        assert d["bitstream"] == hw.bitstream and hw.target == "ultra96"
+        assert d["total_ms"] == pytest.approx(d["total_cycles"] / 333e3, abs=1e-4)
+        assert d["speedup"] == pytest.approx(stock_cycles / d["total_cycles"], abs=1e-4)
+        assert d["resources"] == estimate(hw).to_dict()
+        assert d["toolchain"] == toolchain(hw)
+        where = tmp_path / d["bitstream"]
+        assert HardwareConfig.from_json(where / "vta_config.json") == hw
+        assert len((where / "resnet18.jsonl").read_text().splitlines()) >= len(counts)
+    # Resumed: nothing is tuned again and the answer is the same.
+    assert main([*argv, "--resume"]) == 0
+    again = json.loads(capsys.readouterr().out)
+    assert again["new_evaluations"] == 0 and again["designs"] == result["designs"]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--network", "resnet19", "--board", "pynq"], "unknown network 'resnet19' (known: "),
+    (["--network", "resnet18", "--board", "pynq", "--trials-per-task", "0"],
+     "--trials-per-task must be at least 1, got 0"),
+    (["--network", "resnet18", "--board", "zcu9"], "argument --board: invalid choice"),
+])
+def test_bad_input_is_one_line_and_exit_2(args, message, capsys):
+    assert main(["design", *args]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("vtatune: error: ") and message in err and err.count("\n") == 1

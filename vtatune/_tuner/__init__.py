@@ -1,1 +1,0 @@
-"""Private modules of the tuner; the public API is :mod:`vtatune.tuner`."""

@@ -1,0 +1,291 @@
+"""The outer search of co-design: hardware configurations evaluated (each by the inner
+schedule search of every task), exhaustively or by NSGA-II, in one Optuna study."""
+
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from simulator.hardware import HardwareConfig
+from simulator.resources import DEVICES, estimate
+from vtatune.design._designs import Design, DesignResult, pareto_front
+from vtatune.design._inner import (
+    DesignError,
+    InnerResult,
+    network_log,
+    placed,
+    tune_tasks,
+    vta_layers,
+)
+from vtatune.design._space import (
+    BUFFERS,
+    KNOB_RANGES,
+    SHAPE_KNOBS,
+    compute_floor,
+    infeasibility,
+    maximal_configs,
+    nearest_feasible,
+    shape_label,
+    shapes,
+    smallest,
+    stock,
+)
+from vtatune.tuning import RUNS_DIR
+
+OBJECTIVES = ("latency", "latency-area")
+
+
+_KNOBS = (*SHAPE_KNOBS, *BUFFERS)
+
+
+# --- the search -------------------------------------------------------------------------
+def _params(hw: HardwareConfig) -> dict[str, int]:
+    return {k: getattr(hw, k) for k in _KNOBS}
+
+
+def _evaluate(args: tuple[str, HardwareConfig, int, int, str]) -> InnerResult:
+    network, hw, trials, seed, logdir = args
+    return tune_tasks(network, hw, trials, seed, logdir)
+
+
+class _Search:
+    """The design study: one Optuna trial per evaluated configuration."""
+
+    def __init__(self, network: str, board: str, objective: str, trials: int, seed: int,
+                 out: Path, storage: str | None, resume: bool, jobs: int) -> None:
+        import optuna
+
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        self.network, self.board, self.objective = network, board, objective
+        self.trials, self.seed, self.out, self.jobs = trials, seed, out, jobs
+        self.device = DEVICES[board]
+        self.stock_net = placed(network, stock(board))  # an unknown network fails here
+        self.reference = vta_layers(self.stock_net)
+        self.logdir = out / "tuning"
+        out.mkdir(parents=True, exist_ok=True)
+        if storage is None:
+            from optuna.storages.journal import JournalFileBackend, JournalStorage
+
+            path = out / "design.journal"
+            self.storage_desc = str(path)
+            store: Any = JournalStorage(JournalFileBackend(str(path)))
+        else:
+            store, self.storage_desc = storage, storage
+        base = f"design.{self.stock_net.name}.{board}.{objective}.t{trials}.s{seed}"
+        names = {s.study_name for s in optuna.get_all_study_summaries(store)}
+        name = base
+        if not resume:
+            i = 1
+            while name in names:
+                i += 1
+                name = f"{base}#{i}"
+        sampler = optuna.samplers.NSGAIISampler(seed=seed, population_size=8)
+        self.study = optuna.create_study(study_name=name, storage=store, sampler=sampler,
+                                         directions=["minimize", "minimize"],
+                                         load_if_exists=True)
+        self.results: dict[str, InnerResult] = {}
+        self.infeasible: dict[str, str] = {}
+        for tr in self.study.get_trials(deepcopy=False):
+            key = tr.user_attrs.get("bitstream")
+            if key and "tasks" in tr.user_attrs:
+                reason = tr.user_attrs.get("reason")
+                self.results[key] = InnerResult(tr.user_attrs["tasks"],
+                                                tr.user_attrs.get("counts", {}), reason, 0.0)
+            elif key and "reason" in tr.user_attrs:
+                self.infeasible[key] = tr.user_attrs["reason"]
+        self.new = 0
+        self.stock_cycles: int | None = None
+
+    # Each configuration evaluated becomes one finished trial, whatever the outer search.
+    def _add(self, hw: HardwareConfig, inner: InnerResult | None, reason: str | None) -> None:
+        import optuna
+
+        attrs: dict[str, Any] = {"bitstream": hw.bitstream}
+        if inner is not None:
+            attrs |= {"tasks": inner.cycles, "counts": inner.counts,
+                      "seconds": round(inner.seconds, 2)}
+        if reason:
+            attrs["reason"] = reason
+            self.infeasible[hw.bitstream] = reason
+        values = None if reason else [self._design(hw, inner).total_ms,
+                                      self._design(hw, inner).area]
+        dists = {k: optuna.distributions.IntDistribution(*KNOB_RANGES[k]) for k in _KNOBS}
+        self.study.add_trial(optuna.trial.create_trial(
+            params=_params(hw), distributions=dists, user_attrs=attrs, values=values,
+            state=optuna.trial.TrialState.FAIL if reason else
+            optuna.trial.TrialState.COMPLETE))
+
+    def _design(self, hw: HardwareConfig, inner: InnerResult | None) -> Design:
+        assert inner is not None
+        total = inner.total_cycles
+        stock_cycles = self.stock_cycles or total
+        return Design(hw, estimate(hw, self.device), dict(inner.cycles), total, stock_cycles)
+
+    def evaluate(self, candidates: list[HardwareConfig]) -> list[Design | None]:
+        """Tune the candidates not yet known (``jobs`` at a time); a design or None each."""
+        todo = []
+        for hw in candidates:
+            if hw.bitstream in self.results or hw.bitstream in self.infeasible:
+                continue
+            reason = infeasibility(hw, self.device, self.network, self.reference)
+            if reason:
+                self.infeasible[hw.bitstream] = reason
+                self._add(hw, None, reason)
+            elif hw.bitstream not in {h.bitstream for h in todo}:
+                todo.append(hw)
+        args = [(self.network, hw, self.trials, self.seed, str(self.logdir)) for hw in todo]
+        if self.jobs > 1 and len(todo) > 1:
+            with ProcessPoolExecutor(min(self.jobs, len(todo))) as pool:
+                inners = list(pool.map(_evaluate, args))
+        else:
+            inners = [_evaluate(a) for a in args]
+        for hw, inner in zip(todo, inners, strict=True):
+            self.new += 1
+            self.results[hw.bitstream] = inner
+            self._add(hw, inner, inner.reason)
+        out = []
+        for hw in candidates:
+            inner = self.results.get(hw.bitstream)
+            ok = inner is not None and inner.reason is None
+            out.append(self._design(hw, inner) if ok else None)
+        return out
+
+    def designs(self) -> list[Design]:
+        from simulator.hardware import HardwareConfig as HW
+
+        out = []
+        for tr in self.study.get_trials(deepcopy=False):
+            if tr.state.name != "COMPLETE" or "tasks" not in tr.user_attrs:
+                continue
+            hw = HW(target=self.board, **_knobs(tr.params))
+            if hw.bitstream not in self.results:
+                continue
+            out.append(self._design(hw, self.results[hw.bitstream]))
+        unique = {d.hw.bitstream: d for d in out}
+        return list(unique.values())
+
+
+def co_design(network: str, board: str, *, trials_per_task: int = 20,
+              objective: str = "latency", candidates: int | None = None, jobs: int = 1,
+              seed: int = 0,
+              out: str | Path | None = None, storage: str | None = None,
+              resume: bool = False) -> DesignResult:
+    """Search VTA configurations for ``network`` on ``board``; see the module docstring.
+
+    ``candidates``: at most this many designs besides the stock one (default: the whole
+    exhaustive walk for ``latency``, 24 for ``latency-area``).
+    ``network``: a catalogue name or an ONNX file; a design must run on VTA the layers the
+    stock design runs. ``out``: where the design study, the tuning logs and the Pareto
+    designs' ``vta_config.json`` and logs go (default ``runs/design-<network>-<board>``).
+    """
+    if board not in DEVICES:
+        raise DesignError(f"unknown board {board!r} (known: {', '.join(DEVICES)})")
+    if objective not in OBJECTIVES:
+        raise DesignError(f"unknown objective {objective!r} (known: {', '.join(OBJECTIVES)})")
+    if candidates is None:
+        candidates = 24 if objective == "latency-area" else 1 << 30
+    for name, value in (("trials_per_task", trials_per_task), ("jobs", jobs),
+                        ("candidates", candidates)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise DesignError(f"{name} must be a positive integer, got {value!r}")
+    t0 = time.perf_counter()
+    out_dir = Path(out) if out is not None else \
+        RUNS_DIR / f"design-{Path(network).stem}-{board}"
+    search = _Search(network, board, objective, trials_per_task, seed, out_dir, storage,
+                     resume, jobs)
+    base = stock(board)
+    (stock_design,) = search.evaluate([base])
+    if stock_design is None:
+        raise DesignError(f"the stock design cannot run {network}: "
+                          f"{search.infeasible.get(base.bitstream)}")
+    search.stock_cycles = stock_design.total_cycles
+    stock_design = replace(stock_design, stock_cycles=stock_design.total_cycles)
+    skipped: list[str] = []
+    if objective == "latency":
+        _exhaustive(search, skipped, candidates)
+    else:
+        _nsga(search, candidates)
+    evaluated = tuple(sorted(search.designs(), key=lambda d: d.total_cycles))
+    front = pareto_front(evaluated)
+    _write(front, search, out_dir)
+    return DesignResult(network, board, objective, trials_per_task, stock_design, front,
+                        evaluated, dict(search.infeasible), tuple(skipped),
+                        search.study.study_name, search.storage_desc, str(out_dir), search.new,
+                        time.perf_counter() - t0)
+
+
+def _exhaustive(search: _Search, skipped: list[str], candidates: int) -> None:
+    best = min(d.total_cycles for d in search.designs())
+    for shape in shapes(search.network, search.board, search.reference):
+        floor = compute_floor(placed(search.network, smallest(search.board, shape)))
+        label = shape_label(shape)
+        if floor >= best:
+            skipped.append(f"{label}: compute floor {floor} cycles >= best {best}")
+            continue
+        configs = maximal_configs(search.board, search.device, shape)
+        if not configs:
+            probe = smallest(search.board, shape)
+            why = infeasibility(probe, search.device, search.network, search.reference) \
+                or "no buffer sizes fit"
+            skipped.append(f"{label}: no feasible buffer sizes even at the smallest ({why})")
+            continue
+        room = candidates + 1 - len(search.results) - len(search.infeasible)
+        if room <= 0:
+            skipped.append(f"{label}: the candidate limit ({candidates}) is reached")
+            continue
+        for d in search.evaluate(configs[:room]):
+            if d is not None:
+                best = min(best, d.total_cycles)
+
+
+def _nsga(search: _Search, candidates: int) -> None:
+    """NSGA-II over the knobs; each proposal is evaluated as the feasible configuration
+    nearest it (:func:`nearest_feasible`), so no ask is spent on a design that cannot be
+    built, and the population is made of the designs evaluated."""
+    import optuna
+
+    found = shapes(search.network, search.board, search.reference)
+    dists = {k: optuna.distributions.IntDistribution(*KNOB_RANGES[k]) for k in _KNOBS}
+    for i, knob in enumerate(SHAPE_KNOBS):
+        values = sorted({shape[i] for shape in found})
+        if values:
+            dists[knob] = optuna.distributions.IntDistribution(values[0], values[-1])
+    maximal: dict[Any, list[HardwareConfig]] = {}
+    asks = 0
+    while len(search.designs()) < candidates + 1 and asks < 50 * candidates:
+        batch = []
+        for _ in range(search.jobs):
+            trial = search.study.ask(dists)
+            asks += 1
+            hw = nearest_feasible(search.board, search.device, _knobs(trial.params), found,
+                                  maximal)
+            # The study records each configuration once, as the trial _add writes.
+            search.study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+            if hw is not None:
+                batch.append(hw)
+        search.evaluate(batch)
+
+
+def _knobs(params: dict[str, Any]) -> dict[str, int]:
+    """A trial's knobs (a study written before BLOCK_IN/BLOCK_OUT had one log_block)."""
+    if "log_block" in params:
+        params = {**params, "log_block_in": params["log_block"],
+                  "log_block_out": params["log_block"]}
+    return {k: int(params[k]) for k in _KNOBS}
+
+
+def _write(front: tuple[Design, ...], search: _Search, out: Path) -> None:
+    """``out/<bitstream>/vta_config.json`` and ``<network>.jsonl`` for each Pareto design."""
+    for d in front:
+        where = out / d.hw.bitstream
+        where.mkdir(parents=True, exist_ok=True)
+        (where / "vta_config.json").write_text(json.dumps(d.hw.to_dict(), indent=2) + "\n")
+        path = network_log(search.logdir, search.network, d.hw)
+        if path.exists():
+            shutil.copyfile(path, where / path.name)

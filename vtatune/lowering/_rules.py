@@ -1,0 +1,593 @@
+"""The legality rules: everything that can make a schedule illegal, decided before a
+single instruction is emitted. Each failure raises :class:`IllegalSchedule` naming the rule
+and the numbers.
+
+All legality rules live in ONE function, :func:`rules`: arithmetic only (no micro-op kernel
+is built), so it costs microseconds and search spaces can call it on every candidate.
+The micro-op kernel rules are decided analytically from the inner loop order and extents:
+
+* a kernel's uop count is the product of its unrolled (non-folded) extents;
+* its folded loops are the two outermost non-unit axes (their extents are the loop fields);
+* dst-distinct: a uop's ACC index is injective in the (co, h, w) indices and independent of
+  (ci, kh, kw). Uops are generated in mixed-radix order (innermost axis fastest), so two
+  uops one apart write the same ACC row iff the innermost unrolled axis has no dst stride,
+  and (otherwise) two apart iff the innermost has extent 2 and the next one out has no dst
+  stride; the first clash is then uops #0/#1 resp. #0/#2, both writing the kernel's base.
+
+The last rule, ``field_width``, makes every legal schedule encodable: from the plan it
+knows the largest value the program puts in each instruction and micro-op field (SRAM
+bases, DMA sizes and strides, DRAM addresses, uop indices, loop factors) and compares it
+with the field's width in ``simulator.isa``'s layout, one line per fact. On a hardware
+config where buffer depths, DMA strides and DRAM size put no field at risk
+(``Context.fits_all``: every preset with the ResNet-18 layers) it costs nothing.
+
+Example:
+    >>> from simulator.hardware import DEFAULT
+    >>> from vtatune.schedule import Schedule
+    >>> from vtatune.workloads import WORKLOADS
+    >>> wl = WORKLOADS["conv2d"]["resnet18.C8"]
+    >>> facts = legality(wl, Schedule(tile_h=7, tile_w=14, tile_co=4), DEFAULT)
+    >>> facts.n_gemm_uops, facts.acc_tile
+    (84, 392)
+    >>> legality(wl, Schedule(tile_h=7, tile_w=14, tile_co=3), DEFAULT)
+    Traceback (most recent call last):
+    ...
+    vtatune.errors.IllegalSchedule: tile_co=3 does not divide the 16 output-channel blocks
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, NamedTuple
+
+from simulator.hardware import HardwareConfig
+from vtatune.errors import IllegalSchedule
+from vtatune.lowering._context import Context, context
+from vtatune.lowering._dma import (
+    inp_dims,
+    pattern_2d,
+    store_dims,
+    store_plan,
+    window,
+)
+from vtatune.lowering._layouts import acc_coefficients
+from vtatune.lowering._runtime import KERNEL_KEYS
+from vtatune.schedule import Schedule
+from vtatune.workloads import (
+    Workload,
+)
+
+
+def alu_loops(extents, dst, src) -> tuple[tuple[int, int, int], ...]:
+    """TVM's InjectALUIntrin loop flattening (innermost first, merge when contiguous):
+    (extent, dst, src) per loop, outer to inner."""
+    merged: list[tuple[int, int, int]] = []  # innermost first
+    for i in range(len(extents) - 1, -1, -1):
+        e = extents[i]
+        if e == 1:
+            continue
+        d, s = dst[i], src[i]
+        if merged:
+            ve, vd, vs = merged[-1]
+            if s == vs * ve and d == vd * ve:
+                merged[-1] = (ve * e, vd, vs)
+                continue
+        merged.append((e, d, s))
+    merged.reverse()
+    return tuple(merged)
+
+
+Axes = tuple[tuple[str, int, tuple[int, int, int]], ...]
+
+
+_RESET_AXES = frozenset(("co", "h", "w", "co%k"))  # the reset kernel's axes (with a dst stride)
+
+
+class Facts(NamedTuple):
+    """What the rules computed on the way (``plan`` builds on it)."""
+
+    eh: int  # input window rows of a tile (padded coordinates)
+    ew: int
+    nthreads: int
+    inp_tile: int  # elements per thread
+    wgt_tile: int
+    acc_tile: int
+    bias_tile: int
+    gemm_axes: Axes  # non-unit inner axes in order: (axis, extent, (dst, src, wgt) coeffs)
+    reset_axes: Axes
+    gemm_folds: int  # leading axes folded into the instruction's loops (at most 2)
+    reset_folds: int
+    n_gemm_uops: int
+    n_reset_uops: int
+    inp_channels: int  # input channel blocks per load step
+    group_loop: int  # group_conv2d: oc tile loop iterations per group (0: no group loop)
+    groups_per_tile: int  # group_conv2d: whole groups an oc tile covers (1 otherwise)
+    inp_split: bool  # one input LOAD per channel block
+    strict_store_pattern: tuple[int, int, int] | None  # tvm_strict tile store only
+    alu_flat: tuple[tuple[int, int, int], ...]  # (extent, dst, src) per loop
+    alu_bias: tuple[tuple[int, int, int], ...]
+
+
+def _kernel_rules(what: str, axes: Axes, folds: int, ctx: Context) -> int:
+    """uop capacity, loop extents and dst-distinct of a kernel over ``axes`` (the ``folds``
+    outermost fold into the instruction, the rest unroll); returns the uop count."""
+    unrolled = axes[folds:]
+    nuops = 1
+    for _, e, _ in unrolled:
+        nuops *= e
+    if nuops > ctx.uop_depth:
+        raise IllegalSchedule(
+            "uop_capacity",
+            f"{what} micro-op kernel has {nuops} uops, the uop buffer holds {ctx.uop_depth}",
+        )
+    for _, e, _ in axes[:folds]:
+        if e > ctx.loop_limit:
+            raise IllegalSchedule("loop_extent", f"{what} loop extent {e} exceeds "
+                                                 f"the {ctx.loop_limit} an instruction encodes")
+    clash = 0
+    if unrolled:
+        if unrolled[-1][2][0] == 0:
+            clash = 1  # innermost unrolled axis has no dst stride: uops #0, #1
+        elif len(unrolled) > 1 and unrolled[-1][1] == 2 and unrolled[-2][2][0] == 0:
+            clash = 2  # uops #0, #2 differ only in a dst-free axis
+    if clash:
+        raise IllegalSchedule(
+            "dst_dependency",
+            f"{what} micro-ops #0 and #{clash} both write ACC[0] within two micro-ops (the GEMM "
+            "pipeline has no forwarding; TVM rejects it: 'seq_[i].dst_idx != dst_index')",
+        )
+    return nuops
+
+
+def _field_width_rule(ctx: Context, sch: Any, bias: bool, eh: int, ew: int, n: int,
+                      inp_tile: int, wgt_tile: int, acc_tile: int, bias_tile: int,
+                      inp_split: bool, strict_store, gemm_axes: Axes, reset_axes: Axes,
+                      n_gemm: int, n_reset: int, alu_flat, alu_bias, nch: int,
+                      gemm_folds: int, reset_folds: int) -> None:
+    """Every instruction and micro-op field fits its bit width (so a legal schedule always
+    encodes): the largest value the program puts in each field, known from the plan, one
+    line per fact; raises IllegalSchedule("field_width") naming the first that does not."""
+    w = ctx.widths  # not None: shape_rules ran first
+    tile_b, tile_h, tile_w = sch.tile_b, sch.tile_h, sch.tile_w
+    tile_co, tile_ci = sch.tile_co, sch.tile_ci
+    h, wd, k, p, s, cib, cob = ctx.h, ctx.w, ctx.k, ctx.p, ctx.s, ctx.cib, ctx.cob
+    kk = k * k
+    # input DMA shape: padded windows are clipped per tile; unpadded ones are all alike
+    split = p > 0 or inp_split
+    pk = ctx.in_pack
+    if p > 0:
+        ny = max(window(p, s, k, t, tile_h, h)[1] for t in range(ctx.oh // tile_h))
+        nx = max(window(p, s, k, t, tile_w, wd)[1] for t in range(ctx.ow // tile_w))
+        inp_shape = (ny, nx * pk, wd * pk)
+    elif split:
+        inp_shape = pattern_2d(inp_dims(ctx, pk, eh, ew))
+    else:
+        inp_shape = pattern_2d(inp_dims(ctx, nch, eh, ew))
+    wgt_shape = pattern_2d([(tile_co, cib * kk), (tile_ci, kk), (kk, 1)])
+    bias_shape = pattern_2d([(tile_b, cob), (tile_co, 1)])
+    store_loops, store_shape = store_plan(ctx, sch, strict_store)
+    store_sram = (n - 1) * acc_tile + sum((size - 1) * a for size, _, a in store_loops)
+    # the uop area holds every kernel once; the uop buffer holds at most all of them
+    # ALU loops past the instruction's two unroll into micro-ops (the bias add's co % k)
+    alu_uops = [math.prod(e for e, _, _ in loops[2:]) for loops in (alu_flat, alu_bias)]
+    n_kernels_uops = n * tile_b * (n_gemm + n_reset) + n * (3 + alu_uops[1] if bias else 3)
+    uop_top = min(n_kernels_uops, ctx.uop_depth)  # an upper bound of uop_end
+
+    def unrolled_max(axes: Axes, j: int) -> int:
+        folds = gemm_folds if axes is gemm_axes else reset_folds
+        return sum((e - 1) * c[j] for _, e, c in axes[folds:])
+
+    def folded_max(axes: Axes, j: int) -> int:
+        folds = gemm_folds if axes is gemm_axes else reset_folds
+        return max((c[j] for _, _, c in axes[:folds]), default=0)
+
+    acc_row = acc_tile // tile_b
+    alu_src_max = (n - 1) * acc_tile
+    if bias:
+        alu_src_max = n * acc_tile + (n - 1) * bias_tile
+    clip_max = (1 << (ctx.out_width - 1)) - 1
+    facts = (
+        # (instruction, field, largest value, width)
+        ("LOAD INP", "sram_base",
+         (n - 1) * inp_tile + (nch - pk if split else 0) * eh * ew,
+         w.sram),
+        ("LOAD INP", "y_size", inp_shape[0], w.y),
+        ("LOAD INP", "x_size", inp_shape[1], w.x),
+        ("LOAD INP", "x_stride", inp_shape[2], w.stride),
+        ("LOAD WGT", "sram_base", (n - 1) * wgt_tile, w.sram),
+        ("LOAD WGT", "y_size", wgt_shape[0], w.y),
+        ("LOAD WGT", "x_size", wgt_shape[1], w.x),
+        ("LOAD WGT", "x_stride", wgt_shape[2], w.stride),
+        ("LOAD ACC", "sram_base", n * acc_tile + (n - 1) * bias_tile if bias else 0, w.sram),
+        ("LOAD ACC", "y_size", bias_shape[0] if bias else 0, w.y),
+        ("LOAD ACC", "x_size", bias_shape[1] if bias else 0, w.x),
+        ("LOAD ACC", "x_stride", bias_shape[2] if bias else 0, w.stride),
+        ("LOAD UOP", "sram_base", uop_top - 1, w.sram),
+        ("LOAD UOP", "x_size", max(n_gemm, n_reset), w.x),
+        ("LOAD UOP", "x_stride", max(n_gemm, n_reset), w.stride),
+        ("LOAD UOP", "dram_base", n_kernels_uops - 1, w.dram),
+        ("STORE OUT", "sram_base", store_sram, w.sram),
+        ("STORE OUT", "y_size", store_shape[0], w.y),
+        ("STORE OUT", "x_size", store_shape[1], w.x),
+        ("STORE OUT", "x_stride", store_shape[2], w.stride),
+        ("GEMM", "uop_bgn", uop_top - 1, w.uop_bgn),
+        ("GEMM", "uop_end", uop_top, w.uop_end),
+        ("GEMM", "dst_factor", max(folded_max(gemm_axes, 0), folded_max(reset_axes, 0)),
+         w.dst_factor),
+        ("GEMM", "src_factor", folded_max(gemm_axes, 1), w.src_factor),
+        ("GEMM", "wgt_factor", folded_max(gemm_axes, 2), w.wgt_factor),
+        ("ALU", "dst_factor", max((d for _, d, _ in (*alu_flat, *alu_bias)), default=0),
+         w.dst_factor),
+        ("ALU", "src_factor", max((c for _, _, c in (*alu_flat, *alu_bias)), default=0),
+         w.src_factor),
+        ("ALU", "imm", clip_max, w.imm - 1),  # signed
+        ("GEMM micro-op", "dst", (n - 1) * acc_tile + (tile_b - 1) * acc_row
+         + max(unrolled_max(gemm_axes, 0), unrolled_max(reset_axes, 0)), w.uop_dst),
+        ("GEMM micro-op", "src", (n - 1) * inp_tile + unrolled_max(gemm_axes, 1), w.uop_src),
+        ("GEMM micro-op", "wgt", (n - 1) * wgt_tile + unrolled_max(gemm_axes, 2), w.uop_wgt),
+        ("ALU micro-op", "dst", (n - 1) * acc_tile + max(
+            sum((e - 1) * d for e, d, _ in loops[2:]) for loops in (alu_flat, alu_bias)),
+         w.uop_dst),
+        ("ALU micro-op", "src", alu_src_max + max(
+            sum((e - 1) * c for e, _, c in loops[2:]) for loops in (alu_flat, alu_bias)),
+         w.uop_src),
+    )
+    for what, name, value, width in facts:
+        if value >= 1 << width:
+            raise IllegalSchedule(
+                "field_width",
+                f"{what}: field {name}={value} does not fit {width} bits (max "
+                f"{(1 << width) - 1}); the instruction cannot be encoded",
+            )
+
+
+def shape_rules(ctx: Context) -> None:
+    """The rules a workload fails on a hardware config whatever its schedule (the DMA pad
+    field, the instruction layout, DRAM addressing); raises IllegalSchedule naming the
+    first. :func:`rules` applies them too, after the rules that read the schedule."""
+    # rows past the input the last window reads (conv2d_transpose: k-1-pad+output_padding)
+    pad = max(ctx.p, (ctx.oh - 1) * ctx.s + ctx.k - ctx.h - ctx.p)
+    if pad > 15:
+        raise IllegalSchedule("pad_field", f"pad {pad} exceeds the 4-bit DMA pad field "
+                                           "(max 15)")
+    if ctx.in_pack > 1 and (ctx.batch_lanes > 1 or ctx.cib % ctx.in_pack):
+        raise IllegalSchedule(
+            "load_layout",
+            f"BLOCK_OUT {ctx.block_out} > BLOCK_IN {ctx.block_in}: the input is packed by "
+            f"BLOCK_OUT (the previous layer's output), which needs BATCH 1 (got "
+            f"{ctx.batch_lanes}) and input channels (per group) a multiple of "
+            f"{ctx.block_out} (got {ctx.cib} blocks of {ctx.block_in})")
+    if ctx.out_pack > 1 and ctx.batch_lanes > 1:
+        raise IllegalSchedule(
+            "store_layout",
+            f"BATCH {ctx.batch_lanes} with BLOCK_IN {ctx.block_in} > BLOCK_OUT "
+            f"{ctx.block_out}: an output element's {ctx.batch_lanes} rows of "
+            f"{ctx.block_out} channels are not contiguous in the next layer's "
+            f"{ctx.batch_lanes} x {ctx.block_in} input element, so no store writes that layout")
+    if ctx.fits_all:
+        return
+    if ctx.widths is None:
+        raise IllegalSchedule("field_width", ctx.layout_error)
+    if ctx.dram_elems - 1 >= 1 << ctx.widths.dram:
+        raise IllegalSchedule(
+            "field_width",
+            f"LOAD/STORE: field dram_base={ctx.dram_elems - 1} does not fit "
+            f"{ctx.widths.dram} bits (max {(1 << ctx.widths.dram) - 1}); the tensors do not "
+            "fit the DRAM an instruction addresses")
+
+
+#: The schedule fields a tile shape is made of: every rule :func:`rules` checks before the
+#: micro-op kernels reads only these (and the workload, the hardware and the template's
+#: fixed fields); the kernels read the loop orders.
+SHAPE_FIELDS = ("tile_b", "tile_h", "tile_w", "tile_ci", "tile_co", "oc_nthread", "h_nthread",
+                "store")
+
+
+#: The rules :func:`rules` checks before any rule that reads a loop order. A schedule that
+#: fails one fails it, with the same message, whatever its loop orders: the verdict belongs
+#: to its tile shape (``SHAPE_FIELDS``). Keep in step with the order of the checks below.
+SHAPE_RULES = frozenset({
+    "tile_divides", "thread_split", "load_layout", "store_layout", "tvm_dense_tensorize",
+    "uop_kernel_keys", "group_thread_split", "group_tile", "tvm_output_padding",
+    "tvm_split_tail", "inp_capacity", "wgt_capacity", "acc_capacity", "tvm_vthread_inplace",
+    "dma_pattern"})
+
+
+def rules(ctx: Context, sch: Any, bias: bool = False) -> Facts:
+    """Every legality rule of a schedule, in order; raises IllegalSchedule naming the first
+    that fails. ``sch`` is a :class:`Schedule` or any object with its attributes."""
+    tile_b, tile_h, tile_w = sch.tile_b, sch.tile_h, sch.tile_w
+    tile_co, tile_ci, strict = sch.tile_co, sch.tile_ci, sch.tvm_strict
+    oh, ow, k, s, p, cob = ctx.oh, ctx.ow, ctx.k, ctx.s, ctx.p, ctx.cob
+    if ctx.nb % tile_b or oh % tile_h or ow % tile_w or cob % tile_co or ctx.cib % tile_ci:
+        for knob, tile, extent, what in (
+            ("tile_b", tile_b, ctx.nb, "batch blocks"),
+            ("tile_h", tile_h, oh, "output rows"),
+            ("tile_w", tile_w, ow, "output columns"),
+            ("tile_co", tile_co, cob, "output-channel blocks"),
+            ("tile_ci", tile_ci, ctx.cib, "input-channel blocks"),
+        ):
+            if extent % tile:
+                raise IllegalSchedule("tile_divides", f"{knob}={tile} does not divide the "
+                                                      f"{extent} {what}")
+    n_co, n_h = cob // tile_co, oh // tile_h
+    if n_co % sch.oc_nthread:
+        raise IllegalSchedule("thread_split", f"oc_nthread={sch.oc_nthread} needs an even "
+                                              f"number of oc tiles, got {n_co}")
+    if n_h % sch.h_nthread:
+        raise IllegalSchedule("thread_split", f"h_nthread={sch.h_nthread} needs an even "
+                                              f"number of row tiles, got {n_h}")
+    if tile_ci % ctx.in_pack:
+        raise IllegalSchedule(
+            "load_layout",
+            f"tile_ci={tile_ci}: the input is packed by BLOCK_OUT ({ctx.in_pack} x BLOCK_IN "
+            f"{ctx.block_in} channels, the previous layer's output layout), so a load step "
+            f"must take whole BLOCK_OUT blocks: tile_ci a multiple of {ctx.in_pack}")
+    if tile_co % ctx.out_pack:
+        raise IllegalSchedule(
+            "store_layout",
+            f"tile_co={tile_co}: the output is packed by BLOCK_IN "
+            f"({ctx.out_pack} x BLOCK_OUT {ctx.block_out} channels, the next layer's input "
+            f"layout), so an output tile must hold whole BLOCK_IN blocks: tile_co a multiple "
+            f"of {ctx.out_pack}")
+    if strict and ctx.dense and tile_co * sch.oc_nthread != 1:
+        # dense_packed's reorder(x_bo, k_o, x_co) of (b_o, c_o, b_i, c_i, k_o, k_i) permutes
+        # only the named positions: b_o, k_o, b_i, c_i, c_o, k_i. The output-channel axis
+        # lands inside tensorize(b_i), whose GEMM intrinsic covers one block.
+        raise IllegalSchedule(
+            "tvm_dense_tensorize",
+            f"TVM's dense_packed tensorizes the GEMM at the batch lane with the output-channel "
+            f"axis inside it: tile_co={tile_co} x oc_nthread={sch.oc_nthread} blocks where the "
+            "intrinsic takes 1 (TVM: 'Tensorize GEMM: Input dimension mismatch'); only "
+            "tile_co=1, oc_nthread=1 build",
+        )
+    if tile_b >= KERNEL_KEYS:
+        raise IllegalSchedule(
+            "uop_kernel_keys",
+            f"tile_b={tile_b}: a tile's GEMM and reset micro-op kernels are chosen by its "
+            f"batch row (keys 1..{tile_b} at one call site); VTA's runtime takes keys below "
+            f"{KERNEL_KEYS} per call site (UopKernelMap: CHECK_LT(key, {KERNEL_KEYS})), so "
+            f"tile_b <= {KERNEL_KEYS - 1}",
+        )
+    # --- groups: which input channels an oc tile reads -----------------------------------
+    m, group_loop = 1, 0
+    if ctx.groups > 1:
+        cobg = cob // ctx.groups
+        if tile_co % cobg == 0:
+            m = tile_co // cobg  # the tile covers m whole groups
+        elif cobg % tile_co == 0:
+            per_group = cobg // tile_co
+            if per_group % sch.oc_nthread:
+                raise IllegalSchedule(
+                    "group_thread_split",
+                    f"oc_nthread={sch.oc_nthread} needs an even number of oc tiles per group, "
+                    f"got {per_group}: a thread pair would straddle two groups (vtatune "
+                    "addresses a group's input per loop iteration, not per thread)")
+            group_loop = per_group // sch.oc_nthread
+        else:
+            raise IllegalSchedule(
+                "group_tile",
+                f"tile_co={tile_co} neither divides nor is a multiple of the {cobg} "
+                "output-channel blocks per group: the input channels of a tile would span a "
+                "varying number of groups (TVM's bound inference gives the input tile no "
+                "constant extent)")
+    if m > 1 and ctx.out_pack > 1:
+        raise IllegalSchedule(
+            "store_layout",
+            f"tile_co={tile_co} spans {m} groups: with the output packed by BLOCK_IN "
+            f"({ctx.out_pack} x BLOCK_OUT) vtatune lowers group tiles within one group only")
+    # A tile over m groups loads, per load step, the channel range from its first group's
+    # blocks to its last's: TVM's bound of c // (CO/G) * CI/G + k over the tile.
+    nch = (m - 1) * ctx.cib + tile_ci
+    pad_after = (oh - 1) * s + k - ctx.h - p  # rows past the input the last window reads
+    if strict and ctx.transpose:
+        if pad_after != p:
+            raise IllegalSchedule(
+                "tvm_output_padding",
+                f"output_padding {pad_after - p}: TVM's conv2d_transpose_packed asserts "
+                "'VTA does not support output padding for now'; vtatune's own schedules "
+                "support it")
+        for knob, tile, split, what in (("tile_h", tile_h, 4, "rows"),
+                                        ("tile_w", tile_w, 2, "columns")):
+            if tile > split and tile % split:
+                raise IllegalSchedule(
+                    "tvm_split_tail",
+                    f"{knob}={tile} is not a multiple of {split}: conv2d_transpose_packed "
+                    f"splits a tile's {what} by {split} and unrolls the inner part, and the "
+                    "guarded tail keeps TVM from folding the micro-op loops (not modelled)")
+    eh, ew = (tile_h - 1) * s + k, (tile_w - 1) * s + k
+    n = sch.oc_nthread * sch.h_nthread
+    inp_tile = nch * eh * ew
+    wgt_tile = tile_co * tile_ci * k * k
+    acc_tile = tile_b * tile_co * tile_h * tile_w
+    bias_tile = tile_b * tile_co if bias else 0
+
+    # --- SRAM capacity (every buffer is replicated per virtual thread) -------------------
+    if n * inp_tile > ctx.inp_depth or n * wgt_tile > ctx.wgt_depth:
+        for name, buf, tile, depth, ebytes in (
+            ("input", "inp", inp_tile, ctx.inp_depth, ctx.inp_elem_bytes),
+            ("weight", "wgt", wgt_tile, ctx.wgt_depth, ctx.wgt_elem_bytes),
+        ):
+            if n * tile > depth:
+                raise IllegalSchedule(
+                    f"{buf}_capacity",
+                    f"{name} tile needs {tile * ebytes} B per thread x {n} thread(s) = "
+                    f"{n * tile * ebytes} B, {buf.upper()} buffer has {depth * ebytes} B",
+                )
+    acc_need = acc_tile + bias_tile
+    if strict and n == 4:
+        # TVM's storage planner cannot make the epilogue in-place under two nested
+        # cthreads: every ALU stage keeps its own accumulator tile.
+        n_alu = 4 if bias else 3
+        acc_need = acc_tile * (1 + n_alu) + bias_tile
+    if n * acc_need > ctx.acc_depth:
+        raise IllegalSchedule(
+            "acc_capacity",
+            f"accumulator tile needs {acc_need * ctx.acc_elem_bytes} B per thread x {n} "
+            f"thread(s) = {n * acc_need * ctx.acc_elem_bytes} B, ACC buffer has "
+            f"{ctx.acc_buff_bytes} B"
+            + (" (TVM keeps one accumulator tile per epilogue stage under 4 threads)"
+               if strict and n == 4 else ""),
+        )
+    if strict and n == 4:
+        raise IllegalSchedule(
+            "tvm_vthread_inplace",
+            "TVM's conv2d_packed lowering fails with oc_nthread=2 and h_nthread=2 (the ALU "
+            "epilogue is not in place: AssertionError in InjectALUIntrin); vtatune's own "
+            "schedules support 4 threads",
+        )
+
+    # --- DMA patterns ---------------------------------------------------------------------
+    pk = ctx.in_pack
+    if p > 0:
+        inp_split = nch > pk
+        if inp_split and strict:
+            raise IllegalSchedule(
+                "dma_pattern",
+                f"a padded input load cannot fold {nch} channel blocks into one 2D "
+                "DMA (TVM: 'Do not support pad on the innermost block'); use tile_ci=1"
+                + (" and one group per oc tile" if m > 1 else ""),
+            )
+    else:
+        inp_split = pattern_2d(inp_dims(ctx, nch, eh, ew)) is None
+        if inp_split and strict:
+            raise IllegalSchedule(
+                "dma_pattern",
+                f"input tile of {nch} channel blocks x {eh} rows x {ew} columns has no "
+                f"2D DMA pattern (TVM: 'cannot detect 2d pattern'; shape=[{nch}, {eh}, "
+                f"{ew}, {ctx.batch_lanes * ctx.block_in}])",
+            )
+    store_pattern = None
+    if strict and sch.store != "element":
+        store_pattern = pattern_2d([(size, dram) for size, dram, _ in store_dims(ctx, sch)[1:]])
+        if store_pattern is None:
+            raise IllegalSchedule(
+                "dma_pattern",
+                f"output tile of {tile_co} channel blocks x {tile_h} rows x "
+                f"{tile_w} columns has no 2D store pattern (TVM: 'cannot detect 2d "
+                "pattern' for local.acc_buffer)",
+            )
+
+    # --- micro-op kernels (thread 0; other threads differ by an offset) -------------------
+    kk = k * k
+    nest = _inner_nest(ctx, sch)
+    # group_conv2d, a tile over m > 1 groups: output block c reads the input blocks of group
+    # c // cobg, so the co loop splits into (group, block in group), each affine. TVM keeps
+    # one co loop whose input index has a floordiv: FoldUopLoop cannot fold it.
+    split_co = ()
+    if m > 1:
+        cobg = cob // ctx.groups
+        split_co = (("co", m, (cobg * tile_h * tile_w, ctx.cib * eh * ew, cobg * tile_ci * kk),
+                     not strict),
+                    ("co", cobg, (tile_h * tile_w, 0, tile_ci * kk), not strict))
+    gemm_nest = [x for a in nest for x in (split_co if a[0] == "co" and split_co else (a,))
+                 if x[1] != 1]
+    reset_nest = [a for a in nest if a[1] != 1 and a[0] in _RESET_AXES]
+    gemm_axes = tuple(a[:3] for a in gemm_nest)
+    reset_axes = tuple(a[:3] for a in reset_nest)
+    gemm_folds, reset_folds = _folds(gemm_nest), _folds(reset_nest)
+    n_gemm = _kernel_rules("GEMM", gemm_axes, gemm_folds, ctx)
+    n_reset = _kernel_rules("reset", reset_axes, reset_folds, ctx)
+    acc_dims = acc_coefficients(ctx.out_pack, tile_co, tile_h, tile_w)
+    bias_src = {"co": ctx.out_pack, "h": 0, "w": 0, "co%k": 1}  # the bias is (b, co)
+    alu_ext = (tile_b, *(e for _, e, _ in acc_dims))
+    alu_dst = (tile_co * tile_h * tile_w, *(c for _, _, c in acc_dims))
+    alu_flat = alu_loops(alu_ext, alu_dst, alu_dst)
+    alu_bias = alu_loops(alu_ext, alu_dst, (tile_co, *(bias_src[a] for a, _, _ in acc_dims)))
+    for e, _, _ in (*alu_flat, *alu_bias):
+        if e > ctx.loop_limit:
+            raise IllegalSchedule("loop_extent", f"ALU loop extent {e} exceeds the "
+                                                 f"{ctx.loop_limit} an instruction encodes")
+    for knob, tile, out, extent, what in (("tile_h", tile_h, oh, ctx.h, "row"),
+                                          ("tile_w", tile_w, ow, ctx.w, "column")):
+        for t in (0, out // tile - 1):
+            if window(p, s, k, t, tile, extent)[1] < 1:
+                raise IllegalSchedule(
+                    "pad_window",
+                    f"{knob}={tile}: {what} tile {t}'s input window lies entirely in the "
+                    "padding; a LOAD with no input element (x_size 0) is a NOP on VTA and "
+                    "writes no zeros")
+    shape_rules(ctx)
+    if not ctx.fits_all:
+        _field_width_rule(ctx, sch, bias, eh, ew, n, inp_tile, wgt_tile, acc_tile, bias_tile,
+                          inp_split, store_pattern, gemm_axes, reset_axes, n_gemm, n_reset,
+                          alu_flat, alu_bias if bias else (), nch, gemm_folds, reset_folds)
+    return Facts(eh, ew, n, inp_tile, wgt_tile, acc_tile, bias_tile, gemm_axes, reset_axes,
+                 gemm_folds, reset_folds, n_gemm, n_reset, nch, group_loop, m, inp_split,
+                 store_pattern, alu_flat, alu_bias)
+
+
+#: TVM's conv2d_transpose_packed inner loop nest: rows split by 4, columns by 2, and the
+#: inner parts and the kernel window unrolled (``s[conv].unroll``): (axis, split factor of
+#: the tile, part) from outer to inner; ``outer``/``inner`` parts of split axes.
+_TVM_TRANSPOSE_NEST = (("ci", 1, "all"), ("w", 2, "outer"), ("co", 1, "all"),
+                       ("h", 4, "outer"), ("w", 2, "inner"), ("kw", 1, "all"),
+                       ("kh", 1, "all"), ("h", 4, "inner"))
+
+
+_UNROLLED = frozenset({("w", "inner"), ("kw", "all"), ("kh", "all"), ("h", "inner")})
+
+
+def _inner_nest(ctx: Context, sch: Any) -> list[tuple[str, int, tuple[int, int, int], bool]]:
+    """The loops inside a load step, outer to inner: (axis, extent, (dst, src, wgt)
+    coefficients, whether TVM's FoldUopLoop may fold it). vtatune's schedules (and
+    AutoTVM's conv2d/group_conv2d/dense points) follow ``gemm_order``; AutoTVM's
+    conv2d_transpose points follow that template's own nest."""
+    tile_h, tile_w, tile_ci, tile_co = sch.tile_h, sch.tile_w, sch.tile_ci, sch.tile_co
+    k, s, pack, ipk = ctx.k, ctx.s, ctx.out_pack, ctx.in_pack
+    eh, ew = (tile_h - 1) * s + k, (tile_w - 1) * s + k
+    kk = k * k
+    acc = {a: c for a, _, c in acc_coefficients(pack, tile_co, tile_h, tile_w)}
+    # the INP tile is (ci // ipk, y, x, ci % ipk) (input_pack; ipk = 1: (ci, y, x))
+    coeffs = {
+        "ci": (tile_ci // ipk, (0, eh * ew * ipk, ipk * kk)),
+        "co": (tile_co // pack, (acc["co"], 0, pack * tile_ci * kk)),
+        "h": (tile_h, (acc["h"], s * ew * ipk, 0)),
+        "w": (tile_w, (acc["w"], s * ipk, 0)),
+        "kh": (k, (0, ew * ipk, k)),
+        "kw": (k, (0, ipk, 1)),
+        "co%k": (pack, (1, 0, tile_ci * kk)),
+        "ci%k": (ipk, (0, 1, kk)),
+    }
+
+    def axes(name: str) -> tuple[str, ...]:
+        # a channel loop over an interleaved tile is two: c // k, c % k
+        if name == "co" and pack > 1:
+            return ("co", "co%k")
+        if name == "ci" and ipk > 1:
+            return ("ci", "ci%k")
+        return (name,)
+
+    if not (sch.tvm_strict and ctx.transpose):
+        return [(a, *coeffs[a], True) for name in sch.gemm_order.split(",")
+                for a in axes(name)]
+    nest = []
+    for axis, factor, part in ((a, f, p) for name, f, p in _TVM_TRANSPOSE_NEST
+                               for a in axes(name)):
+        extent, coef = coeffs[axis]
+        if factor > 1:
+            inner = factor if extent > factor else extent  # a tile within one split
+            if part == "outer":
+                extent, coef = extent // inner, tuple(inner * c for c in coef)
+            else:
+                extent = inner
+        nest.append((axis, extent, coef, (axis, part) not in _UNROLLED))
+    return nest
+
+
+def _folds(nest) -> int:
+    """How many loops fold into the instruction: TVM's FoldUopLoop folds the outermost
+    loop, then the next, and stops at the first it cannot fold (an unrolled axis, or an
+    index that is not linear in the loop variable)."""
+    folds = 0
+    for a in nest[:2]:
+        if not a[3]:
+            break
+        folds += 1
+    return folds
+
+
+def legality(workload: Workload, schedule: Schedule, hw: HardwareConfig,
+             bias: bool = False) -> Facts:
+    """All legality rules of ``schedule`` (cheap: no kernel is built); raises
+    IllegalSchedule naming the rule and numbers, WorkloadError for a bad shape."""
+    return rules(context(workload, hw), schedule, bias)

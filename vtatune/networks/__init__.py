@@ -1,0 +1,47 @@
+"""Whole networks: their layers and where each runs, the tasks to tune, ONNX models, and
+tuning a network over one trial budget.
+
+- :func:`load_network` reads a catalogue network (:data:`NETWORKS`) or an ONNX file
+  (:func:`read_onnx`) and places each layer on VTA or the CPU with the reason
+  (:func:`place`, :class:`Network`, :class:`Task`, :class:`CpuLayer`).
+- :func:`tune_network` tunes every task in one storage and one log, a task scheduler
+  (:mod:`.schedulers`) picking the task of each next round (:class:`NetworkResult`).
+- :func:`draw_network` plots where a tuned network's VTA time goes.
+
+Example:
+    >>> net = load_network("resnet18", "pynq")
+    >>> [(t.name, t.multiplicity) for t in net.tasks][:3]
+    [('resnet18.C2', 4), ('resnet18.C3', 1), ('resnet18.C4', 1)]
+"""
+
+from vtatune.networks._catalogue import NETWORKS, load_network, network_names
+from vtatune.networks._layers import (
+    CpuLayer,
+    Layer,
+    Network,
+    NetworkError,
+    NetworkSpec,
+    Task,
+    place,
+    tasks_of,
+)
+from vtatune.networks._onnx import OnnxModel, layers_from_model, read_onnx
+from vtatune.networks._plot import check_matplotlib, draw_network
+from vtatune.networks._tuning import (
+    DEFAULT_PATIENCE,
+    DEFAULT_ROUND,
+    DEFAULT_TRIALS_PER_TASK,
+    DEFAULT_WARMUP,
+    NetworkResult,
+    TaskResult,
+    default_network_log,
+    tune_network,
+)
+
+__all__ = [
+    "DEFAULT_PATIENCE", "DEFAULT_ROUND", "DEFAULT_TRIALS_PER_TASK", "DEFAULT_WARMUP",
+    "NETWORKS", "CpuLayer", "Layer", "Network", "NetworkError", "NetworkResult", "NetworkSpec",
+    "OnnxModel", "Task", "TaskResult", "check_matplotlib", "default_network_log",
+    "draw_network", "layers_from_model", "load_network", "network_names", "place",
+    "read_onnx", "tasks_of", "tune_network",
+]

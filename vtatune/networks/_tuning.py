@@ -1,0 +1,359 @@
+"""Tune a whole network: one study per task in one storage and one log, the network's trial
+budget shared out by a task scheduler.
+
+Every tunable task first gets one round of ``warmup_trials`` distinct legal configs (the
+warm-up round; default one round of ``round_trials``), then the scheduler
+(:mod:`vtatune.networks.schedulers`: ``gradient``, Ansor's, or ``round-robin``) picks which task
+gets each next round, until the network holds ``trials`` trials or every task is dead:
+exhausted (its whole legal space tuned) or converged (no better config in its last
+``patience`` rounds). The objective is the network's VTA time, Σ multiplicity × best
+cycles.
+
+``resume=True`` continues the network: each task's newest study in the storage, with the
+trials they hold counting towards ``trials``. ``jobs`` and ``storage`` work as for one
+layer (:func:`vtatune.tune`): the trials of a round run in ``jobs`` processes, and workers
+sharing a storage skip each other's configs.
+
+Example:
+    >>> import tempfile, vtatune
+    >>> log = Path(tempfile.mkdtemp()) / "r18.jsonl"
+    >>> r = vtatune.tune_network("resnet18", "pynq", trials_per_task=1, seed=0, log=log)
+    >>> len(r.tasks), r.trials, r.tasks[0].trials
+    (10, 10, 1)
+    >>> r.total_cycles == sum(t.task.multiplicity * t.best_cycles for t in r.tasks)
+    True
+"""
+
+from __future__ import annotations
+
+import math
+import secrets
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from simulator.hardware import HardwareConfig
+from vtatune.logging import optuna_verbosity
+from vtatune.networks._catalogue import load_network
+from vtatune.networks._layers import Network, Task
+from vtatune.networks.schedulers import TaskState, get_scheduler, objective
+from vtatune.records import RecordWriter
+from vtatune.tuning import (
+    RUNS_DIR,
+    OpenStudy,
+    TunerError,
+    TuneResult,
+    check_log_belongs,
+    check_seed,
+)
+
+__all__ = ["NetworkResult", "TaskResult", "default_network_log", "tune_network"]
+
+DEFAULT_TRIALS_PER_TASK = 20
+# Two trials a turn, converged after six turns without a better config (12 trials): on
+# ResNet-50 at 20 trials a task this left fewer tasks short of their optimum than 4 x 3
+# (scripts/bench_network.py; README, Networks).
+DEFAULT_ROUND = 2
+DEFAULT_PATIENCE = 6
+# Each task's first round: one round, as Ansor's warm-up. A longer one (8: the default
+# schedule, the guided sampler's six warm starts and one more) ends ResNet-50 as close to
+# its optimum but reaches it later: the gradient scheduler, given the network's state after
+# one round, spends the warm starts of the heavy tasks first (scripts/bench_network.py).
+DEFAULT_WARMUP = DEFAULT_ROUND
+
+
+@dataclass(frozen=True)
+class TaskResult:
+    """One task of a tuned network.
+
+    ``best_cycles`` is None when the task was not tuned (``skipped`` says why) or found no
+    legal config. ``dead``: why it stopped taking trials (``exhausted``, ``converged``) or
+    ``""``. ``tophub_cycles``: TopHub's config for the shape on this hardware, simulated.
+    """
+
+    task: Task
+    trials: int
+    best_cycles: int | None
+    default_cycles: int | None
+    tophub_cycles: int | None
+    dead: str
+    skipped: str
+    result: TuneResult | None
+
+    def seconds(self, hw: HardwareConfig) -> float | None:
+        """One run of the layer at the board clock."""
+        return self.best_cycles / (hw.clock_mhz * 1e6) if self.best_cycles else None
+
+    @property
+    def network_cycles(self) -> int | None:
+        """Multiplicity × best cycles: the task's part of the network's time."""
+        return self.task.multiplicity * self.best_cycles if self.best_cycles else None
+
+
+@dataclass(frozen=True)
+class NetworkResult:
+    """A tuned network: per-task results and the network's VTA time.
+
+    ``trials`` counts the distinct legal configs the network's studies hold (resumed runs
+    included); ``history`` is ``(trials, objective)`` after every round (objective: inf
+    until every task has a result). ``stopped`` says why tuning ended.
+    """
+
+    network: Network
+    scheduler: str
+    requested: int
+    trials: int
+    tasks: tuple[TaskResult, ...]
+    log: str
+    storage: str
+    sampler: str
+    seed: int | None
+    stopped: str
+    interrupted: bool
+    history: tuple[tuple[int, float], ...]
+    wall_seconds: float
+    sim_seconds: float
+
+    @property
+    def hw(self) -> HardwareConfig:
+        return self.network.hw
+
+    @property
+    def total_cycles(self) -> int:
+        """Σ multiplicity × best cycles over the tasks tuned."""
+        return sum(t.network_cycles or 0 for t in self.tasks)
+
+    @property
+    def total_ms(self) -> float:
+        return self.total_cycles / (self.hw.clock_mhz * 1e3)
+
+    def _speedup(self, attr: str) -> float | None:
+        pairs = [(getattr(t, attr), t.best_cycles, t.task.multiplicity) for t in self.tasks
+                 if t.best_cycles and getattr(t, attr)]
+        if not pairs:
+            return None
+        return sum(b * m for b, _, m in pairs) / sum(c * m for _, c, m in pairs)
+
+    @property
+    def speedup_default(self) -> float | None:
+        """The network's time with default schedules over its tuned time."""
+        return self._speedup("default_cycles")
+
+    @property
+    def speedup_tophub(self) -> float | None:
+        """Over TopHub's configs, on the tasks TopHub has (None if none)."""
+        return self._speedup("tophub_cycles")
+
+    def as_dict(self) -> dict[str, Any]:
+        """The ``network --json`` object."""
+        hw = self.hw
+        total = self.total_cycles
+        return {
+            "network": self.network.name, "source": self.network.source,
+            "hw": {"target": hw.target, "bitstream": hw.bitstream, "model": hw.target_model,
+                   "clock_mhz": hw.clock_mhz},
+            "scheduler": self.scheduler, "sampler": self.sampler, "seed": self.seed,
+            "requested": self.requested, "trials": self.trials, "stopped": self.stopped,
+            "interrupted": self.interrupted,
+            "tasks": [{
+                "name": t.task.name, "operator": t.task.operator,
+                "shape": t.task.workload.shape_args(), "multiplicity": t.task.multiplicity,
+                "layers": list(t.task.layers), "trials": t.trials,
+                "best_cycles": t.best_cycles, "default_cycles": t.default_cycles,
+                "tophub_cycles": t.tophub_cycles,
+                "ms": t.seconds(hw) * 1e3 if t.best_cycles else None,
+                "share": t.network_cycles / total if t.network_cycles and total else None,
+                "dead": t.dead, "skipped": t.skipped,
+                "study": t.result.study if t.result else None,
+            } for t in self.tasks],
+            "cpu": [{"name": c.name, "operator": c.operator, "shape": c.shape,
+                     "reason": c.reason} for c in self.network.cpu],
+            "total_cycles": total, "total_ms": self.total_ms,
+            "speedup_default": self.speedup_default, "speedup_tophub": self.speedup_tophub,
+            "log": self.log, "storage": self.storage,
+            "history": [[n, v if math.isfinite(v) else None] for n, v in self.history],
+            "wall_seconds": self.wall_seconds, "sim_seconds": self.sim_seconds,
+        }
+
+
+def default_network_log(network: Network, space: str = "full", bias: bool = False,
+                        directory: str | Path = RUNS_DIR) -> Path:
+    """``runs/<network>-<hw model>[-autotvm][-bias].jsonl`` (git-ignored, as for
+    :func:`vtatune.tuning.default_log_path`)."""
+    parts = [network.name, network.hw.target_model, *([space] if space != "full" else []),
+             *(["bias"] if bias else [])]
+    return Path(directory) / ("-".join(parts) + ".jsonl")
+
+
+def _tag(task: Task) -> str:
+    """Ansor's similarity tag: the operator and kernel, and log_1.618 of the work."""
+    wl = task.workload
+    kernel = getattr(wl, "kernel", 1)
+    return f"{wl.operator}.k{kernel}.{int(math.log(wl.macs + 1, 1.618))}"
+
+
+@optuna_verbosity()
+def tune_network(network: str | Path | Network, hw: HardwareConfig | str | None = None, *,
+                 trials: int | None = None, trials_per_task: int | None = None,
+                 scheduler: str = "gradient", round_trials: int = DEFAULT_ROUND,
+                 patience: int | None = DEFAULT_PATIENCE, sampler: str | None = None,
+                 seed: int | None = None, jobs: int = 1, log: str | Path | None = None,
+                 storage: str | None = None, resume: bool = False, space: str = "full",
+                 bias: bool = False, batch: int | None = None,
+                 progress: bool = False,
+                 warmup_trials: int = DEFAULT_WARMUP) -> NetworkResult:
+    """Tune every tunable task of ``network`` on ``hw``; see the module docstring.
+
+    ``network``: a catalogue name, an ONNX file or a :class:`~vtatune.networks.Network`
+    (then ``hw`` and ``batch`` are its own). ``trials``: the network's total (default
+    ``trials_per_task`` × tunable tasks; ``trials_per_task`` defaults to 20).
+    ``scheduler``: ``gradient`` or ``round-robin``. ``round_trials``: trials per round
+    (at most the budget over the tasks); ``warmup_trials``: each task's first round (at
+    least ``round_trials``, at most the budget over the tasks). ``patience``: rounds
+    without improvement after which a task has converged (None: never). ``sampler``,
+    ``seed``, ``jobs``, ``storage``, ``space``, ``bias`` as for :func:`vtatune.tune`; the
+    seed is each task's study seed. ``log``: default :func:`default_network_log`.
+    ``progress``: a progress line on stderr.
+    """
+    from vtatune.tuning.samplers import DEFAULT_SAMPLER, check_sampler
+    from vtatune.tuning.storages import open_storage
+
+    if isinstance(network, Network):
+        net = network
+    else:
+        net = load_network(network, hw, batch=batch)
+    hw = net.hw
+    tunable = [t for t in net.tasks if not t.skip]
+    for name, v in (("trials", trials), ("trials_per_task", trials_per_task),
+                    ("round_trials", round_trials), ("patience", patience),
+                    ("warmup_trials", warmup_trials)):
+        if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 1):
+            raise TunerError(f"{name} must be a positive integer, got {v!r}")
+    if trials is not None and trials_per_task is not None:
+        raise TunerError("give trials (the network's total) or trials_per_task, not both")
+    if not isinstance(jobs, int) or jobs < 1:
+        raise TunerError(f"jobs must be a positive integer, got {jobs!r}")
+    sampler = sampler or DEFAULT_SAMPLER
+    check_seed(seed)
+    check_sampler(sampler)
+    if space not in ("full", "autotvm"):
+        raise TunerError(f"unknown space {space!r} (known: full, autotvm)")
+    total = trials if trials is not None else \
+        (trials_per_task or DEFAULT_TRIALS_PER_TASK) * len(tunable)
+    policy = get_scheduler(scheduler, seed)
+    log_path = Path(log) if log is not None else default_network_log(net, space, bias)
+    if resume:
+        check_log_belongs(log_path, [t.workload for t in tunable], hw, bias)
+    if seed is None and not resume:
+        seed = secrets.randbits(31)
+    t0 = time.perf_counter()
+    if not tunable:
+        return _result(net, policy.name, total, [], {}, str(log_path), "", sampler, seed,
+                       "no tunable task", False, (), t0)
+    store = open_storage(storage, log_path)
+    try:
+        return _tune(net, tunable, store, policy, total, log_path, sampler, seed, jobs, resume,
+                     space, bias, round_trials, patience, progress, t0, warmup_trials)
+    finally:
+        store.close()
+
+
+def _tune(net: Network, tunable: list[Task], store: Any, policy: Any, total: int,
+          log_path: Path, sampler: str, seed: int | None, jobs: int, resume: bool, space: str,
+          bias: bool, round_trials: int, patience: int | None, progress: bool,
+          t0: float, warmup_trials: int) -> NetworkResult:
+    from vtatune.tuning import Progress, parallel_pool
+
+    hw = net.hw
+    studies = [OpenStudy(t.workload, hw, store, log=log_path, sampler=sampler, seed=seed,
+                         jobs=jobs, resume=resume, space=space, bias=bias, allow_others=True,
+                         progress=False) for t in tunable]
+    states = [TaskState(t.multiplicity, t.workload.macs, _tag(t)) for t in tunable]
+    per_round = max(1, min(round_trials, total // len(tunable)))
+    for st, study in zip(states, studies, strict=True):
+        if study.trials:  # resumed: its trials count as rounds already run
+            st.trials, st.rounds, st.best = study.trials, -(-study.trials // per_round), \
+                study.best_cycles or math.inf
+            st.history.append(st.best)
+            if study.exhausted:
+                st.dead = "exhausted"
+    history: list[tuple[int, float]] = []
+    bar = Progress(net.name, total, sum(s.trials for s in states), enabled=progress)
+    stopped, interrupted = "", False
+
+    def spent() -> int:
+        return sum(s.trials for s in states)
+
+    with RecordWriter(log_path) as writer, parallel_pool(jobs) as pool:
+        warmup = [i for i, s in enumerate(states) if s.rounds == 0]
+        while True:
+            if spent() >= total:
+                stopped = "budget spent"
+                break
+            if all(s.dead for s in states):
+                stopped = "every task " + ("exhausted" if all(s.dead == "exhausted"
+                                                              for s in states) else
+                                           "converged or exhausted")
+                break
+            first = bool(warmup)
+            i = warmup.pop(0) if warmup else policy.pick(states)
+            st, study = states[i], studies[i]
+            before = study.trials
+            size = max(per_round, min(warmup_trials, total // len(tunable))) if first \
+                else per_round
+            study.run(before + min(size, total - spent()), writer, pool)
+            st.record_round(study.trials - before, study.best_cycles)
+            st.trials = study.trials  # other workers' trials on a shared storage count too
+            if study.interrupted:
+                stopped, interrupted = "interrupted", True
+                break
+            if study.exhausted or study.trials == before:
+                st.dead = "exhausted"
+            elif patience is not None and st.flat(patience):
+                st.dead = "converged"
+            policy.observe(states, i)
+            history.append((spent(), objective(states)))
+            finite = [s.best for s in states if math.isfinite(s.best)]
+            bar.update(spent(), int(sum(s.weight * s.best for s in states
+                                        if math.isfinite(s.best))) if finite else None)
+    bar.close()
+    wall = time.perf_counter() - t0
+    tuned = {t.name: (study, st) for t, study, st in zip(tunable, studies, states, strict=True)}
+    return _result(net, policy.name, total, tunable, tuned, str(log_path), store.desc, sampler,
+                   seed, stopped, interrupted, tuple(history), t0, wall)
+
+
+def _result(net: Network, scheduler: str, total: int, tunable: list[Task],
+            tuned: dict[str, tuple[OpenStudy, TaskState]], log: str, storage: str,
+            sampler: str, seed: int | None, stopped: str, interrupted: bool,
+            history: tuple[tuple[int, float], ...], t0: float,
+            wall: float | None = None) -> NetworkResult:
+    results = []
+    sim = 0.0
+    for task in net.tasks:
+        if task.name not in tuned:
+            results.append(TaskResult(task, 0, None, None, _tophub(task, net.hw), "",
+                                      task.skip or "not tuned", None))
+            continue
+        study, st = tuned[task.name]
+        r = study.result(st.trials, wall or 0.0)
+        sim += r.sim_seconds
+        results.append(TaskResult(task, r.trials, r.best_cycles, r.default_cycles,
+                                  _tophub(task, net.hw), st.dead, "", r))
+    wall = time.perf_counter() - t0 if wall is None else wall
+    return NetworkResult(net, scheduler, total, sum(r.trials for r in results), tuple(results),
+                         log, storage, sampler, seed, stopped, interrupted, history, wall, sim)
+
+
+def _tophub(task: Task, hw: HardwareConfig) -> int | None:
+    """TopHub's config for the task's shape on ``hw``, simulated (None if TopHub has none)."""
+    from vtatune.autotvm import tophub_config
+    from vtatune.schedule import from_autotvm
+    from vtatune.scoring import score
+
+    knobs = tophub_config(task.workload, hw)
+    if knobs is None:
+        return None
+    ev = score(task.workload, from_autotvm(knobs, task.workload, hw), hw)
+    return ev.cycles if ev.status == "ok" else None

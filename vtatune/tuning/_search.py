@@ -1,0 +1,737 @@
+"""The ask-and-tell loop of one study: legality and duplicates first, then simulation.
+
+Why the loop looks like this:
+
+- A config is checked by ``Template.check`` (microseconds) before anything is simulated.
+  An illegal ask is told a penalty (twice the slowest legal time seen), so TPE learns where
+  the capacity walls are instead of proposing into them forever; the study marks it
+  ``status=illegal`` and the log records it once, with the rule that fails.
+- A config already evaluated in the study is told its cached value and never simulated
+  again; it does not count towards ``trials``.
+- Several workers may share the study (same problem, same storage). Before each batch the
+  worker re-reads the study: configs the others finished join the cache, configs they are
+  running are off limits (the guided sampler's "legal and untried" filter sees both). Each
+  asked trial carries its config from the start (params, and a ``config`` user attr in
+  plain values); right before simulating, the worker re-reads the running trials and gives
+  way (the trial fails as ``status=duplicate``) when another trial holds the same config.
+  Of two workers racing for one config, at least one sees the other, so at most one
+  simulates it.
+- Fixed configs (the default schedule, warm starts, the unstick handout) are asked through
+  Optuna's PartialFixedSampler, never through the study's shared WAITING queue, so no two
+  workers can pop the same queued trial.
+- Running trials send heartbeats; any worker fails the trials of a worker that died
+  (``fail_stale_trials``), and their configs become available again.
+- A sampler that only proposes wasted points for ``STUCK`` asks in a row (``STUCK_AGAIN``
+  once it has been stuck before) is handed an unevaluated legal config (seeded order);
+  when the legal space is smaller than what is left to do, the rest of it is queued at
+  once. So a tiny space cannot spin forever.
+- Each simulated trial is written to the log (one line, one system call) before it is
+  told to the study: a killed run keeps it in the log, and the next start of the study
+  adds it back (the log is the source of truth). On a journal, an ask and a tell are one
+  write each; the journal and the log reach the disk by group commit (at most every
+  ``records.GroupSync.interval``, and on close).
+- The guided sampler is asked before its trial exists, with no lock held, and the trial is
+  created with its params and config in one record; the study is read incrementally
+  (:class:`vtatune.tuning.storages.TrialFeed`), so the work per trial does not grow with the study.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import random
+import secrets
+import signal
+import threading
+import time
+import warnings
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import optuna
+from optuna.trial import TrialState
+
+from search_spaces import Template
+from simulator.hardware import HardwareConfig
+from vtatune import __version__
+from vtatune.errors import IllegalSchedule, VtatuneError
+from vtatune.lowering import SHAPE_RULES
+from vtatune.records import (
+    RecordPrefix,
+    RecordWriter,
+    hw_fields,
+    now,
+    workload_fields,
+)
+from vtatune.scoring import Score
+from vtatune.tuning import optuna_compat
+from vtatune.tuning._batches import timed_score
+from vtatune.tuning._cache import Entry, EntryCache
+from vtatune.tuning._codec import Codec, Config, Key
+from vtatune.tuning._progress import Progress
+from vtatune.tuning._resume import as_trials, log_trials, logged_score
+from vtatune.tuning.cost_model import ShapeCosts, warm_starts
+from vtatune.tuning.samplers import GuidedSampler, encoding_for, make_sampler
+from vtatune.tuning.storages import Heartbeats, Store, heartbeat_seconds, open_study
+from vtatune.workloads import Workload
+
+STUCK = 64  # wasted asks in a row before the loop hands the sampler a fresh legal config
+
+
+# Once a sampler has been stuck, it usually stays so (CMA-ES converged on one point keeps
+# proposing it): from then on, hand it a fresh config after this many wasted asks.
+STUCK_AGAIN = 4
+
+
+NO_PENALTY_YET = float(2**40)
+
+
+
+
+@dataclass(frozen=True)
+class Asked:
+    """A trial this worker asked and has not told yet: its number, its storage id and, when
+    Optuna's ``study.ask`` made it, Optuna's Trial (the guided sampler's trials are created
+    and told through the storage directly)."""
+
+    number: int
+    trial_id: int
+    trial: optuna.trial.Trial | None = None
+
+
+@dataclass
+class Stats:
+    asks: int = 0
+    illegal: int = 0
+    duplicate: int = 0
+    gave_way: int = 0  # asks dropped because another worker was running the config
+    simulated: int = 0
+    sim_seconds: float = 0.0
+    scores: dict[Key, Any] = field(default_factory=dict)  # this run's Scores
+
+
+_frozen_lock = threading.Lock()
+
+
+_frozen_depth = 0
+
+
+@contextlib.contextmanager
+def _heap_frozen() -> Iterator[None]:
+    """Python's full garbage collections, while a study runs, scan only what it allocates.
+
+    A full collection walks every tracked object: the imports (numba, Optuna, numpy) alone
+    are ~150k, 60-80 ms a walk, and one falls inside a 200-trial study now and then. The
+    objects that exist before the loop are frozen (``gc.freeze``) and unfrozen when the
+    outermost loop ends, so nothing is lost: garbage made before the loop is collected after
+    it."""
+    global _frozen_depth
+    with _frozen_lock:
+        if _frozen_depth == 0:
+            gc.freeze()
+        _frozen_depth += 1
+    try:
+        yield
+    finally:
+        with _frozen_lock:
+            _frozen_depth -= 1
+            if _frozen_depth == 0:
+                gc.unfreeze()
+
+
+def _quietly(fn: Callable[..., Any], *args: Any) -> Any:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        return fn(*args)
+
+
+class Search:
+    """One worker's share of one study (workload x hardware x template x space x bias)."""
+
+    #: How stale this worker's view of the other workers' trials may get between claims.
+    sync_seconds = 0.5
+
+    def __init__(self, *, template: Template, workload: Workload, hw: HardwareConfig,
+                 bias: bool, trials: int, sampler: str, seed: int | None, jobs: int,
+                 log: Path, store: Store, resume: bool, allow_others: bool, progress: bool,
+                 label: str) -> None:
+        self.template, self.workload, self.hw, self.bias = template, workload, hw, bias
+        self.target, self.sampler_name, self.jobs = trials, sampler, jobs
+        self.log_path, self.store, self.storage_desc = log, store, store.desc
+        self.label, self.show_progress = label, progress
+        self.problem = {
+            "workload_key": workload.key(), "workload": workload_fields(workload),
+            "hw_model": hw.target_model, "hw": hw_fields(hw), "template": template.name,
+            "space": template.space, "bias": bool(bias), "version": __version__,
+        }
+        base = f"{workload.operator}.{workload.name or workload.key()}.{hw.target_model}." \
+               f"{template.space}{'.bias' if bias else ''}"
+        study_seed = seed if seed is not None else secrets.randbits(31)
+        opened = open_study(store.storage, base, self.problem, store.desc,
+                            allow_others=allow_others, resume=resume,
+                            extra={"encoding": encoding_for(sampler), "sampler": sampler,
+                                   "seed": study_seed})
+        self.study, self.study_name, self.study_id = opened.study, opened.name, opened.id
+        self._feed = store.feed(optuna_compat.study_id(self.study))
+        self.created = opened.created
+        self.resumed = not opened.created
+        attrs = opened.attrs
+        _quietly(optuna.storages.fail_stale_trials, self.study)  # trials of dead workers
+        existing = self.study.get_trials(deepcopy=False)
+        if opened.created:
+            self.seed = study_seed
+        elif existing and not any(t.state == TrialState.RUNNING for t in existing):
+            self.seed = seed if seed is not None else attrs.get("seed", study_seed)
+        else:
+            # Other workers are at it: a seed of its own, so this worker's proposals differ.
+            self.seed = secrets.randbits(31)
+        encoding = attrs.get("encoding") or encoding_for(self.sampler_name)
+        self.codec = Codec(template, encoding)
+        self.distributions = self.codec.distributions()
+        self.sampler = make_sampler(self.sampler_name, self.seed,
+                                    parallel=jobs > 1 or store.journal is None)
+        self.study.sampler = self.sampler
+        # The guided sampler is asked directly (see _ask); the others through study.ask.
+        self._direct = isinstance(self.sampler, GuidedSampler)
+        self._relative_space = {name: d for name, d in sorted(self.distributions.items())
+                                if not d.single()}
+        self._single = {name: optuna_compat.single_value(d)
+                        for name, d in self.distributions.items() if d.single()}
+        # The trial the sampler is asked for before it exists (see _sample).
+        self._pending = optuna.trial.FrozenTrial(
+            number=0, state=TrialState.RUNNING, value=None, datetime_start=datetime.now(),
+            datetime_complete=None, params={}, distributions={}, user_attrs={},
+            system_attrs={}, intermediate_values={}, trial_id=-1)
+        interval = store.storage.get_heartbeat_interval() or heartbeat_seconds()
+        self._beats = Heartbeats(store.storage, interval)
+        self._stale_every, self._next_stale = float(interval), time.monotonic() + interval
+        self._rng = random.Random(self.seed)
+        self.cache = EntryCache()
+        self._synced: set[int] = set()  # finished trials already in the cache
+        self._sync_from = 0  # every trial before this number is finished and synced
+        self._synced_at = 0.0
+        self._others_seen: int | None = None  # the storage's others_mark at the last sync
+        self._mine: set[int] = set()  # trial numbers this worker asked and has not told
+        self._elsewhere: set[Key] = set()  # configs other workers are running
+        self.stats = Stats()
+        self.notes: list[str] = []
+        self._runs = 0
+        self.default_config: Config | None = None
+        self._queue: list[Config] = []
+        self._inflight: set[Key] = set()  # asked in the current batch, not yet told
+        self._brute: Iterator[Config] | None = None
+        self.legal_space: int | None = None
+        self.exhausted = False
+        self.interrupted = False
+        self._sync()
+        self._import_log(resume)
+        self.done_at_start = self.done
+        if not opened.created and not resume and self.done:
+            self.notes.append(f"joined the existing study {self.study_name} in "
+                              f"{store.desc} ({self.done} trials already; --log or --storage "
+                              "elsewhere starts a fresh one)")
+        try:
+            self.default_config = template.default_config()
+        except VtatuneError:  # no default schedule fits this workload: search without it
+            self.default_config = None
+        if self.default_config is not None and \
+                self.codec.key(self.default_config) not in self.cache:
+            # Seed the study with the default schedule (the speed-up baseline).
+            self._queue.append(self.default_config)
+        if isinstance(self.sampler, GuidedSampler):
+            self._guide(self.sampler)
+        if self.sampler_name == "bruteforce":
+            self._brute = template.legal_configs()
+        self._record_prefix = RecordPrefix({
+            "schema": 1, "workload": self.problem["workload"], "hw": self.problem["hw"],
+            "bias": bool(bias), "template": template.name, "space": template.space,
+            "study": self.study_name, "study_id": self.study_id,
+            "sampler": self.sampler_name, "seed": self.seed, "version": __version__,
+        })
+
+    def _guide(self, sampler: GuidedSampler) -> None:
+        """Bind the guided sampler to this study (legal + new filter, cost-model prior) and
+        queue its warm starts: the best tile shapes by the analytic cost model."""
+        template, codec = self.template, self.codec
+        knobs = template.knobs
+
+        # Single-choice knobs are not in TPE's relative search space: fill them in.
+        single = codec.to_params({k.name: k.choices[0] for k in knobs})
+        single = {k.name: single[k.name] for k in knobs if len(k.choices) == 1}
+
+        try:
+            costs: ShapeCosts | None = ShapeCosts(template)
+        except (KeyError, AttributeError, VtatuneError):  # a template the model cannot read
+            costs = None
+
+        def accept(params: dict[str, Any]) -> bool:
+            try:
+                config = codec.from_params({**single, **params})
+                if not self._untried(codec.key(config)):
+                    return False
+                template.check(config)
+                return True
+            except IllegalSchedule as exc:
+                if costs is not None and exc.rule in SHAPE_RULES:
+                    costs.rule_out(config)  # the sampler skips this shape from now on
+                return False
+            except (KeyError, IndexError, TypeError, VtatuneError):
+                return False
+
+        def draw(rng: random.Random) -> dict[str, Any]:
+            return codec.to_params({k.name: rng.choice(k.choices) for k in knobs})
+
+        if costs is None:
+            sampler.bind(accept, draw)
+            return
+        sampler.bind(accept, draw, costs.log_cost)
+        self._queue.extend(warm_starts(template, costs=costs))
+
+    def _untried(self, k: Key) -> bool:
+        """Neither evaluated in the study, nor asked by this worker, nor running elsewhere:
+        the "untried" of the guided sampler's "legal and untried" rule."""
+        return k not in self.cache and k not in self._inflight and k not in self._elsewhere
+
+    # --- study state ----------------------------------------------------------------------
+    def _key_of(self, t: Any) -> Key | None:
+        try:
+            return self.codec.key(self.codec.from_params(t.params))
+        except (KeyError, IndexError, TypeError):
+            return None  # another problem's params, or an ask still being written
+
+    def _sync(self, *, force: bool = True) -> None:
+        """Catch up with the study: finished trials (earlier runs, other workers) join the
+        cache; the configs other workers are running are noted. Not when the storage says no
+        other worker wrote since the last time (a journal knows); otherwise, unless
+        ``force``d, at most every :attr:`sync_seconds` (each read is a few database queries; the
+        claim before simulating always reads)."""
+        mark = self.store.others_mark()
+        if mark is not None and mark == self._others_seen:
+            return
+        if not force and time.monotonic() - self._synced_at < self.sync_seconds:
+            return
+        self._synced_at = time.monotonic()
+        self._others_seen = mark  # taken before reading: a write after it is read next time
+        elsewhere: set[Key] = set()
+        trials = self._feed.read()
+        # Trials before the first unfinished one were read already and cannot change: start
+        # there (reading every trial on every ask made a long study slower with each trial).
+        start = self._sync_from if len(trials) > self._sync_from and \
+            trials[self._sync_from].number == self._sync_from else 0
+        while start < len(trials) and trials[start].state.is_finished() and (
+                trials[start].state != TrialState.COMPLETE or start in self._synced):
+            start += 1
+        self._sync_from = start
+        for t in trials[start:]:
+            if t.state not in (TrialState.COMPLETE, TrialState.RUNNING):
+                continue
+            if t.state == TrialState.RUNNING:
+                if t.number not in self._mine:
+                    k = self._key_of(t)
+                    if k is not None:
+                        elsewhere.add(k)
+                continue
+            if t.number in self._synced:
+                continue
+            self._synced.add(t.number)
+            status = t.user_attrs.get("status", "ok")
+            k = self._key_of(t)
+            if status == "duplicate" or k is None or t.value is None:
+                continue
+            if k not in self.cache:
+                self.cache[k] = Entry(status, float(t.value), t.number)
+        self._elsewhere = elsewhere
+
+    def _import_log(self, resume: bool) -> None:
+        """The log is the source of truth: trials of this study it holds that the study lacks
+        (a worker killed between logging and telling, a storage outage) are added back, and
+        with ``resume`` also those of earlier studies of this problem (a journal that was
+        lost or never shipped). Other studies' records are only counted for the table."""
+        held = self.cache.keys() | self._elsewhere
+        missing = log_trials(self.log_path, self.problem, self.codec, study_id=self.study_id,
+                             study_name=self.study_name, created=self.created, resume=resume,
+                             held=held)
+        foreign = missing.foreign - set(self.cache)
+        if foreign:
+            self.notes.append(f"{self.log_path} also holds {len(foreign)} configs of another "
+                              "study of this problem that this study does not include "
+                              "(--resume starts from them)")
+        trials = as_trials(missing.found, self.codec, self.distributions, self._penalty(),
+                           self.log_path)
+        if not trials:
+            return
+        with self.store.batch():
+            self.study.add_trials([t for *_, t in trials])
+        self._others_seen = None  # our own writes: read them (the mark counts others' only)
+        self._sync()
+        for k, status, value, _ in trials:
+            self.cache.setdefault(k, Entry(status, value, -1))
+        imported = sum(1 for _, s, _, _ in trials if s != "illegal")
+        if imported and (resume or self.created):
+            self.notes.append(f"added {imported} trials from {self.log_path} that the study "
+                              "lacked (the log is the source of truth)")
+
+    @property
+    def done(self) -> int:
+        """Distinct legal configs evaluated in the study."""
+        return self.cache.legal
+
+    def best_entry(self) -> tuple[Key, Entry] | None:
+        return self.cache.best()
+
+    def _penalty(self) -> float:
+        worst = self.cache.worst_ok()
+        return 2.0 * worst if worst is not None else NO_PENALTY_YET
+
+    # --- asking ---------------------------------------------------------------------------
+    def _next_fixed(self) -> Config | None:
+        while self._queue:
+            c = self._queue.pop(0)
+            if self._untried(self.codec.key(c)):
+                return c
+        if self._brute is not None:
+            for c in self._brute:
+                if self._untried(self.codec.key(c)):
+                    return c
+            self.exhausted = True
+        return None
+
+    def _ask(self) -> tuple[Asked, Config] | None:
+        fixed = self._next_fixed()
+        if fixed is None and self._brute is not None:
+            return None
+        if self._direct:
+            params = self.codec.to_params(fixed) if fixed is not None else self._sample()
+            return self._create(params)
+        with self.store.batch():
+            if fixed is not None:
+                # This worker's own handout, not the study's shared WAITING queue.
+                self.study.sampler = _quietly(optuna.samplers.PartialFixedSampler,
+                                              self.codec.to_params(fixed), self.sampler)
+            try:
+                with warnings.catch_warnings():  # we drive heartbeats ourselves
+                    warnings.filterwarnings("ignore", "Heartbeat of storage")
+                    trial = self.study.ask(self.distributions)
+            finally:
+                self.study.sampler = self.sampler
+            self._mine.add(trial.number)
+            config = self.codec.from_params(trial.params)
+            trial.set_user_attr("config", config)
+            self.store.storage.record_heartbeat(optuna_compat.trial_id(trial))
+        self._beats.add(optuna_compat.trial_id(trial))
+        self.stats.asks += 1
+        return Asked(trial.number, optuna_compat.trial_id(trial), trial), config
+
+    def _sample(self) -> dict[str, Any]:
+        """The sampler's params for the next trial, as ``study.ask`` would get them (relative
+        params, single-choice knobs, independent draws for the rest), but before the trial
+        exists: no lock is held while sampling, and the study is read through the feed
+        (Optuna's per-trial cache of the trials, which the samplers and the search-space
+        inference read) instead of copied whole."""
+        study, sampler = self.study, self.sampler
+        trials = self._feed.read()
+        pending = self._pending  # the samplers read its number (constant liar) only
+        pending.number = len(trials)
+        with optuna_compat.trials_cached(study, trials):
+            # Optuna's relative search space is the distributions every complete trial shares:
+            # all trials of a study carry its codec's (the study is named after its template
+            # version and keeps its encoding), so that is the codec's knobs with more than
+            # one choice, by name, once a trial is complete (inferring it copied them all).
+            space = self._relative_space if self.cache else {}
+            relative = sampler.sample_relative(study, pending, space) if space else {}
+            params = {}
+            for name, dist in self.distributions.items():
+                if name in self._single:
+                    params[name] = self._single[name]
+                elif name in relative and name in space:
+                    params[name] = relative[name]
+                else:
+                    params[name] = sampler.sample_independent(study, pending, name, dist)
+        return params
+
+    def _create(self, params: dict[str, Any]) -> tuple[Asked, Config]:
+        """A RUNNING trial holding ``params`` and its ``config`` attr, in one storage record
+        (one locked write on a journal, not synced: its tell is)."""
+        config = self.codec.from_params(params)
+        template = optuna.trial.FrozenTrial(
+            number=0, state=TrialState.RUNNING, value=None, datetime_start=datetime.now(),
+            datetime_complete=None, params=params, distributions=self.distributions,
+            user_attrs={"config": config}, system_attrs={}, intermediate_values={},
+            trial_id=0)
+        storage = self.store.storage
+        with self.store.batch(durable=False):
+            trial_id = storage.create_new_trial(optuna_compat.study_id(self.study),
+                                                template_trial=template)
+            if self.store.journal is None:  # a journal's trial beats from its start time
+                storage.record_heartbeat(trial_id)
+        asked = Asked(storage.get_trial_number_from_id(trial_id), trial_id)
+        self._mine.add(asked.number)
+        self._beats.add(trial_id)
+        self.stats.asks += 1
+        return asked, config
+
+    def _unstick(self) -> None:
+        """The sampler only wastes asks: queue an unevaluated legal config, or stop.
+
+        A few seeded random draws usually find one in microseconds each; only when they
+        fail (the space is nearly used up) are the legal configs enumerated, which also
+        tells whether the whole legal space is smaller than what is left to do.
+        """
+        rng = self._rng
+        for _ in range(256):
+            c = {k.name: rng.choice(k.choices) for k in self.template.knobs}
+            if self._untried(self.codec.key(c)) and self.template.legal(c):
+                self._queue.append(c)
+                return
+        pending = [c for c in self.template.legal_configs()
+                   if self.codec.key(c) not in self.cache]
+        self.legal_space = sum(1 for e in self.cache.values() if e.status != "illegal") \
+            + len(pending)
+        pending = [c for c in pending if self.codec.key(c) not in self._elsewhere]
+        if not pending:
+            self.exhausted = not self._elsewhere
+            if self._elsewhere:
+                time.sleep(0.05)  # the rest is running elsewhere: wait for it to finish
+        elif len(pending) <= self.target - self.done:
+            self._queue.extend(pending)
+        else:
+            self._queue.append(pending[rng.randrange(len(pending))])
+
+    # --- telling and logging --------------------------------------------------------------
+    def _record(self, trial: int, config: Config, ev: Any) -> bytes:
+        """The log line of a trial: the study's fields, then this trial's."""
+        return self._record_prefix.line({
+            "config": config, "schedule": self.template.to_schedule(config).to_dict(),
+            **ev.as_dict(), "trial": trial, "timestamp": now()})
+
+    def _tell(self, asked: Asked, status: str, value: float | None, cycles: int | None = None,
+              rule: str | None = None) -> None:
+        """Finish a trial with its status (and cycles, rule) as user attrs; ``value`` None
+        fails it (a config another worker holds). One journal write. A trial the guided
+        sampler asked is told through the storage (the TPE sampler's ``after_trial`` has
+        nothing to do); Optuna's own asks through Optuna's tell, for their samplers."""
+        storage = self.store.storage
+        with self.store.batch():
+            storage.set_trial_user_attr(asked.trial_id, "status", status)
+            if cycles is not None:
+                storage.set_trial_user_attr(asked.trial_id, "cycles", cycles)
+            if rule is not None:
+                storage.set_trial_user_attr(asked.trial_id, "rule", rule)
+            if asked.trial is None:
+                if value is None:
+                    storage.set_trial_state_values(asked.trial_id, TrialState.FAIL)
+                else:
+                    storage.set_trial_state_values(asked.trial_id, TrialState.COMPLETE,
+                                                   [float(value)])
+            # Optuna's tell without the deep copy of the trial that study.tell returns
+            elif value is None:
+                optuna_compat.tell(self.study, asked.trial, state=TrialState.FAIL)
+            else:
+                optuna_compat.tell(self.study, asked.trial, value)
+        self._mine.discard(asked.number)
+        self._beats.discard(asked.trial_id)
+
+    def _tell_wasted(self, asked: Asked, status: str, value: float) -> None:
+        self._tell(asked, status, value)
+
+    def _fail_stale(self) -> None:
+        if time.monotonic() >= self._next_stale:
+            self._next_stale = time.monotonic() + self._stale_every
+            _quietly(optuna.storages.fail_stale_trials, self.study)
+
+    # --- the loop -------------------------------------------------------------------------
+    def run(self, writer: RecordWriter, parallel: Callable[..., list[Any]] | None) -> None:
+        if self.done >= self.target and not self.exhausted and self._runs == 0:
+            self.notes.append(f"the study already holds {self.done} trials (--trials "
+                              f"{self.target}): nothing to simulate; a larger --trials "
+                              "continues it")
+        self._runs += 1
+        progress = Progress(self.label, self.target, self.done, enabled=self.show_progress)
+        best = self.best_entry()
+        progress.update(self.done, int(best[1].value) if best else None)
+        stop = _Interrupt()
+        asked: list[Asked] = []
+        try:
+            with stop, _heap_frozen():
+                wasted_in_a_row = 0
+                unstuck = False
+                while self.done < self.target and not self.exhausted and not stop.flag:
+                    self._fail_stale()
+                    self._sync(force=False)
+                    # Configs other workers are running count towards the study's total
+                    # (they finish them, or die and heartbeats hand them back).
+                    room = min(max(1, 2 * self.jobs if self.jobs > 1 else 1),
+                               self.target - self.done - len(self._elsewhere))
+                    if room <= 0:
+                        time.sleep(0.05)
+                        continue
+                    batch: list[tuple[Asked, Config, Key]] = []
+                    repeats: list[tuple[Asked, Key]] = []
+                    while len(batch) < room and not self.exhausted and not stop.flag:
+                        got = self._ask()
+                        if got is None:
+                            break
+                        trial, config = got
+                        asked.append(trial)
+                        k = self.codec.key(config)
+                        if k in self._elsewhere:
+                            self.stats.gave_way += 1
+                            wasted_in_a_row += 1
+                            self._tell(trial, "duplicate", None)
+                            asked.remove(trial)
+                        elif k in self.cache or any(k == b[2] for b in batch):
+                            self.stats.duplicate += 1
+                            wasted_in_a_row += 1
+                            if k in self.cache:
+                                e = self.cache[k]
+                                self._tell_wasted(trial, "duplicate", e.value)
+                                asked.remove(trial)
+                            else:
+                                repeats.append((trial, k))
+                        else:
+                            try:
+                                self.template.check(config)
+                            except VtatuneError as exc:  # IllegalSchedule, or a bad config
+                                self.stats.illegal += 1
+                                wasted_in_a_row += 1
+                                self._log_illegal(writer, trial.number, config, exc)
+                                self.cache[k] = Entry("illegal", self._penalty(), trial.number)
+                                self._tell(trial, "illegal", self.cache[k].value,
+                                           rule=getattr(exc, "rule", None))
+                                asked.remove(trial)
+                            else:
+                                batch.append((trial, config, k))
+                                self._inflight.add(k)
+                                wasted_in_a_row = 0
+                        if wasted_in_a_row >= (STUCK_AGAIN if unstuck else STUCK):
+                            wasted_in_a_row = 0
+                            unstuck = True
+                            self._unstick()
+                    if batch:
+                        batch = self._claim(batch, asked)
+                    if batch:
+                        self._score_batch(batch, writer, parallel)
+                        for trial, _, _ in batch:
+                            asked.remove(trial)
+                    self._inflight.clear()
+                    for trial, k in repeats:
+                        self._tell_wasted(trial, "duplicate", self.cache[k].value)
+                        asked.remove(trial)
+                    best = self.best_entry()
+                    progress.update(self.done, int(best[1].value) if best else None)
+        except KeyboardInterrupt:
+            stop.flag = True
+        finally:
+            for trial in asked:  # asked but not finished (interrupted): leave no RUNNING trial
+                with contextlib.suppress(Exception):
+                    self.study.tell(trial.number, state=TrialState.FAIL)
+            self._beats.close()
+            self.interrupted = stop.flag
+            progress.close()
+
+    @property
+    def other_trials(self) -> int:
+        """Trials other workers added to the study while this one ran."""
+        return max(0, self.done - self.done_at_start - self.stats.simulated)
+
+    def all_notes(self) -> tuple[str, ...]:
+        """What the table must say about this study besides its numbers."""
+        others = self.other_trials
+        return (*self.notes, *([f"other workers added {others} trial{'s' * (others != 1)} "
+                                f"to this study during this run ({self.stats.simulated} "
+                                "simulated here)"]
+                               if others else []))
+
+    def _claim(self, batch: list[tuple[Asked, Config, Key]],
+               asked: list[Asked]) -> list[tuple[Asked, Config, Key]]:
+        """Right before simulating, re-read the study: a config another worker finished or is
+        running is given up (its trial told as a duplicate), so it is simulated once."""
+        self._sync()
+        keep = []
+        for trial, config, k in batch:
+            if k in self.cache:
+                self.stats.duplicate += 1
+                self._tell_wasted(trial, "duplicate", self.cache[k].value)
+            elif k in self._elsewhere:
+                self.stats.gave_way += 1
+                self._tell(trial, "duplicate", None)
+            else:
+                keep.append((trial, config, k))
+                continue
+            asked.remove(trial)
+            self._inflight.discard(k)
+        return keep
+
+    def _log_illegal(self, writer: RecordWriter, trial: int, config: Config,
+                     exc: Exception) -> None:
+        rule = getattr(exc, "rule", None)
+        status = "illegal" if rule is not None else "error"
+        writer.write(self._record(trial, config, Score(status, rule=rule, error=str(exc))))
+
+    def _score_batch(self, batch: list[tuple[Asked, Config, Key]],
+                  writer: RecordWriter, parallel: Callable[..., list[Any]] | None) -> None:
+        jobs = [(self.workload, self.template.to_schedule(c), self.hw, self.bias)
+                for _, c, _ in batch]
+        t0 = time.perf_counter()
+        if parallel is not None and len(jobs) > 1:
+            results = parallel(jobs)
+            self.stats.sim_seconds += time.perf_counter() - t0
+        else:
+            results = [timed_score(*j) for j in jobs]
+            self.stats.sim_seconds += sum(dt for _, dt in results)
+        for (trial, config, k), (ev, _) in zip(batch, results, strict=True):
+            self.stats.simulated += 1
+            writer.write(self._record(trial.number, config, ev))
+            if ev.status == "ok":
+                entry = Entry("ok", float(ev.cycles), trial.number)
+                self.stats.scores[k] = ev
+                self._tell(trial, "ok", entry.value, cycles=int(ev.cycles))
+            else:
+                # A legal config the simulator could not run: it costs a trial, like AutoTVM's
+                # error_no != 0 records, and the sampler learns to avoid it.
+                entry = Entry("error", self._penalty(), trial.number)
+                self._tell_wasted(trial, "error", entry.value)
+            self.cache[k] = entry
+
+    # --- results --------------------------------------------------------------------------
+    def score_of(self, config: Config) -> Any:
+        """The Score of a config evaluated in this study: this run's, else the log's
+        (any record of this problem: the simulator is deterministic), else simulated once
+        more (a study other workers logged elsewhere)."""
+        k = self.codec.key(config)
+        if k in self.stats.scores:
+            return self.stats.scores[k]
+        logged = logged_score(self.log_path, self.problem, self.codec, k)
+        if logged is not None:
+            return logged
+        ev, _ = timed_score(self.workload, self.template.to_schedule(config), self.hw,
+                            self.bias)
+        return ev
+
+    def config_of(self, k: Key) -> Config:
+        return dict(zip(self.codec.names, k, strict=True))
+
+
+class _Interrupt:
+    """First Ctrl-C: finish the trial in flight, log it, stop. Second: stop at once."""
+
+    def __init__(self) -> None:
+        self.flag = False
+        self._old: Any = None
+
+    def _handler(self, signum: int, frame: Any) -> None:
+        if self.flag:
+            raise KeyboardInterrupt
+        self.flag = True
+
+    def __enter__(self) -> _Interrupt:
+        if threading.current_thread() is threading.main_thread():
+            self._old = signal.signal(signal.SIGINT, self._handler)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._old is not None:
+            signal.signal(signal.SIGINT, self._old)

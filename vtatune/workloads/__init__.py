@@ -1,0 +1,56 @@
+"""Workloads: the operators vtatune schedules, with their shapes, the named ones, and the
+numpy reference of what each computes.
+
+- Operators (``_operators``): packed conv2d (NCHW), GEMM (dense; lowered as a 1x1
+  convolution of a 1x1 image), grouped conv2d, transposed conv2d, and the getting-started
+  vector add. A workload is a frozen value: equal shapes are equal workloads, and
+  :meth:`key` names the shape in logs.
+- Named workloads (``_catalogue``): ResNet-18's ten VTA conv tasks ``resnet18.C2`` …
+  ``C11``, the tutorials' layers, TVM's MobileNet grouped and DCGAN transposed benchmarks;
+  :func:`resolve` names a workload by text as the command line and the Python API do.
+- Reference (``_reference``): each operator in numpy on unpacked int8 operands, bit for
+  bit what a VTA run must produce.
+
+Example:
+    >>> conv = WORKLOADS["conv2d"]["resnet18.C8"]
+    >>> conv.describe()
+    'resnet18.C8 conv2d 1x256x14x14 -> 256, k3 p1 s1'
+    >>> resolve("C8")[0] is conv
+    True
+"""
+
+from vtatune.workloads._catalogue import (
+    RESNET18_COUNTS,
+    WORKLOADS,
+    get_workload,
+    resnet18_layers,
+    resolve,
+)
+from vtatune.workloads._operators import (
+    WORKLOAD_CLASSES,
+    Conv2dTransposeWorkload,
+    Conv2dWorkload,
+    GemmWorkload,
+    GroupConv2dWorkload,
+    VaddWorkload,
+    Workload,
+)
+from vtatune.workloads._reference import (
+    Operands,
+    conv2d_reference,
+    conv2d_transpose_reference,
+    epilogue,
+    gemm_reference,
+    group_conv2d_reference,
+    operand_shapes,
+    random_operands,
+    reference_output,
+)
+
+__all__ = [
+    "RESNET18_COUNTS", "WORKLOADS", "WORKLOAD_CLASSES", "Conv2dTransposeWorkload",
+    "Conv2dWorkload", "GemmWorkload", "GroupConv2dWorkload", "Operands", "VaddWorkload",
+    "Workload", "conv2d_reference", "conv2d_transpose_reference", "epilogue",
+    "gemm_reference", "get_workload", "group_conv2d_reference", "operand_shapes",
+    "random_operands", "reference_output", "resnet18_layers", "resolve",
+]

@@ -1,0 +1,149 @@
+"""The operators' numpy reference: what a VTA run must compute, bit for bit, on unpacked
+(NCHW / OIHW / row-major) int8 operands.
+
+Example:
+    >>> from vtatune.workloads import WORKLOADS
+    >>> wl = WORKLOADS["gemm"]["dense128"]
+    >>> ops = random_operands(wl, bias=True)
+    >>> reference_output(wl, ops).shape, reference_output(wl, ops).dtype
+    ((128, 128), dtype('int8'))
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from vtatune.workloads._operators import (
+    Conv2dTransposeWorkload,
+    Conv2dWorkload,
+    GemmWorkload,
+    GroupConv2dWorkload,
+    Workload,
+)
+
+SHIFT = 8
+
+
+def epilogue(acc: np.ndarray, bias: np.ndarray | None, out_width: int = 8) -> np.ndarray:
+    """int32 accumulate -> arithmetic shift right 8 -> (+ bias) -> clip [0, 127] -> int8."""
+    x = (acc.astype(np.int64) >> SHIFT)
+    x = _wrap32(x)
+    if bias is not None:
+        x = _wrap32(x.astype(np.int64) + bias.astype(np.int64))
+    hi = (1 << (out_width - 1)) - 1
+    return np.clip(x, 0, hi).astype(np.int8)
+
+
+def _wrap32(x: np.ndarray) -> np.ndarray:
+    return (x & 0xFFFFFFFF).astype(np.uint32).view(np.int32)
+
+
+def _conv_acc(data: np.ndarray, kernel: np.ndarray, k: int, p: int, s: int, oh: int,
+              ow: int) -> np.ndarray:
+    """The (float64, exact) accumulators of a cross-correlation: NCHW data, OIHW kernel."""
+    x = np.pad(data.astype(np.float64), ((0, 0), (0, 0), (p, p), (p, p)))
+    win = np.lib.stride_tricks.sliding_window_view(x, (k, k), axis=(2, 3))
+    win = win[:, :, ::s, ::s][:, :, :oh, :ow]
+    # float64 is exact here: |sum| < 2^14 * CI * K * K < 2^53.
+    return np.einsum("nchwij,ocij->nohw", win, kernel.astype(np.float64), optimize=True)
+
+
+def _finish(acc: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
+    """int32 accumulators (wrapping) -> the fused epilogue with a per-channel bias."""
+    b = None if bias is None else bias.reshape(1, -1, 1, 1)
+    return epilogue(_wrap32(acc.astype(np.int64)), b)
+
+
+def conv2d_reference(data: np.ndarray, kernel: np.ndarray, wl: Conv2dWorkload,
+                     bias: np.ndarray | None = None) -> np.ndarray:
+    """NCHW int8 data, OIHW int8 kernel, per-channel int32 bias -> NCHW int8 output."""
+    return _finish(_conv_acc(data, kernel, wl.kernel, wl.pad, wl.stride, wl.out_height,
+                             wl.out_width), bias)
+
+
+def group_conv2d_reference(data: np.ndarray, kernel: np.ndarray, wl: GroupConv2dWorkload,
+                           bias: np.ndarray | None = None) -> np.ndarray:
+    """NCHW int8 data, (CO, CI / groups, K, K) int8 kernel -> NCHW int8 output: group g's
+    output channels convolve group g's input channels only."""
+    ci, co = wl.group_in_channels, wl.group_out_channels
+    acc = np.concatenate([
+        _conv_acc(data[:, g * ci:(g + 1) * ci], kernel[g * co:(g + 1) * co], wl.kernel,
+                  wl.pad, wl.stride, wl.out_height, wl.out_width)
+        for g in range(wl.groups)], axis=1)
+    return _finish(acc, bias)
+
+
+def conv2d_transpose_reference(data: np.ndarray, kernel: np.ndarray,
+                               wl: Conv2dTransposeWorkload,
+                               bias: np.ndarray | None = None) -> np.ndarray:
+    """NCHW int8 data, IOHW int8 kernel (ONNX ConvTranspose's and PyTorch's layout) ->
+    NCHW int8 output, computed by its definition: input pixel (i, j) adds
+    ``data[i, j] * kernel[:, :, a, b]`` to output pixel (i * stride + a - pad,
+    j * stride + b - pad); output_padding adds rows and columns at the bottom and right."""
+    n, s, k, p = wl.batch, wl.stride, wl.kernel, wl.pad
+    full_h = max((wl.height - 1) * s + k, p + wl.out_height)
+    full_w = max((wl.width - 1) * s + k, p + wl.out_width)
+    acc = np.zeros((n, wl.out_channels, full_h, full_w))
+    x, w = data.astype(np.float64), kernel.astype(np.float64)
+    for a in range(k):
+        for b in range(k):
+            acc[:, :, a:a + (wl.height - 1) * s + 1:s, b:b + (wl.width - 1) * s + 1:s] += \
+                np.einsum("nchw,co->nohw", x, w[:, :, a, b], optimize=True)
+    return _finish(acc[:, :, p:p + wl.out_height, p:p + wl.out_width], bias)
+
+
+def gemm_reference(data: np.ndarray, weight: np.ndarray,
+                   bias: np.ndarray | None = None) -> np.ndarray:
+    """(N, I) int8 times (O, I) int8 -> (N, O) int8 with the fused epilogue."""
+    acc = _wrap32((data.astype(np.float64) @ weight.astype(np.float64).T).astype(np.int64))
+    return epilogue(acc, None if bias is None else bias.reshape(1, -1))
+
+
+@dataclass(frozen=True)
+class Operands:
+    """Unpacked operands of one run."""
+
+    data: np.ndarray
+    weight: np.ndarray
+    bias: np.ndarray | None
+
+
+def operand_shapes(workload: Workload) -> dict[str, tuple[int, ...]]:
+    """The unpacked operands' shapes: data NCHW (gemm: (N, I)); weight OIHW (gemm: (O, I);
+    group_conv2d: (O, I / groups, K, K); conv2d_transpose: IOHW); bias one per output
+    channel."""
+    wl = workload
+    if isinstance(wl, GemmWorkload):
+        shapes = {"data": (wl.batch, wl.in_channels),
+                  "weight": (wl.out_channels, wl.in_channels)}
+    else:
+        k = wl.kernel
+        if isinstance(wl, Conv2dTransposeWorkload):
+            weight = (wl.in_channels, wl.out_channels, k, k)
+        elif isinstance(wl, GroupConv2dWorkload):
+            weight = (wl.out_channels, wl.group_in_channels, k, k)
+        else:
+            weight = (wl.out_channels, wl.in_channels, k, k)
+        shapes = {"data": (wl.batch, wl.in_channels, wl.height, wl.width), "weight": weight}
+    return {**shapes, "bias": (wl.out_channels,)}
+
+
+def random_operands(workload: Workload, bias: bool, seed: int = 0) -> Operands:
+    rng = np.random.default_rng(seed)
+    shapes = operand_shapes(workload)
+    data = rng.integers(-128, 128, shapes["data"], dtype=np.int8)
+    weight = rng.integers(-128, 128, shapes["weight"], dtype=np.int8)
+    b = rng.integers(-(1 << 12), 1 << 12, shapes["bias"], dtype=np.int32) if bias else None
+    return Operands(data, weight, b)
+
+
+def reference_output(workload: Workload, ops: Operands) -> np.ndarray:
+    if isinstance(workload, GemmWorkload):
+        return gemm_reference(ops.data, ops.weight, ops.bias)
+    if isinstance(workload, GroupConv2dWorkload):
+        return group_conv2d_reference(ops.data, ops.weight, workload, ops.bias)
+    if isinstance(workload, Conv2dTransposeWorkload):
+        return conv2d_transpose_reference(ops.data, ops.weight, workload, ops.bias)
+    return conv2d_reference(ops.data, ops.weight, workload, ops.bias)

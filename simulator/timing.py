@@ -30,7 +30,15 @@ memory, see ``scripts/bench_fidelity.py``):
   read port), plus ``alu_pipeline``. NOP and FINISH: ``nop_cycles``.
 * STORE: ``store_insn_cycles``, ``write_handshake`` per write burst (bursts split at
   ``burst_boundary`` and at every row), and per element one cycle per beat of each of its
-  BATCH rows plus ``store_read_cycles`` to read the next row from SRAM.
+  BATCH rows plus ``store_read_cycles`` to read the next row from SRAM. That is the RTL's
+  narrow store unit (``TensorStoreNarrowVME``), which stops for an SRAM read after every
+  row but the burst's last. Where an output element fits in one beat (BATCH x BLOCK_OUT
+  bytes <= ``bus_bytes``) the RTL uses its wide store unit instead (``TensorStoreWideVME``,
+  chosen in ``TensorStore.scala``): one beat per cycle, each carrying every element of the
+  row that falls in that bus word, with no SRAM-read stops. A wide STORE costs
+  ``store_insn_cycles``, ``write_handshake + store_read_cycles`` per burst (the same
+  command and acknowledgement; the narrow unit's skipped last read is no longer skipped)
+  and one cycle per beat, a row's beats counted from its first bus word to its last.
 * The cycle count runs from launch to the end of FINISH.
 
 The engine is deterministic: the same program and profile always give the same cycles.
@@ -87,7 +95,8 @@ _PRIORITY = {MemId.UOP: 1, MemId.INP: 2, MemId.WGT: 3, MemId.ACC: 4,
 
 #: The timing model's rules. Bump it when a rule (not a constant) changes: a profile's
 #: :meth:`TimingProfile.fingerprint` covers both, so scores made under other rules are known.
-MODEL_VERSION = "rtl-1"
+#: rtl-2: the wide store unit (an output element of one beat), after rtl-1 (the RTL calibration).
+MODEL_VERSION = "rtl-2"
 
 #: AXI burst length limit (beats) of each board's shell: AXI4's 256 (VTA's ``lenBits`` 8),
 #: except the de10nano shell, which limits bursts to 16 beats (AXI3).
@@ -169,9 +178,19 @@ class TimingProfile:
         profiles with the same fingerprint give the same cycles on every program."""
         return _fingerprint(self)
 
-    def store_elem_cycles(self, hw: HardwareConfig) -> int:
-        """Cycles a STORE spends per output element: each of its BATCH rows is written in
-        beats, then the next row is read from SRAM (3 on pynq: 2 beats + 1 read)."""
+    def wide_store(self, hw: HardwareConfig) -> bool:
+        """Whether ``hw``'s store unit is the RTL's wide one: an output element (BATCH x
+        BLOCK_OUT bytes) fits in one beat (``TensorStore.scala``: ``mp.dataBits >=
+        tp.tensorSizeBits``). Stock 1x16 on a 128-bit bus is wide, on a 64-bit bus narrow."""
+        return hw.out_elem_bytes <= self.bus_bytes
+
+    def store_elem_cycles(self, hw: HardwareConfig) -> float:
+        """Cycles a STORE spends per output element. The narrow unit writes each of its
+        BATCH rows in beats, then reads the next row from SRAM (3 on pynq: 2 beats + 1
+        read); the wide unit writes a beat per cycle, so an element costs its share of a
+        beat (1 for 1x16 on a 128-bit bus; bus-word alignment at a row's ends aside)."""
+        if self.wide_store(hw):
+            return hw.out_elem_bytes / self.bus_bytes
         row_bytes = hw.block_out * hw.out_width // 8
         return hw.batch * (-(-row_bytes // self.bus_bytes) + self.store_read_cycles)
 
@@ -371,12 +390,14 @@ _POP_MASK, _PUSH_MASK = _flag_masks()
 
 
 @njit(cache=True)
-def _costs(rows, elem, priority, out_bytes, store_elem, P, pop_mask, push_mask, out):
+def _costs(rows, elem, priority, out_bytes, store_elem, wide_store, P, pop_mask, push_mask,
+           out):
     """Per instruction, into the rows of ``out``: module, FIFO masks popped / pushed, kind,
     ``pre`` (a read: cycles to its request; else: all its cycles), ``xfer`` (beats read),
-    ``post`` (cycles after the last beat), read priority, and zero-pad elements. Returns the
-    bytes read and written, the GEMM micro-op cycles, and the first instruction whose flags
-    its module cannot carry (-1 if none)."""
+    ``post`` (cycles after the last beat), read priority, and zero-pad elements. A STORE
+    costs ``store_elem`` per element on the narrow store unit, its beats on the wide one
+    (``wide_store``). Returns the bytes read and written, the GEMM micro-op cycles, and the
+    first instruction whose flags its module cannot carry (-1 if none)."""
     n = rows.shape[0]
     mod, pops, pushes, kind = out[0], out[1], out[2], out[3]
     pre, xfer, post, prio, pads = out[4], out[5], out[6], out[7], out[8]
@@ -415,7 +436,13 @@ def _costs(rows, elem, priority, out_bytes, store_elem, P, pop_mask, push_mask, 
                 bursts = _memo_bursts(memo_keys, memo_vals, rows[i, R.MEM_DRAM] * out_bytes
                                       % boundary, x * out_bytes,
                                       rows[i, R.MEM_STRIDE] * out_bytes, y, P)
-                pre[i] = P[_STORE_INSN] + bursts * P[_HANDSHAKE] + x * y * store_elem
+                if wide_store:  # a beat per cycle, no SRAM-read stops (TensorStoreWideVME)
+                    beats = _rows_beats(rows[i, R.MEM_DRAM] * out_bytes % bus, x * out_bytes,
+                                        rows[i, R.MEM_STRIDE] * out_bytes, y, bus)
+                    pre[i] = (P[_STORE_INSN] + bursts * (P[_HANDSHAKE] + P[_STORE_READ])
+                              + beats)
+                else:
+                    pre[i] = P[_STORE_INSN] + bursts * P[_HANDSHAKE] + x * y * store_elem
                 write_bytes += x * y * out_bytes
             else:
                 eb = elem[mem]
@@ -633,8 +660,11 @@ def _elem_tables(hw: HardwareConfig) -> tuple[np.ndarray, np.ndarray]:
 
 
 @lru_cache(maxsize=64)
-def _store_elem(p: TimingProfile, hw: HardwareConfig) -> int:
-    return p.store_elem_cycles(hw)
+def _store_unit(p: TimingProfile, hw: HardwareConfig) -> tuple[int, bool]:
+    """(narrow unit's cycles per element, whether the unit is the wide one)."""
+    if p.wide_store(hw):
+        return 0, True
+    return int(p.store_elem_cycles(hw)), False
 
 
 def time_program(program: Program, hw: HardwareConfig, profile: TimingProfile | None = None,
@@ -650,8 +680,9 @@ def time_program(program: Program, hw: HardwareConfig, profile: TimingProfile | 
     # numpy allocates the working arrays (not numba): its allocator reuses freed memory,
     # where fresh pages for ~100k instructions would cost more than the simulation.
     costs = np.empty((_COST_ROWS, n), np.int64)
+    store_elem, wide_store = _store_unit(p, hw)
     read_bytes, write_bytes, gemm_cycles, bad = _costs(
-        rows, elem, priority, hw.out_elem_bytes, _store_elem(p, hw), P, _POP_MASK,
+        rows, elem, priority, hw.out_elem_bytes, store_elem, wide_store, P, _POP_MASK,
         _PUSH_MASK, costs)
     if bad >= 0:
         insn = program.instructions[bad]

@@ -5,6 +5,12 @@ cycles within 3%, Spearman at least 0.995 within every workload and bias setting
 schedule agreeing on every workload, every micro-benchmark within 2% or 2 cycles. The data
 is ``../shared/data`` beside the repository (``$VTATUNE_SHARED_DATA`` overrides); without it
 the test skips, saying so.
+
+The codesign reference (issue 26: VTA shapes 1x8x32 on a 64-bit bus and stock 1x16 on the
+64- and 128-bit bus) is held to its own goal: mean absolute error at most 0.2%, every program
+of at least 10,000 cycles within 1%, the best schedule agreeing per workload, bias and
+hardware. On a 128-bit bus the 1x16 output element fits one beat: the RTL's wide store unit,
+which the model before it charged as the narrow one (up to +8.7%).
 """
 
 from __future__ import annotations
@@ -14,6 +20,8 @@ from pathlib import Path
 import pytest
 
 from vtatune.fidelity import (
+    CODESIGN,
+    CODESIGN_GOAL,
     Comparison,
     compare,
     data_dir,
@@ -31,6 +39,13 @@ def scored():
     if not (DATA / "tsim_reference.jsonl").is_file():
         pytest.skip(f"no shared RTL reference at {DATA} (set VTATUNE_SHARED_DATA)")
     return compare(load_reference(DATA), DATA)
+
+
+@pytest.fixture(scope="module")
+def codesign():
+    if not (DATA / CODESIGN).is_file():
+        pytest.skip(f"no shared codesign reference at {DATA} (set VTATUNE_SHARED_DATA)")
+    return compare(load_reference(DATA, CODESIGN), DATA)
 
 
 def test_every_reference_record_meets_the_goal(scored):
@@ -64,3 +79,35 @@ def test_the_goal_check_names_each_way_to_miss_it():
     ]
     s = summarize(rows)[("a", False)]
     assert (s.count, s.low, s.high) == (3, 20_000 / 30_500, 30_000 / 29_000)
+
+
+def test_every_codesign_record_meets_its_goal(codesign):
+    assert len(codesign) >= 95
+    assert {r.record["hw"] for r in codesign} >= {"1x8x32", "1x16", "1x16-128"}
+    assert goal_failures(codesign, CODESIGN_GOAL) == [], format_report(codesign, CODESIGN_GOAL)
+
+
+def test_codesign_goal_holds_on_each_hardware(codesign):
+    """Each configuration on its own: the one-beat store (1x16 on 128 bits) as close as
+    the shapes whose element spans several beats."""
+    for hw in ("1x8x32", "1x16", "1x16-128"):
+        rows = [r for r in codesign if r.record["hw"] == hw]
+        assert rows and goal_failures(rows, CODESIGN_GOAL) == [], (hw, format_report(
+            rows, CODESIGN_GOAL))
+        assert summarize(rows)[("all", None)].mae <= CODESIGN_GOAL.max_mae
+
+
+def test_the_codesign_goal_names_workloads_per_hardware():
+    rows = [Comparison({"workload": "w", "bias": False, "operator": "conv2d", "hw": hw,
+                    "tsim_cycles": rtl}, model)
+            for hw, rtl, model in (("a", 20_000, 20_100), ("a", 30_000, 30_000),
+                                   ("b", 20_000, 20_000), ("b", 30_000, 19_000))]
+    assert goal_failures(rows, CODESIGN_GOAL) == [
+        "mean absolute error 9.29% > 0.2%",
+        "w [b] bias=0 (record 4): model 19000 vs RTL 30000 (36.67%)",
+        "w [b] bias=False: the model's best schedule is not the RTL's",
+    ]
+    assert set(summarize(rows)) == {("w [a]", False), ("w [b]", False), ("all", None)}
+    report = format_report(rows, CODESIGN_GOAL)
+    assert "hardware a: 2 programs, MAE 0.250%, largest error 0.500%, best schedule agrees " \
+        "on 1 of 1 workloads" in report

@@ -101,9 +101,12 @@ def _compile(program: Program, hw: HardwareConfig, p: TimingProfile):
     elem = {mem: (hw.uop_elem_bytes if mem == MemId.UOP else mem_elem_bytes(mem, hw))
             for mem in MemId}
     ob = hw.out_elem_bytes
-    # A STORE writes each BATCH row of an element in beats, then reads the next from SRAM.
+    # A STORE writes each BATCH row of an element in beats, then reads the next from SRAM;
+    # where an element fits in a beat (the wide store unit), a beat per cycle and a read per
+    # burst.
     row_beats = -(-(hw.block_out * hw.out_width // 8) // p.bus_bytes)
     store_elem = hw.batch * (row_beats + p.store_read_cycles)
+    wide_store = ob <= p.bus_bytes
     boundary = p.burst_boundary
     memo = _memo(p)
 
@@ -124,9 +127,14 @@ def _compile(program: Program, hw: HardwareConfig, p: TimingProfile):
                 return (m, *fifos, _PLAIN, p.nop_cycles, 0, 0, 9, 0), 0, 0, 0
             x, y = insn.x_size, insn.y_size
             if m == 2:
-                bursts = _rows_transfer(insn.dram_base * ob % boundary, x * ob,
-                                        insn.x_stride * ob, y, p, memo)[1]
-                cycles = p.store_insn_cycles + bursts * p.write_handshake + x * y * store_elem
+                beats, bursts = _rows_transfer(insn.dram_base * ob % boundary, x * ob,
+                                               insn.x_stride * ob, y, p, memo)
+                if wide_store:
+                    cycles = (p.store_insn_cycles
+                              + bursts * (p.write_handshake + p.store_read_cycles) + beats)
+                else:
+                    cycles = (p.store_insn_cycles + bursts * p.write_handshake
+                              + x * y * store_elem)
                 return (2, *fifos, _PLAIN, cycles, 0, 0, 9, 0), 0, x * y * ob, 0
             eb = elem[mem]
             beats = _rows_transfer(insn.dram_base * eb % boundary, x * eb, insn.x_stride * eb,

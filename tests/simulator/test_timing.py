@@ -167,6 +167,59 @@ def test_ultra96_profile_and_json_overrides(tmp_path):
         TimingProfile(bus_bytes=0)
 
 
+def _store_cycles(hw, store, profile=None):
+    """The cycles of one STORE on ``hw``, alone in its program."""
+    r = time_program(_program([store, FinishInsn()]), hw, profile, trace=True)
+    return r.trace[0].end - r.trace[0].start
+
+
+@pytest.mark.parametrize("hw, wide", [
+    (PRESETS["ultra96"], True),  # 1x16 = 16 B on a 128-bit bus: one beat
+    (DEFAULT, False),  # 1x16 on a 64-bit bus: two beats
+    (replace(PRESETS["ultra96"], log_block_out=3), True),  # 1x8: two elements a beat
+    (replace(PRESETS["ultra96"], log_batch=1, log_block_out=3), True),  # 2x8 = 16 B
+    (PRESETS["4x8"], False),  # 4x8 = 32 B on 64 bits
+    (replace(PRESETS["ultra96"], log_block_out=5), False),  # 1x32 = 32 B on 128 bits
+])
+def test_a_store_of_one_beat_elements_writes_a_beat_per_cycle(hw, wide):
+    """The RTL's store unit: the wide one where BATCH x BLOCK_OUT bytes fit in a beat
+    (TensorStore.scala), a beat per cycle and a read per burst; else the narrow one, per
+    element each BATCH row's beats and an SRAM read."""
+    p = TimingProfile.for_hw(hw)
+    assert p.wide_store(hw) is wide
+    x, y, stride = 5, 3, 9
+    cycles = _store_cycles(hw, MemInsn(Opcode.STORE, MemId.OUT, 0, 0, y, x, stride))
+    if wide:
+        per_row = -(-x * hw.out_elem_bytes // p.bus_bytes)
+        assert cycles == p.store_insn_cycles + y * (
+            p.write_handshake + p.store_read_cycles + per_row)
+    else:
+        assert cycles == p.store_insn_cycles + y * p.write_handshake + x * y * (
+            p.store_elem_cycles(hw))
+
+
+def test_the_wide_store_counts_bus_words_and_bursts():
+    """Rows start mid-word (1x8 on 128 bits: two elements a beat): a row's beats run from
+    its first bus word to its last (the first and last pulses masked, GenVMECmdWide); a row
+    crossing a 4 KB boundary is two bursts."""
+    hw = replace(PRESETS["ultra96"], log_block_out=3)
+    p = TimingProfile.for_hw(hw)
+    fixed = p.store_insn_cycles
+    burst = p.write_handshake + p.store_read_cycles
+    # 3 elements from element 1: bytes 8..32, words 0 and 1.
+    assert _store_cycles(hw, MemInsn(Opcode.STORE, MemId.OUT, 0, 1, 1, 3, 3)) == (
+        fixed + burst + 2)
+    # 2 rows of 3, 5 elements apart from element 1: words 0-1, then bytes 48..72, words 3-4.
+    assert _store_cycles(hw, MemInsn(Opcode.STORE, MemId.OUT, 0, 1, 2, 3, 5)) == (
+        fixed + 2 * burst + 4)
+    # 5 elements from byte 4064: 2 words before the 4 KB boundary, 1 after it.
+    start = (4096 - 32) // 8
+    assert _store_cycles(hw, MemInsn(Opcode.STORE, MemId.OUT, 0, start, 1, 5, 5)) == (
+        fixed + 2 * burst + 3)
+    # The per-element rate the tuner's prior uses: half a beat.
+    assert p.store_elem_cycles(hw) == 0.5
+
+
 def test_deadlock_is_an_error_naming_the_instruction():
     insns = [MemInsn(Opcode.LOAD, MemId.INP, 0, 0, 1, 1, 1, pop_next=True), FinishInsn()]
     with pytest.raises(DeadlockError, match=r"instruction #0 \(LOAD INP, load module\) waits "

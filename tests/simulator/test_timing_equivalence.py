@@ -68,10 +68,18 @@ def _assert_same(program, hw, profile):
     assert fast == slow
 
 
+#: 1x8x8 on ultra96's 128-bit bus (buffers shrunk to fit the instruction): two output
+#: elements a beat.
+_U96_1X8 = replace(PRESETS["ultra96"], log_block=3, log_inp_buff_size=14, log_wgt_buff_size=16,
+                   log_acc_buff_size=16)
+
+
 def _fixed_cases():
     cases = []
     for wl in (WORKLOADS["conv2d"]["tutorial"], WORKLOADS["gemm"]["tutorial"]):
-        for hw in (DEFAULT, PRESETS["ultra96"]):
+        # ultra96's 1x16 and 1x8x8 on its 128-bit bus: the wide store unit (one and
+        # two elements a beat)
+        for hw in (DEFAULT, PRESETS["ultra96"], _U96_1X8):
             program = lower(wl, tutorial_schedule(wl), hw).program
             cases += [(program, hw, p) for p in _profiles(hw)]
     vadd = lower_vadd(VaddWorkload(), DEFAULT)

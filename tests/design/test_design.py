@@ -41,7 +41,7 @@ def test_feasibility_reasons_name_the_rule_and_numbers():
     big = HardwareConfig(target="pynq", log_block=5, log_inp_buff_size=16,
                          log_wgt_buff_size=18, log_acc_buff_size=18)
     assert infeasibility(big, pynq, "resnet18", REF).startswith(
-        "resources: LUT 183035 > 53200 on xc7z020")
+        "resources: LUT 126755 > 53200 on xc7z020")
     batch2 = replace(stock("ultra96"), log_batch=1)
     assert infeasibility(batch2, DEVICES["ultra96"], "resnet18", REF) == (
         "layer layer1.0.conv1 leaves VTA: batch 1 is not a multiple of BATCH 2")

@@ -27,7 +27,7 @@ ANCHOR = json.loads((Path(simulator.__file__).parent / "data" /
                      "vta_resources_yosys.json").read_text())["pynq_1x16"]
 # Yosys synthesis of VTA's GEMM datapath per shape and of int8 products in LUTs
 # (scripts/synth_multiplier.py).
-SYNTH = json.loads((Path(__file__).resolve().parents[1] / "scripts" / "results" /
+SYNTH = json.loads((Path(__file__).resolve().parents[2] / "scripts" / "results" /
                     "synth_multiplier.json").read_text())
 SYNTH_023 = next(r for r in SYNTH["runs"].values() if r["version"].startswith("Yosys 0.23"))
 # Devices with DSPs for every product (Yosys maps every product to a DSP whatever the part)

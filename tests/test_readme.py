@@ -1,4 +1,5 @@
-"""Every fenced code block of README.md runs as written: each in its own temporary directory
+"""Every fenced code block of README.md and of the pages in docs/ runs as written: each in its
+own temporary directory
 holding a copy of what the blocks read (the shipped ``logs/`` and ``scripts/``), never the
 checkout's working files or what a user's run left behind.
 
@@ -66,9 +67,13 @@ def readme_blocks(text: str) -> list[tuple[int, str, str, str | None]]:
 
 
 BLOCKS = readme_blocks(README.read_text())
-RUNNABLE = [pytest.param(code, lang, mark, id=f"README.md:{line}-{lang}",
+#: The documentation pages: README.md, then docs/*.md in name order.
+PAGES = [README, *sorted((ROOT / "docs").glob("*.md"))]
+PAGE_BLOCKS = {page: readme_blocks(page.read_text()) for page in PAGES}
+RUNNABLE = [pytest.param(code, lang, mark, id=f"{page.relative_to(ROOT)}:{line}-{lang}",
                          marks=[pytest.mark.slow] if mark == "slow" else [])
-            for line, lang, code, mark in BLOCKS if lang in RUN and mark != "clone"]
+            for page, blocks in PAGE_BLOCKS.items()
+            for line, lang, code, mark in blocks if lang in RUN and mark != "clone"]
 
 
 def _env(pythonpath: Path) -> dict[str, str]:
@@ -77,9 +82,10 @@ def _env(pythonpath: Path) -> dict[str, str]:
 
 def test_blocks_are_found_and_marks_known():
     assert len(RUNNABLE) >= 8
+    every = [b for blocks in PAGE_BLOCKS.values() for b in blocks]
     assert all(mark is None or mark in ("slow", "clone") or mark.startswith("trials ")
-               for _, _, _, mark in BLOCKS)
-    assert {lang for _, lang, _, _ in BLOCKS} <= {"sh", "python", "text"}
+               for _, _, _, mark in every)
+    assert {lang for _, lang, _, _ in every} <= {"sh", "python", "text"}
 
 
 @pytest.mark.parametrize("code, lang, mark", RUNNABLE)

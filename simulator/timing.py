@@ -487,7 +487,7 @@ _SCRATCH = 12  # rows of the engine's working array
 
 
 @njit(cache=True)
-def _engine(costs, P, insn_bytes, scratch):
+def _engine(costs, P, insn_bytes, scratch, tokens_in):
     """Run the modules over ``costs`` (see :func:`_costs`), using the ``_SCRATCH`` rows of
     ``scratch``; per instruction (start, end, token wait), per module (busy, stall, memory
     wait), the FINISH time, the serial sum, and on a deadlock (status 1) the state it
@@ -510,6 +510,10 @@ def _engine(costs, P, insn_bytes, scratch):
     dispatch[:] = -1
     push_times = scratch[8:12]  # per FIFO, completion time of k-th push
     npushed = np.zeros(4, np.int64)
+    for f in range(4):  # tokens left by the stream before: there from the start
+        for k in range(tokens_in[f]):
+            push_times[f, k] = 0
+        npushed[f] = tokens_in[f]
     pops_done = np.zeros(4, np.int64)
     head = np.zeros(3, np.int64)
     free = np.zeros(3, np.int64)  # when each module finishes its current instruction
@@ -688,8 +692,9 @@ def time_program(program: Program, hw: HardwareConfig, profile: TimingProfile | 
         insn = program.instructions[bad]
         pops_of(insn), pushes_of(insn)  # raises the precise ProgramError
     (status, start, end, token_wait, busy, stall, mem_wait, total, serial, head, pops_done,
-     npushed, fetch_next, chunk_end) = _engine(costs, P, hw.insn_bytes,
-                                               np.empty((_SCRATCH, n), np.int64))
+     npushed, fetch_next, chunk_end) = _engine(
+        costs, P, hw.insn_bytes, np.empty((_SCRATCH, n + sum(program.tokens_in)), np.int64),
+        np.array(program.tokens_in, np.int64))
     mod = costs[0]
     if status:
         _deadlock(program, mod, head, pops_done, npushed, fetch_next, chunk_end)

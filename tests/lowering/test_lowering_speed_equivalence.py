@@ -246,9 +246,9 @@ def _slow_emit(plan: Plan) -> Program:
         key = ("reset", t, env.get("bi", 0))
         q.push_gemm(key, _slow_kernel(plan.reset_axes, (acc_row(env, t), 0, 0), reset=True))
 
-    def alu(name):
+    def alu(i):
         def fn(env, t):
-            q.push_alu(("alu", name, t), dict(plan.alu_kernels(t))[name])
+            q.push_alu(("alu", i, t), plan.alu_kernels(t)[i])
         return fn
 
     sizes = [d[0] for d in plan.store_loops]
@@ -279,11 +279,11 @@ def _slow_emit(plan: Plan) -> Program:
                   [Stage(LOAD, [_Leaf(load_inp), _Leaf(load_wgt)]),
                    Stage(COMPUTE, [_Leaf(gemm)])])
     tile = loop("bi", sch.tile_b, inner)
-    epilogue = [_Leaf(alu("shr"))]
+    # the benchmark epilogue: shift, [bias load, add], the clip's two steps
+    epilogue = [_Leaf(alu(0))]
     if plan.bias:
-        epilogue += [_Leaf(load_bias), _Leaf(alu("add"))]
-    names = ["min", "max"] if sch.clip_order == "min_max" else ["max", "min"]
-    epilogue += [_Leaf(alu(n)) for n in names]
+        epilogue += [_Leaf(load_bias), _Leaf(alu(1))]
+    epilogue += [_Leaf(alu(i)) for i in range(1 + plan.bias, 3 + plan.bias)]
     tile += [Stage(COMPUTE, epilogue), Stage(STORE, [_Leaf(store)])]
     body = tile
     for axis in reversed(sch.outer_order):

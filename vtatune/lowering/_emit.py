@@ -36,8 +36,21 @@ class _Leaf:
         self.name = name
 
 
+def epilogue_leaves(steps: tuple[tuple[str, int | None, str | None], ...]) -> tuple[str, ...]:
+    """The epilogue's leaves in order: ``alu<i>`` per ALU instruction, each extra tensor's
+    ``load_<tensor>`` right before the first instruction that reads it (where TVM's
+    ``cache_read`` stage lands: for the benchmark graph after the shift, for a deployed
+    conv first)."""
+    leaves: list[str] = []
+    for i, (_, _, tensor) in enumerate(steps):
+        if tensor and f"load_{tensor}" not in leaves:
+            leaves.append(f"load_{tensor}")
+        leaves.append(f"alu{i}")
+    return tuple(leaves)
+
+
 @lru_cache(maxsize=4096)
-def _steps(looped: tuple[str, ...], bias: bool, clip_order: str,
+def _steps(looped: tuple[str, ...], epilogue: tuple[str, ...],
            nthreads: int) -> tuple[tuple, ...]:
     """The loop tree with TVM's dependencies and vthreads, as the flat sequence of steps
     that records it. ``looped``: the tile loops that exist (extent > 1), outermost first,
@@ -51,12 +64,8 @@ def _steps(looped: tuple[str, ...], bias: bool, clip_order: str,
     inner += maybe("k0", [Stage(LOAD, [_Leaf("load_inp"), _Leaf("load_wgt")]),
                           Stage(COMPUTE, [_Leaf("gemm")])])
     tile = maybe("bi", inner)
-    epilogue = [_Leaf("shr")]
-    if bias:
-        epilogue += [_Leaf("load_bias"), _Leaf("add")]
-    epilogue += [_Leaf(n) for n in (("min", "max") if clip_order == "min_max"
-                                    else ("max", "min"))]
-    tile += [Stage(COMPUTE, epilogue), Stage(STORE, [_Leaf("store")])]
+    tile += [Stage(COMPUTE, [_Leaf(name) for name in epilogue]),
+             Stage(STORE, [_Leaf("store")])]
     body = tile
     for axis in reversed([a for a in looped if a not in ("bi", "k0")]):
         body = loop(axis, 2, body)
@@ -245,11 +254,11 @@ def emit(plan: Plan) -> Program:
             q.push_kernel(ids[0], _BI if tile_b > 1 else -1)
         return make
 
-    alu_kernels = [dict(plan.alu_kernels(t)) for t in range(plan.nthreads)]
+    alu_kernels = [plan.alu_kernels(t) for t in range(plan.nthreads)]
 
-    def alu(name):
+    def alu(i):
         def make(t):
-            q.push_alu(("alu", name, t), alu_kernels[t][name])
+            q.push_alu(("alu", i, t), alu_kernels[t][i])
         return make
 
     # A tile is stored by one DMA per element of its looped dims (outermost first): the
@@ -272,7 +281,7 @@ def emit(plan: Plan) -> Program:
     makers = {"reset": kernel_leaf("reset", plan.reset_kernel),
               "gemm": kernel_leaf("gemm", plan.gemm_kernel), "load_inp": load_inp,
               "load_wgt": load_wgt, "load_bias": load_bias, "store": store,
-              **{name: alu(name) for name in ("shr", "add", "min", "max")}}
+              **{f"alu{i}": alu(i) for i in range(len(plan.alu_steps))}}
     extents = {_SLOT[axis]: g.counts[axis] for axis in sch.outer_order}
     extents[_SLOT["bi"]], extents[_SLOT["k0"]] = sch.tile_b, g.cib // sch.tile_ci
     outer = sch.outer_order
@@ -280,7 +289,7 @@ def emit(plan: Plan) -> Program:
         outer = outer.replace("c", "gc")
         extents[_G], extents[_C] = g.groups, group_loop
     looped = tuple(axis for axis in (*outer, "bi", "k0") if extents[_SLOT[axis]] > 1)
-    for kind, a, b in _steps(looped, plan.bias, sch.clip_order, plan.nthreads):
+    for kind, a, b in _steps(looped, epilogue_leaves(plan.alu_steps), plan.nthreads):
         if kind == _LEAF:
             makers[a](b)
         elif kind == _LOOP:

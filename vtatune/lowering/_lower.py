@@ -32,7 +32,7 @@ class Lowered:
     workload: Workload
     schedule: Schedule
     hw: HardwareConfig
-    bias: bool
+    bias: bool  # the program reads a per-channel bias (the run's flag, or the epilogue's)
     program: Program
     plan: Plan
 
@@ -60,4 +60,4 @@ def lower(workload: Workload, schedule: Schedule, hw: HardwareConfig, bias: bool
                 encode_uop(uop, hw)
         except EncodingError as exc:
             raise IllegalSchedule("field_width", str(exc)) from None
-    return Lowered(workload, schedule, hw, bias, program, p)
+    return Lowered(workload, schedule, hw, p.bias, program, p)

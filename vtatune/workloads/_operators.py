@@ -12,10 +12,11 @@ Example:
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, fields
 
 from simulator.hardware import HardwareConfig
 from vtatune.errors import WorkloadError
+from vtatune.workloads._epilogue import BENCHMARK, Epilogue
 
 
 def _require_positive(wl: object, keys: tuple[str, ...]) -> None:
@@ -56,16 +57,33 @@ def _conv_out(size: int, kernel: int, pad: int, stride: int) -> int:
 _CONV_FIELDS = ("batch", "height", "width", "in_channels", "out_channels", "kernel", "stride")
 
 
+#: Fields of a workload that are not its shape.
+_NOT_SHAPE = ("name", "epilogue")
+
+
 def _shape_args(wl: object) -> dict[str, int]:
-    d = asdict(wl)  # type: ignore[call-overload]
-    d.pop("name")
-    return d
+    return {f.name: getattr(wl, f.name) for f in fields(wl)  # type: ignore[arg-type]
+            if f.name not in _NOT_SHAPE}
+
+
+def shape_fields(cls: type) -> tuple[str, ...]:
+    """The shape fields of a workload class, in order (its constructor's first arguments)."""
+    return tuple(f.name for f in fields(cls) if f.name not in _NOT_SHAPE)
 
 
 def _key(wl: object) -> str:
-    """A stable identifier of the shape (used to match tuning records)."""
-    return wl.operator + "." + ".".join(  # type: ignore[attr-defined]
+    """A stable identifier of the shape and the epilogue (used to match tuning records):
+    the shape alone for the benchmark epilogues, which a record's ``bias`` tells apart."""
+    shape = wl.operator + "." + ".".join(  # type: ignore[attr-defined]
         f"{k}{v}" for k, v in _shape_args(wl).items())
+    epilogue = wl.epilogue.key()  # type: ignore[attr-defined]
+    return f"{shape}.{epilogue}" if epilogue else shape
+
+
+def _with_epilogue(label: str, wl: object) -> str:
+    """``describe()`` with the epilogue when it is not the benchmark's."""
+    epilogue: Epilogue = wl.epilogue  # type: ignore[attr-defined]
+    return label if epilogue.is_benchmark else f"{label}, epilogue {epilogue.describe()}"
 
 
 @dataclass(frozen=True)
@@ -81,6 +99,7 @@ class Conv2dWorkload:
     pad: int
     stride: int
     name: str = ""
+    epilogue: Epilogue = BENCHMARK
 
     operator = "conv2d"
 
@@ -113,8 +132,9 @@ class Conv2dWorkload:
 
     def describe(self) -> str:
         label = f"{self.name} " if self.name else ""
-        return (f"{label}conv2d {self.batch}x{self.in_channels}x{self.height}x{self.width} -> "
-                f"{self.out_channels}, k{self.kernel} p{self.pad} s{self.stride}")
+        return _with_epilogue(
+            f"{label}conv2d {self.batch}x{self.in_channels}x{self.height}x{self.width} -> "
+            f"{self.out_channels}, k{self.kernel} p{self.pad} s{self.stride}", self)
 
     def key(self) -> str:
         """A stable identifier of the shape (used to match tuning records)."""
@@ -132,6 +152,7 @@ class GemmWorkload:
     in_channels: int
     out_channels: int
     name: str = ""
+    epilogue: Epilogue = BENCHMARK
 
     operator = "gemm"
 
@@ -147,15 +168,15 @@ class GemmWorkload:
 
     def as_conv(self) -> Conv2dWorkload:
         return Conv2dWorkload(self.batch, 1, 1, self.in_channels, self.out_channels, 1, 0, 1,
-                              self.name)
+                              self.name, self.epilogue)
 
     def shape_args(self) -> dict[str, int]:
         return _shape_args(self)
 
     def describe(self) -> str:
         label = f"{self.name} " if self.name else ""
-        return (f"{label}gemm {self.batch}x{self.in_channels} * "
-                f"{self.in_channels}x{self.out_channels}")
+        return _with_epilogue(f"{label}gemm {self.batch}x{self.in_channels} * "
+                              f"{self.in_channels}x{self.out_channels}", self)
 
     def key(self) -> str:
         return _key(self)
@@ -184,6 +205,7 @@ class GroupConv2dWorkload:
     stride: int
     groups: int
     name: str = ""
+    epilogue: Epilogue = BENCHMARK
 
     operator = "group_conv2d"
 
@@ -230,9 +252,10 @@ class GroupConv2dWorkload:
 
     def describe(self) -> str:
         label = f"{self.name} " if self.name else ""
-        return (f"{label}group_conv2d {self.batch}x{self.in_channels}x{self.height}x"
-                f"{self.width} -> {self.out_channels}, k{self.kernel} p{self.pad} "
-                f"s{self.stride} g{self.groups}")
+        return _with_epilogue(
+            f"{label}group_conv2d {self.batch}x{self.in_channels}x{self.height}x"
+            f"{self.width} -> {self.out_channels}, k{self.kernel} p{self.pad} "
+            f"s{self.stride} g{self.groups}", self)
 
     def key(self) -> str:
         """A stable identifier of the shape (used to match tuning records)."""
@@ -269,6 +292,7 @@ class Conv2dTransposeWorkload:
     stride: int
     output_padding: int
     name: str = ""
+    epilogue: Epilogue = BENCHMARK
 
     operator = "conv2d_transpose"
 
@@ -312,9 +336,10 @@ class Conv2dTransposeWorkload:
     def describe(self) -> str:
         label = f"{self.name} " if self.name else ""
         opad = f" op{self.output_padding}" if self.output_padding else ""
-        return (f"{label}conv2d_transpose {self.batch}x{self.in_channels}x{self.height}x"
-                f"{self.width} -> {self.out_channels}, k{self.kernel} p{self.pad} "
-                f"s{self.stride}{opad}")
+        return _with_epilogue(
+            f"{label}conv2d_transpose {self.batch}x{self.in_channels}x{self.height}x"
+            f"{self.width} -> {self.out_channels}, k{self.kernel} p{self.pad} "
+            f"s{self.stride}{opad}", self)
 
     def key(self) -> str:
         """A stable identifier of the shape (used to match tuning records)."""

@@ -8,7 +8,7 @@ from simulator.hardware import HardwareConfig
 from vtatune.errors import IllegalSchedule, ScheduleError
 from vtatune.lowering import check, context
 from vtatune.schedule import Schedule, parse_schedule, schedule_from_knobs
-from vtatune.workloads import Workload
+from vtatune.workloads import AddWorkload, Workload
 
 
 def _divisors(n: int) -> list[int]:
@@ -18,7 +18,13 @@ def _divisors(n: int) -> list[int]:
 def default_schedule(workload: Workload, hw: HardwareConfig, bias: bool = False) -> Schedule:
     """The first legal schedule among simple, reasonable candidates: full-width rows, one
     input-channel block per load step, as many rows and output channels as fit, two
-    threads on the output channels when possible. Deterministic."""
+    threads on the output channels when possible. Deterministic. An ALU-only operator takes
+    TVM's fallback config (entity 0 of add.vta's space: one block a tile), as AutoTVM does
+    for a task its log lacks."""
+    if isinstance(workload, AddWorkload):
+        s = Schedule(tile_h=1, tile_w=1, tile_co=1, tvm_strict=True)
+        check(workload, s, hw, bias)
+        return s
     ctx = context(workload, hw)
     candidates = []
     for tile_co in sorted((d for d in _divisors(ctx.cob) if d <= 8), reverse=True):

@@ -53,7 +53,7 @@ plain-Python engine with the same rules; the two give identical results on every
 Example:
     >>> from simulator.hardware import DEFAULT
     >>> from simulator.isa import FinishInsn, MemId, MemInsn, Opcode
-    >>> from simulator.program import Program
+    >>> from simulator.program import NO_TOKENS, Program
     >>> load = MemInsn(Opcode.LOAD, MemId.INP, 0, 0, 1, 16, 16, push_next=True)
     >>> prog = Program((load, FinishInsn(pop_prev=True)), (), (), 4096)
     >>> r = time_program(prog, DEFAULT)
@@ -80,7 +80,7 @@ from simulator.functional import FIFOS, pops_of, pushes_of
 from simulator.hardware import HardwareConfig
 from simulator.isa import FinishInsn, MemId, MemInsn, Opcode
 from simulator.jit import njit
-from simulator.program import Program, mem_elem_bytes
+from simulator.program import NO_TOKENS, Program, mem_elem_bytes
 
 __all__ = [
     "MODEL_VERSION", "MODULES", "ModuleTime", "TimingProfile", "TimingResult", "TraceRow",
@@ -240,6 +240,9 @@ class TimingResult:
     serial_cycles: int  # every instruction and fetch read run alone, one after another
     profile: TimingProfile
     trace: tuple[TraceRow, ...] | None = None
+    #: tokens left in each FIFO when the stream ends (l2g, g2l, g2s, s2g), for the stream
+    #: that runs next (:attr:`simulator.program.Program.tokens_in`)
+    tokens_out: tuple[int, int, int, int] = NO_TOKENS
 
     @property
     def compute_floor(self) -> int:
@@ -714,7 +717,8 @@ def time_program(program: Program, hw: HardwareConfig, profile: TimingProfile | 
         )
     return TimingResult(int(total), modules, int(gemm_cycles),
                         int(read_bytes) + n * hw.insn_bytes, int(write_bytes), int(serial), p,
-                        trace_rows)
+                        trace_rows, tuple(int(a - b) for a, b in zip(npushed, pops_done,
+                                                                      strict=True)))
 
 
 def _deadlock(program, mod, head, pops_done, npushed, fetch_next, chunk_end) -> None:

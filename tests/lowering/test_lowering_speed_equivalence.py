@@ -82,7 +82,10 @@ class _SlowQueue:
 
     def dep_push(self, src, dst):
         self.commit(src)
-        if self.insns and int(self.insns[-1].module) == src:
+        last = self.insns[-1] if self.insns else None
+        # GetPipelineStage: a LOAD of no elements (a load or compute NOP) has no stage
+        nop_load = isinstance(last, MemInsn) and last.opcode == Opcode.LOAD and not last.x_size
+        if last is not None and not nop_load and int(last.module) == src:
             last = self.insns[-1]
             flag = "push_next" if src < dst else "push_prev"
             if not getattr(last, flag):
@@ -305,7 +308,12 @@ def _slow_emit(plan: Plan) -> Program:
             else:
                 (q.dep_push if item.push else q.dep_pop)(item.src, item.dst)
 
-    run(expand_threads(insert_deps(body), plan.nthreads), {})
+    synced = insert_deps(body)
+    if plan.nthreads == 1 and len(body) == 1 and isinstance(body[0], For):
+        # the body is its tile loop: TVM's draining pops come after the synchronize
+        while isinstance(synced[-1], Dep) and not synced[-1].push:
+            synced.pop()
+    run(expand_threads(synced, plan.nthreads), {})
     q.synchronize()
     return Program(tuple(q.insns), tuple(q.uop_area), tensors, dram_bytes)
 

@@ -347,7 +347,8 @@ def time_program(program: Program, hw: HardwareConfig, profile: TimingProfile | 
                      "+".join(f for f in pops_of(insns[i])))
             for i in range(n) if start[i] >= 0
         )
-    return TimingResult(total, modules, gemm_cycles, read_bytes, write_bytes, serial, p, rows)
+    return TimingResult(total, modules, gemm_cycles, read_bytes, write_bytes, serial, p, rows,
+                        tuple(len(push_times[f]) - pops_done[f] for f in range(4)))
 
 
 def _deadlock(program, table, queues, head, pops_done, push_times, fetch_next, chunk_end,

@@ -32,6 +32,7 @@ from vtatune.workloads._catalogue import (
 from vtatune.workloads._epilogue import (
     BENCHMARK,
     BENCHMARK_BIAS,
+    RESIDUAL,
     Epilogue,
     EpilogueOp,
     benchmark,
@@ -39,10 +40,13 @@ from vtatune.workloads._epilogue import (
 )
 from vtatune.workloads._operators import (
     WORKLOAD_CLASSES,
+    AddWorkload,
     Conv2dTransposeWorkload,
     Conv2dWorkload,
+    ElementwiseWorkload,
     GemmWorkload,
     GroupConv2dWorkload,
+    MultiplyWorkload,
     VaddWorkload,
     Workload,
     shape_fields,
@@ -51,6 +55,7 @@ from vtatune.workloads._reference import (
     Operands,
     conv2d_reference,
     conv2d_transpose_reference,
+    elementwise_reference,
     gemm_reference,
     group_conv2d_reference,
     operand_shapes,
@@ -59,10 +64,11 @@ from vtatune.workloads._reference import (
 )
 
 __all__ = [
-    "BENCHMARK", "BENCHMARK_BIAS", "Epilogue", "EpilogueOp", "benchmark", "deployed",
-    "shape_fields", "RESNET18_COUNTS", "WORKLOADS", "WORKLOAD_CLASSES", "Conv2dTransposeWorkload",
-    "Conv2dWorkload", "GemmWorkload", "GroupConv2dWorkload", "Operands", "VaddWorkload",
-    "Workload", "conv2d_reference", "conv2d_transpose_reference",
-    "gemm_reference", "get_workload", "group_conv2d_reference", "operand_shapes",
-    "random_operands", "reference_output", "resnet18_layers", "resolve",
+    "AddWorkload", "BENCHMARK", "BENCHMARK_BIAS", "Conv2dTransposeWorkload", "Conv2dWorkload",
+    "ElementwiseWorkload", "Epilogue", "EpilogueOp", "GemmWorkload", "GroupConv2dWorkload",
+    "MultiplyWorkload", "Operands", "RESIDUAL", "RESNET18_COUNTS", "VaddWorkload", "WORKLOADS",
+    "WORKLOAD_CLASSES", "Workload", "benchmark", "conv2d_reference", "conv2d_transpose_reference",
+    "deployed", "elementwise_reference", "gemm_reference", "get_workload",
+    "group_conv2d_reference", "operand_shapes", "random_operands", "reference_output",
+    "resnet18_layers", "resolve", "shape_fields",
 ]

@@ -136,10 +136,7 @@ class Epilogue:
         return " ".join(o.describe() for o in self.ops) or "none"
 
     def key(self) -> str:
-        """The epilogue's part of a workload key: empty for the benchmark epilogues (they
-        are told apart by the ``bias`` flag of a log record, as before epilogues existed)."""
-        if self.is_benchmark:
-            return ""
+        """The epilogue's part of a workload key: ``epi_`` and its steps."""
         return "epi_" + "_".join(
             o.op + (o.tensor or (f"{o.imm}" if o.op != "clip" else f"{o.imm}to{o.hi}"))
             for o in self.ops).replace("-", "m")
@@ -206,3 +203,8 @@ def deployed(shift: int, relu: bool, clip: int = 127) -> Epilogue:
             ops.append(EpilogueOp("add", 1 << (shift - 1)))
     ops += [EpilogueOp("shr", shift), EpilogueOp("clip", -clip, hi=clip)]
     return Epilogue(tuple(ops))
+
+
+#: The residual add of a deployed network (``cast + add + nn.relu + clip + cast``): ReLU and
+#: clip to [-127, 127] after the add (:class:`~vtatune.workloads.AddWorkload`'s default).
+RESIDUAL = Epilogue((EpilogueOp("max", 0), EpilogueOp("clip", -127, hi=127)))

@@ -17,6 +17,7 @@ import numpy as np
 
 from vtatune.workloads._epilogue import BENCHMARK, Epilogue
 from vtatune.workloads._operators import (
+    AddWorkload,
     Conv2dTransposeWorkload,
     Conv2dWorkload,
     GemmWorkload,
@@ -106,6 +107,9 @@ def operand_shapes(workload: Workload) -> dict[str, tuple[int, ...]]:
     group_conv2d: (O, I / groups, K, K); conv2d_transpose: IOHW); bias one per output
     channel."""
     wl = workload
+    if isinstance(wl, AddWorkload):  # the two operands, NCHW; no bias
+        shape = (wl.batch, wl.channels, wl.height, wl.width)
+        return {"data": shape, "weight": shape, "bias": (wl.channels,)}
     if isinstance(wl, GemmWorkload):
         shapes = {"data": (wl.batch, wl.in_channels),
                   "weight": (wl.out_channels, wl.in_channels)}
@@ -128,12 +132,25 @@ def random_operands(workload: Workload, bias: bool, seed: int = 0) -> Operands:
     rng = np.random.default_rng(seed)
     shapes = operand_shapes(workload)
     data = rng.integers(-128, 128, shapes["data"], dtype=np.int8)
-    weight = rng.integers(-128, 128, shapes["weight"], dtype=np.int8)
+    if getattr(workload, "rhs_bits", 8) == 32:  # an int32 operand of an ALU-only add
+        weight = rng.integers(-(1 << 12), 1 << 12, shapes["weight"], dtype=np.int32)
+    else:
+        weight = rng.integers(-128, 128, shapes["weight"], dtype=np.int8)
     b = rng.integers(-(1 << 12), 1 << 12, shapes["bias"], dtype=np.int32) if bias else None
     return Operands(data, weight, b)
 
 
+def elementwise_reference(lhs: np.ndarray, rhs: np.ndarray, wl: AddWorkload) -> np.ndarray:
+    """An ALU-only add (or product) of two NCHW tensors, widened to int32, then its
+    epilogue, as VTA's ALU computes it."""
+    acc = lhs.astype(np.int64)
+    acc = acc + rhs if wl.alu_op == "add" else acc * rhs
+    return _finish(acc, None, wl.epilogue)
+
+
 def reference_output(workload: Workload, ops: Operands) -> np.ndarray:
+    if isinstance(workload, AddWorkload):
+        return elementwise_reference(ops.data, ops.weight, workload)
     if isinstance(workload, GemmWorkload):
         return gemm_reference(ops.data, ops.weight, ops.bias, workload.epilogue)
     if isinstance(workload, GroupConv2dWorkload):

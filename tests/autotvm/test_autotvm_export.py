@@ -164,3 +164,12 @@ def test_exit_codes(tmp_path, capsys):
     assert main(["export", str(log), "-o", str(tmp_path / "no" / "such" / "dir.log")]) == 2
     assert capsys.readouterr().err.startswith(f"vtatune: error: cannot write {tmp_path}")
     assert main(["export", str(log), "-o", str(tmp_path / "o.log")]) == 0  # warned, written
+
+
+def test_help_says_what_export_compares(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["export", "--help"])
+    assert exc.value.code == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "when TVM will run more than 1% slower, one warning line on stderr" in text
+    assert "--json one JSON object per record written" in text

@@ -24,7 +24,7 @@ _EXPORT_DESCRIPTION = (
     "template lowers it. A workload tuned only in vtatune's full space (loop orders and load "
     "reuse AutoTVM lacks) gets the fastest buildable AutoTVM point nearest its tile choices, "
     "re-simulated with TVM's loop orders. Each line says what was tuned (the log's best, any "
-    "space) and what TVM will run; when TVM will run more than 1%% slower, one warning line "
+    "space) and what TVM will run; when TVM will run more than 1% slower, one warning line "
     "on stderr gives both figures and the command that tunes in TVM's space. Exit status: 0 "
     "(warnings included), 2 on bad input or a log with no usable record.")
 

@@ -126,6 +126,21 @@ def test_records_of_another_timing_model_are_re_simulated(tmp_path, capsys):
     assert "note: 1 tuned record(s) were timed by another timing model" in o
 
 
+def test_a_re_timed_best_never_hides_a_faster_record_of_the_log(tmp_path, capsys):
+    """The record best by its logged (stale) cycles is slower by the current model than
+    another record of the log: what was tuned is that other record."""
+    slow, fast = sorted(POINTS[:2], key=cycles, reverse=True)
+    stale = dict(record(DENSE128, slow, DEFAULT, 0, space="autotvm"), cycles=1,
+                 timing="rtl-0:000000000000")
+    log = write_log(tmp_path / "s.jsonl", [stale, record(DENSE128, fast, DEFAULT, 1,
+                                                         space="autotvm")])
+    code, o, e = export(capsys, log, tmp_path / "s.autotvm.log", "--json")
+    assert code == 0 and e == ""
+    d = json.loads(o)
+    assert d["tuned_cycles"] == d["exported_cycles"] == cycles(fast)
+    assert d["tuned_line"] == d["exported_line"] == 2 and not d["retimed"]
+
+
 def test_the_command_names_the_hardware_and_shape(tmp_path, capsys):
     wl, hw = GemmWorkload(16, 64, 64), PRESETS["ultra96"]
     log = write_log(tmp_path / "u.jsonl", [record(wl, Schedule(tile_b=4, tile_ci=4, tile_co=4,

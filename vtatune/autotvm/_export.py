@@ -150,14 +150,18 @@ def to_autotvm_record(record: dict[str, Any]) -> dict[str, Any] | None:
                            record.get("timestamp"))
 
 
+def _stale(record: dict[str, Any]) -> bool:
+    """Whether another timing model than the current one timed ``record``."""
+    return record.get("timing") != TimingProfile.for_hw(hw_from(record)).fingerprint()
+
+
 def _timed_now(record: dict[str, Any]) -> tuple[int, float, bool] | None:
     """The record's (cycles, seconds) by the current timing model, and whether they were
     re-simulated: its own when that model timed it, else its schedule re-simulated (None if
     it no longer runs)."""
-    hw = hw_from(record)
-    if record.get("timing") == TimingProfile.for_hw(hw).fingerprint():
+    if not _stale(record):
         return record["cycles"], float(record["seconds"]), False
-    ev = score(workload_from(record), schedule_from(record), hw,
+    ev = score(workload_from(record), schedule_from(record), hw_from(record),
                bias=bool(record.get("bias", False)))
     return (ev.cycles, ev.seconds, True) if ev.status == "ok" else None
 
@@ -298,8 +302,12 @@ def export_autotvm(logs: str | Path | Iterable[str | Path], out: str | Path
             chosen = _projected(group)
         if tuned is None or chosen is None:
             continue
-        tuned_cycles, (tuned_log, tuned_line, tuned_record), retimed = tuned
         cycles, seconds, (log, line, r), rec = chosen
+        if not projected and cycles < tuned[0]:
+            # a log re-timed by the current model: the exported record is itself one of the
+            # log's, now faster than the one that was best by the logged cycles
+            tuned = (cycles, (log, line, r), _stale(r))
+        tuned_cycles, (tuned_log, tuned_line, tuned_record), retimed = tuned
         picked.append(ExportedRecord(
             r["workload"].get("name") or r["workload"]["key"], r["hw"]["model"], line,
             cycles, seconds, rec, projected, log, tuned_record, tuned_cycles, tuned_log,

@@ -9,7 +9,7 @@ import textwrap
 import warnings
 from typing import Any
 
-from simulator.hardware import PRESETS
+from simulator.hardware import DEFAULT, PRESETS, HardwareConfig
 from vtatune import workloads
 from vtatune.errors import VtatuneError
 from vtatune.workloads import WORKLOADS, Workload, get_workload
@@ -108,6 +108,17 @@ def hw_help() -> str:
     return (f"hardware: a preset or a vta_config.json. Presets: {presets}. 'sim' is TVM's "
             "simulator target (the pynq configuration under TVM's default target name, as in "
             "TVM's vta_config.json); default: pynq")
+
+
+def hw_flag(config: dict[str, Any]) -> str:
+    """`` --hw <preset>`` naming a record's hardware (its ``vta_config.json`` fields) in a
+    command that reruns it; empty for the default, `` --hw vta_config.json`` for a
+    config no preset has."""
+    hw = HardwareConfig.from_dict(config)
+    if hw == DEFAULT:
+        return ""
+    name = next((n for n, p in PRESETS.items() if p == hw), None)
+    return f" --hw {name}" if name else " --hw vta_config.json"
 
 
 def add_hw_flag(p: argparse.ArgumentParser) -> None:

@@ -244,6 +244,21 @@ def test_partly_quantized_model_keeps_every_layer(tmp_path):
                        "QLinearMatMul)",)
 
 
+def test_dynamically_quantized_layers(tmp_path):
+    """quantize_dynamic: ConvInteger and MatMulInteger (the Gemm becomes one too)."""
+    ort_q = pytest.importorskip("onnxruntime.quantization")
+    f = load_network(float_cnn(tmp_path), "pynq")
+    path = tmp_path / "dyn.onnx"
+    ort_q.quantize_dynamic(str(tmp_path / "float_cnn.onnx"), str(path),
+                           weight_type=ort_q.QuantType.QUInt8,
+                           op_types_to_quantize=["Conv", "MatMul", "Gemm"])
+    q = load_network(path, "pynq")
+    assert [shape for _, shape, _ in shapes(q)] == [shape for _, shape, _ in shapes(f)]
+    assert all(layer.quantized for layer in q.layers) and len(q.layers) == 4
+    assert q.notes == ("int8: 4 of 4 layers are quantized in the model (ConvInteger, "
+                       "MatMulInteger)",)
+
+
 def test_qdq_weights_are_followed_to_their_initializers(tmp_path):
     f = load_network(float_mlp(tmp_path), "pynq")
     assert shapes(f) == [("gemm", (1, 64, 128), ("mm1",)), ("gemm", (1, 128, 32), ("mm2",))]

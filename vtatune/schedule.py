@@ -50,9 +50,9 @@ from vtatune.workloads import AddWorkload, GemmWorkload, GroupConv2dWorkload, Wo
 __all__ = [
     "ALU_AUTOTVM_KNOBS", "AUTOTVM_GEMM_ORDER", "AUTOTVM_OUTER_ORDER", "CLIP_ORDERS",
     "CONV_AUTOTVM_KNOBS", "DENSE_AUTOTVM_KNOBS", "GEMM_AXES", "OUTER_AXES", "STORE_MODES",
-    "Schedule", "autotvm_extents", "autotvm_knob_names", "from_autotvm",
-    "from_autotvm_defaults", "gemm_tutorial_schedule", "parse_schedule", "schedule_from_knobs",
-    "to_autotvm", "tutorial_schedule",
+    "Schedule", "autotvm_extents", "autotvm_knob_names", "from_autotvm", "from_autotvm_defaults",
+    "gemm_tutorial_schedule", "parse_schedule", "schedule_from_knobs", "to_autotvm",
+    "tutorial_schedule", "tvm_fallback",
 ]
 
 
@@ -309,3 +309,11 @@ def schedule_from_knobs(data: Any, workload: Workload, hw=None) -> Schedule:
             raise ScheduleError("an autotvm schedule is {\"autotvm\": {knobs}} alone")
         return from_autotvm(data["autotvm"], workload, hw)
     return Schedule.from_dict(data)
+
+
+def tvm_fallback(workload: Workload, hw=None) -> Schedule:
+    """The schedule TVM v0.14 runs for a task its AutoTVM log lacks: the fallback config,
+    entity 0 of the template's space (every split's inner factor 1, one thread), as
+    ``FallbackContext`` gives it."""
+    return from_autotvm({k: [-1, 1] if k.startswith("tile_") else 1
+                         for k in autotvm_knob_names(workload)}, workload, hw)

@@ -12,13 +12,14 @@ from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 from vtatune.cli import main  # noqa: E402
 from vtatune.networks import (  # noqa: E402
+    DEPLOYED_SHIFT,
     CpuLayer,
     NetworkError,
     default_network_log,
     layers_from_model,
     load_network,
 )
-from vtatune.workloads import Conv2dWorkload, GemmWorkload  # noqa: E402
+from vtatune.workloads import Conv2dWorkload, GemmWorkload, deployed  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("compiled_engines")  # exact CLI output: no first-run notice
 
@@ -81,21 +82,25 @@ def shapes(net):
     return [(t.operator, tuple(t.workload.shape_args().values()), t.layers) for t in net.tasks]
 
 
+#: What a conv or dense layer with no ReLU after it fuses when deployed.
+EPI = deployed(DEPLOYED_SHIFT, relu=False)
+
+
 def test_layers_shapes_and_packing(tmp_path):
     net = load_network(small_cnn(tmp_path), "pynq")
     assert net.name == "small_cnn"
     assert net.notes == ("input x: dynamic batch (N) set to 1",)
     got = [(t.workload, t.multiplicity, t.layers) for t in net.tasks]
-    assert got[0] == (Conv2dWorkload(1, 16, 16, 16, 32, 3, 1, 2, "small_cnn.T1"), 1, ("c1",))
-    assert got[1] == (Conv2dWorkload(1, 8, 8, 32, 32, 3, 1, 1, "small_cnn.T2"), 2,
+    assert got[0] == (Conv2dWorkload(1, 16, 16, 16, 32, 3, 1, 2, "small_cnn.T1", EPI), 1, ("c1",))
+    assert got[1] == (Conv2dWorkload(1, 8, 8, 32, 32, 3, 1, 1, "small_cnn.T2", EPI), 2,
                       ("c2", "c3"))
     ops = [(t.operator, t.layers) for t in net.tasks]
     assert ops[2:] == [("group_conv2d", ("g",)), ("conv2d_transpose", ("up",)),
                        ("conv2d", ("down",)), ("gemm", ("fc",)), ("gemm", ("mm",))]
     assert net.tasks[2].workload.groups == 2
     assert net.tasks[3].workload.out_channels == 16 and net.tasks[3].workload.height == 8
-    assert net.tasks[5].workload == GemmWorkload(1, 512, 64, "small_cnn.T6")
-    assert net.tasks[6].workload == GemmWorkload(1, 64, 48, "small_cnn.T7")
+    assert net.tasks[5].workload == GemmWorkload(1, 512, 64, "small_cnn.T6", EPI)
+    assert net.tasks[6].workload == GemmWorkload(1, 64, 48, "small_cnn.T7", EPI)
     assert [(c.name, c.reason.split(" (")[0]) for c in net.cpu] == [
         ("stem", "3 input channels are not a multiple of BLOCK_IN 16"),
         ("dw", "depthwise convolution")]
@@ -109,7 +114,7 @@ def test_same_auto_pad_and_batch(tmp_path):
     nodes = [helper.make_node("Conv", ["x", "w"], ["y"], auto_pad="SAME_UPPER", name="c")]
     path = save(tmp_path, nodes, [x], [weight("w", 64, 32, 3, 3)], "same")
     net = load_network(path, "pynq")
-    assert net.tasks[0].workload == Conv2dWorkload(2, 14, 14, 32, 64, 3, 1, 1, "same.T1")
+    assert net.tasks[0].workload == Conv2dWorkload(2, 14, 14, 32, 64, 3, 1, 1, "same.T1", EPI)
     assert net.notes == ()
 
 

@@ -60,7 +60,9 @@ def register(sub: Any) -> None:
     p.add_argument("--trials", type=int, metavar="N",
                    help="the network's total trials (default: --trials-per-task x tasks)")
     p.add_argument("--trials-per-task", type=int, metavar="N",
-                   help=f"average trials per tunable task (default {DEFAULT_TRIALS_PER_TASK})")
+                   help=f"average trials per tunable task (default {DEFAULT_TRIALS_PER_TASK}); "
+                        "0 with --log: no tuning, the network as TVM v0.14 deploys it with the "
+                        "log's records (tasks the log lacks take TVM's fallback config)")
     p.add_argument("--scheduler", choices=tuple(SCHEDULERS), default="gradient",
                    help="how the budget is shared out")
     p.add_argument("--round", type=int, default=DEFAULT_ROUND, metavar="N", dest="round_trials",
@@ -88,10 +90,13 @@ def cmd_network(args: argparse.Namespace) -> int:
             print(f"{name:<{width}}  {spec.source}")
         return 0
     say_if_compiling()
+    from_log = args.trials_per_task == 0
+    if from_log and not args.log:
+        raise UsageError("--trials-per-task 0 reports a network from a log: give --log")
     for flag in ("batch", "trials", "trials_per_task", "round_trials", "warmup_trials",
                  "jobs"):
         v = getattr(args, flag)
-        if v is not None and v < 1:
+        if v is not None and v < 1 and not (flag == "trials_per_task" and from_log):
             name = {"round_trials": "round", "warmup_trials": "warmup"}.get(flag, flag)
             raise UsageError(f"--{name.replace('_', '-')} must be at least 1, got {v}")
     if args.patience < 0:
@@ -100,15 +105,31 @@ def cmd_network(args: argparse.Namespace) -> int:
         raise UsageError("give --trials (the network's total) or --trials-per-task, not both")
     if args.plot and args.list:
         raise UsageError("--plot draws a tuned network: drop --list")
-    net = load_network(args.network, args.hw, batch=args.batch)
+    net = load_network(args.network, args.hw, batch=args.batch,
+                       tasks="autotvm" if getattr(args, "space", "full") == "autotvm"
+                       else "deployed")
     if args.list:
         if args.json:
             print(json.dumps(network_json(net)))
         else:
             print_network(net)
         return 0
-    from vtatune.networks import tune_network
+    from vtatune.networks import network_from_logs, tune_network
 
+    if from_log:
+        from vtatune.records import check_log_target
+
+        check_log_target(args.log)
+        from pathlib import Path
+
+        if not Path(args.log).is_file():
+            raise UsageError(f"no log {args.log}")
+        result = network_from_logs(net, [args.log])
+        if args.json:
+            print(json.dumps(result.as_dict()))
+        else:
+            print_result(result)
+        return 0
     if args.plot:
         from vtatune.networks import check_matplotlib
 
@@ -134,7 +155,9 @@ def cmd_network(args: argparse.Namespace) -> int:
 
 
 def _shape(wl: Any) -> str:
-    return wl.describe().removeprefix(f"{wl.name} ").removeprefix(f"{wl.operator} ")
+    """The workload's shape (its epilogue shows in the task's name: ``.relu``)."""
+    return wl.describe().removeprefix(f"{wl.name} ").removeprefix(f"{wl.operator} ") \
+        .split(", epilogue ")[0]
 
 
 def network_json(net: Any) -> dict[str, Any]:
@@ -216,9 +239,19 @@ def print_result(r: Any) -> None:
     _table(("task", "operator", "shape", "count", "trials", "best cycles", "ms", "share",
             "vs default", "vs TopHub", "state"), rows)
     tuned = [t for t in r.tasks if t.best_cycles]
-    print(f"network   {net.name} on {hw.target_model} at {hw.clock_mhz:g} MHz: VTA time "
-          f"{total:,} cycles = {r.total_ms:.3f} ms ({sum(t.task.multiplicity for t in tuned)} "
-          f"layers in {len(tuned)} tasks)")
+    print(f"network   {net.name} on {hw.target_model} at {hw.clock_mhz:g} MHz: tasks "
+          f"{total:,} cycles = {r.total_ms:.3f} ms (multiplicity x cycles of "
+          f"{sum(t.task.multiplicity for t in tuned)} layers in {len(tuned)} tasks)")
+    d = r.deployed
+    if d is not None:
+        ms = 1e3 * hw.clock_mhz
+        print(f"deployed  VTA time {d.cycles:,} cycles = {d.cycles / ms:.3f} ms over "
+              f"{len(d.kernels)} kernels in order: GEMM kernels {d.gemm_kernels:,}, "
+              f"epilogues +{d.epilogues:,}, ALU-only kernels +{d.alu_kernels:,}")
+    fallback = [n for n, src in r.sources if src == "fallback"]
+    if fallback:
+        print(f"note      {len(fallback)} task(s) run TVM's fallback config (no record): "
+              + ", ".join(fallback))
     sd, st = r.speedup_default, r.speedup_tophub
     top = sum(1 for t in r.tasks if t.tophub_cycles and t.best_cycles)
     print(f"speed-up  {_fmt(sd, '.2f', 'x')} over the default schedules"
@@ -228,6 +261,9 @@ def print_result(r: Any) -> None:
         print(f"note      {len(skipped)} task(s) not tuned and not counted: "
               + "; ".join(f"{t.task.name}: {t.skipped}" for t in skipped))
     _print_cpu(net)
+    if r.stopped == "from logs":
+        print(f"schedules from {r.log} as TVM's apply_history_best applies them (no tuning)")
+        return
     print(f"search    {r.trials} trials ({r.requested} asked; {r.scheduler}, sampler "
           f"{r.sampler}, seed {r.seed}); stopped: {r.stopped}; {r.wall_seconds:.1f} s wall, "
           f"{r.sim_seconds:.1f} s simulating")

@@ -49,6 +49,7 @@ from vtatune.workloads._operators import (
     MultiplyWorkload,
     VaddWorkload,
     Workload,
+    autotvm_key,
     shape_fields,
 )
 from vtatune.workloads._reference import (
@@ -67,8 +68,8 @@ __all__ = [
     "AddWorkload", "BENCHMARK", "BENCHMARK_BIAS", "Conv2dTransposeWorkload", "Conv2dWorkload",
     "ElementwiseWorkload", "Epilogue", "EpilogueOp", "GemmWorkload", "GroupConv2dWorkload",
     "MultiplyWorkload", "Operands", "RESIDUAL", "RESNET18_COUNTS", "VaddWorkload", "WORKLOADS",
-    "WORKLOAD_CLASSES", "Workload", "benchmark", "conv2d_reference", "conv2d_transpose_reference",
-    "deployed", "elementwise_reference", "gemm_reference", "get_workload",
-    "group_conv2d_reference", "operand_shapes", "random_operands", "reference_output",
-    "resnet18_layers", "resolve", "shape_fields",
+    "WORKLOAD_CLASSES", "Workload", "autotvm_key", "benchmark", "conv2d_reference",
+    "conv2d_transpose_reference", "deployed", "elementwise_reference", "gemm_reference",
+    "get_workload", "group_conv2d_reference", "operand_shapes", "random_operands",
+    "reference_output", "resnet18_layers", "resolve", "shape_fields",
 ]

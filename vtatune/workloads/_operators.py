@@ -12,7 +12,7 @@ Example:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 
 from simulator.hardware import HardwareConfig
 from vtatune.errors import WorkloadError
@@ -69,6 +69,17 @@ def _shape_args(wl: object) -> dict[str, int]:
 def shape_fields(cls: type) -> tuple[str, ...]:
     """The shape fields of a workload class, in order (its constructor's first arguments)."""
     return tuple(f.name for f in fields(cls) if f.name not in _NOT_SHAPE)
+
+
+def autotvm_key(wl: Workload) -> tuple[str, str]:
+    """A workload's AutoTVM task key as far as vtatune tells workloads apart: its operator
+    and shapes. TVM's key leaves out the fused epilogue (its template is the conv alone) and
+    types both operands of ``add.vta`` as int32 tensors, so neither tells two keys apart:
+    one tuned config serves every variant, as ``apply_history_best`` applies it."""
+    default = type(wl).__dataclass_fields__["epilogue"].default
+    if isinstance(wl, AddWorkload):
+        wl = replace(wl, rhs_bits=8)
+    return wl.operator, replace(wl, name="", epilogue=default).key()
 
 
 def _key(wl: object) -> str:

@@ -55,7 +55,7 @@ class Imported:
     index: int | None
     schedule: Schedule
     autotvm_seconds: float | None
-    score: Score
+    score: Score | None  # None: read with simulate=False
 
     def config(self) -> dict[str, Any]:
         """The knobs as a vtatune ``autotvm``-space config (inner tile factors)."""
@@ -83,7 +83,8 @@ def parse_record(d: Any, line: int) -> tuple[str, Workload, HardwareConfig, dict
     return str(task), wl, hw, knobs, d["config"].get("index"), cost, error_no
 
 
-def import_autotvm(path: str | Path, *, best: bool = False) -> list[Imported]:
+def import_autotvm(path: str | Path, *, best: bool = False,
+                   simulate: bool = True) -> list[Imported]:
     """Read AutoTVM v0.2 VTA records (error_no 0) and simulate each config.
 
     A whole log such as TopHub's is read: records of tasks, targets or hardware vtatune
@@ -92,7 +93,8 @@ def import_autotvm(path: str | Path, *, best: bool = False) -> list[Imported]:
     one warning); corrupt lines and unusable records are skipped with a warning naming the
     line (the first ten, then a count). A file without any usable record raises
     AutotvmError. ``best``: keep only the lowest-cost record per task (what AutoTVM's
-    apply_history_best would pick).
+    apply_history_best would pick). ``simulate=False``: read the configs only (``score``
+    None).
     """
     try:
         lines = Path(path).read_text(encoding="utf-8", errors="replace").splitlines()
@@ -161,7 +163,7 @@ def import_autotvm(path: str | Path, *, best: bool = False) -> list[Imported]:
                 keep[k] = p
         parsed = sorted(keep.values())
     return [Imported(n, task, wl, hw, knobs, index, schedule, cost,
-                     score(wl, schedule, hw))
+                     score(wl, schedule, hw) if simulate else None)
             for n, task, wl, hw, knobs, index, cost, schedule in parsed]
 
 

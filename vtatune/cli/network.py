@@ -116,10 +116,7 @@ def cmd_network(args: argparse.Namespace) -> int:
         return 0
     from vtatune.networks import network_from_logs, tune_network
 
-    if from_log:
-        from vtatune.records import check_log_target
-
-        check_log_target(args.log)
+    if from_log:  # a vtatune log or an AutoTVM log, read only
         from pathlib import Path
 
         if not Path(args.log).is_file():
@@ -155,7 +152,8 @@ def cmd_network(args: argparse.Namespace) -> int:
 
 
 def _shape(wl: Any) -> str:
-    """The workload's shape (its epilogue shows in the task's name: ``.relu``)."""
+    """The workload's shape (the epilogues a task's layers fuse are the deployed model's:
+    the VTA line of the report counts them)."""
     return wl.describe().removeprefix(f"{wl.name} ").removeprefix(f"{wl.operator} ") \
         .split(", epilogue ")[0]
 
@@ -254,8 +252,9 @@ def print_result(r: Any) -> None:
               + ", ".join(fallback))
     sd, st = r.speedup_default, r.speedup_tophub
     top = sum(1 for t in r.tasks if t.tophub_cycles and t.best_cycles)
-    print(f"speed-up  {_fmt(sd, '.2f', 'x')} over the default schedules"
-          + (f", {st:.2f}x over TopHub on its {top} layers" if st else ""))
+    if sd is not None or st:  # a network from logs has no tuning to compare
+        print(f"speed-up  {_fmt(sd, '.2f', 'x')} over the default schedules"
+              + (f", {st:.2f}x over TopHub on its {top} layers" if st else ""))
     skipped = [t for t in r.tasks if t.skipped]
     if skipped:
         print(f"note      {len(skipped)} task(s) not tuned and not counted: "

@@ -19,13 +19,17 @@ measured cost, as TVM ranks it. A task no record fits takes TVM's fallback confi
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
+from math import inf
 from pathlib import Path
 from typing import Any
 
 from simulator.functional import count
+from simulator.hardware import HardwareConfig
 from simulator.timing import time_program
+from vtatune.autotvm import import_autotvm
+from vtatune.errors import VtatuneError
 from vtatune.lowering import FRESH, Carry, lower
 from vtatune.networks._layers import Network
 from vtatune.records import hw_from, read_records, schedule_from, workload_from
@@ -39,12 +43,13 @@ COUNTERS = ("inp_load_nbytes", "wgt_load_nbytes", "acc_load_nbytes", "uop_load_n
 @dataclass(frozen=True)
 class KernelRun:
     """One VTA kernel of the deployed model: its step, task, cycles (after the kernel
-    before it) and instructions."""
+    before it), instructions and fsim's counters."""
 
     step: str
     task: str
     cycles: int
     instructions: int
+    counters: dict[str, int]
 
 
 @dataclass(frozen=True)
@@ -85,7 +90,7 @@ def deployed_run(net: Network, schedules: dict[str, Schedule]) -> DeployedRun:
     # one lowering per (workload, schedule, what the stream before left)
     programs: dict[tuple[Any, Schedule, Carry], Any] = {}
 
-    def run(carry: Carry) -> tuple[list[tuple[KernelRun, Any]], Carry]:
+    def run(carry: Carry) -> tuple[list[KernelRun], Carry]:
         runs = []
         for step in vta:
             workload = step.workload or tasks[step.task].workload
@@ -93,19 +98,18 @@ def deployed_run(net: Network, schedules: dict[str, Schedule]) -> DeployedRun:
             if key not in programs:
                 low = lower(workload, schedules[step.task], hw, carry=carry)
                 timing = time_program(low.program, hw)
-                programs[key] = (low.program, timing.cycles,
-                                 Carry(timing.tokens_out, low.pending_out))
-            program, cycles, carry = programs[key]
-            runs.append((KernelRun(step.name, step.task, cycles, len(program)), program))
+                # the carry moves no byte: a program's counters are its own
+                programs[key] = (len(low.program), timing.cycles,
+                                 Carry(timing.tokens_out, low.pending_out),
+                                 count(low.program, hw).as_dict())
+            size, cycles, carry, counted = programs[key]
+            runs.append(KernelRun(step.name, step.task, cycles, size, counted))
         return runs, carry
 
     _, last = run(FRESH)  # the first inference, for what its last kernel leaves
-    pairs, _ = run(last)
-    runs = [r for r, _ in pairs]
-    counted: dict[int, dict[str, int]] = {}
-    for _, program in pairs:  # the carry moves no byte: count each program once
-        c = counted.setdefault(id(program), count(program, hw).as_dict())
-        for k, v in c.items():
+    runs, _ = run(last)
+    for r in runs:
+        for k, v in r.counters.items():
             counters[k] += v
     cycles = sum(r.cycles for r in runs)
     alu = sum(r.cycles for r in runs if isinstance(tasks[r.task].workload, AddWorkload))
@@ -122,28 +126,53 @@ class Applied:
     source: str
 
 
+def _is_autotvm_log(path: Path) -> bool:
+    """Whether ``path`` holds AutoTVM records (its first record has AutoTVM's ``input``)."""
+    try:
+        with path.open(encoding="utf-8", errors="replace") as f:
+            for text in f:
+                if text.strip() and not text.lstrip().startswith("#"):
+                    return '"input"' in text and '"workload"' not in text
+    except OSError:
+        return False
+    return False
+
+
+def _candidates(path: Path) -> Iterator[tuple[Any, HardwareConfig, Schedule, float, str]]:
+    """(workload, hardware, schedule, cost in seconds, ``path:line``) of every usable
+    record of a vtatune log or an AutoTVM log. The cost is what TVM ranks by: an AutoTVM
+    record's measured mean, a vtatune record's simulated time."""
+    if _is_autotvm_log(path):
+        for rec in import_autotvm(path, simulate=False):
+            cost = rec.autotvm_seconds if rec.autotvm_seconds is not None else inf
+            yield rec.workload, rec.hw, rec.schedule, cost, f"{path}:{rec.line}"
+        return
+    for line, r in read_records(path):
+        if r.get("status") != "ok":
+            continue
+        try:
+            wl, rhw, schedule = workload_from(r), hw_from(r), schedule_from(r)
+        except (KeyError, TypeError, ValueError, VtatuneError):
+            continue
+        measured = r.get("autotvm") if isinstance(r.get("autotvm"), dict) else {}
+        cost = measured.get("seconds")
+        yield wl, rhw, schedule, cost if cost is not None else r["seconds"], f"{path}:{line}"
+
+
 def schedules_from_logs(net: Network, logs: Iterable[str | Path]) -> dict[str, Applied]:
     """Per VTA task of ``net``, the schedule TVM's ``apply_history_best`` would give it from
-    ``logs`` (see the module docstring)."""
+    ``logs``: vtatune logs, AutoTVM logs (TVM's own, TopHub's) or both (see the module
+    docstring)."""
     hw = net.hw
     same_config = replace(hw, target="sim").to_dict()
-    best: dict[tuple[tuple[str, str], bool], tuple[float, str, dict[str, Any]]] = {}
+    best: dict[tuple[tuple[str, str], bool], tuple[float, str, Schedule]] = {}
     for path in logs:
-        for line, r in read_records(path):
-            if r.get("status") != "ok":
-                continue
-            try:
-                rwl, rhw = workload_from(r), hw_from(r)
-            except (KeyError, TypeError, ValueError):
-                continue
+        for wl, rhw, schedule, cost, where in _candidates(Path(path)):
             if replace(rhw, target="sim").to_dict() != same_config:
                 continue
-            exact = rhw.target == hw.target
-            cost = (r["autotvm"]["seconds"] if isinstance(r.get("autotvm"), dict)
-                    and r["autotvm"].get("seconds") is not None else r["cycles"])
-            key = (autotvm_key(rwl), exact)
+            key = (autotvm_key(wl), rhw.target == hw.target)
             if key not in best or cost < best[key][0]:
-                best[key] = (cost, f"{path}:{line}", r)
+                best[key] = (cost, where, schedule)
     out = {}
     for task in net.tasks:
         key = autotvm_key(task.workload)
@@ -151,5 +180,5 @@ def schedules_from_logs(net: Network, logs: Iterable[str | Path]) -> dict[str, A
         if hit is None:
             out[task.name] = Applied(tvm_fallback(task.workload, hw), "fallback")
         else:
-            out[task.name] = Applied(schedule_from(hit[2]), hit[1])
+            out[task.name] = Applied(hit[2], hit[1])
     return out

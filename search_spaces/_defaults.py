@@ -9,9 +9,9 @@ from collections.abc import Iterator
 
 from simulator.hardware import HardwareConfig
 from vtatune.errors import IllegalSchedule
-from vtatune.lowering import Context, context, rules
+from vtatune.lowering import Context, check, context, rules
 from vtatune.schedule import AUTOTVM_GEMM_ORDER, Schedule
-from vtatune.workloads import Workload
+from vtatune.workloads import AddWorkload, Workload
 
 #: Most output-channel blocks a default tile takes (when the layout allows fewer).
 _MAX_TILE_CO = 8
@@ -63,7 +63,16 @@ def default_candidates(ctx: Context) -> Iterator[Schedule]:
 def first_legal_candidate(workload: Workload, hw: HardwareConfig,
                           bias: bool = False) -> tuple[Schedule | None, IllegalSchedule | None]:
     """The first legal schedule of :func:`default_candidates` (None if none is) and the
-    first candidate's failure (None if it passed, or there was no candidate)."""
+    first candidate's failure (None if it passed, or there was no candidate). An ALU-only
+    operator takes TVM's fallback config (entity 0 of add.vta's space: one block a tile), as
+    AutoTVM does for a task its log lacks."""
+    if isinstance(workload, AddWorkload):  # and MultiplyWorkload
+        s = Schedule(tile_h=1, tile_w=1, tile_co=1, tvm_strict=True)
+        try:
+            check(workload, s, hw, bias)
+            return s, None
+        except IllegalSchedule as exc:
+            return None, exc
     first: IllegalSchedule | None = None
     ctx = context(workload, hw)
     for s in default_candidates(ctx):

@@ -45,14 +45,16 @@ from pathlib import Path
 from typing import Any
 
 from vtatune.errors import ScheduleError
-from vtatune.workloads import GemmWorkload, GroupConv2dWorkload, Workload
+from vtatune.workloads import AddWorkload, GemmWorkload, GroupConv2dWorkload, Workload
 
 __all__ = [
-    "AUTOTVM_GEMM_ORDER", "AUTOTVM_OUTER_ORDER", "CLIP_ORDERS", "CONV_AUTOTVM_KNOBS",
-    "DENSE_AUTOTVM_KNOBS", "GEMM_AXES", "OUTER_AXES", "STORE_MODES", "Schedule", "autotvm_extents",
-    "from_autotvm", "from_autotvm_defaults", "gemm_tutorial_schedule", "parse_schedule",
-    "schedule_from_knobs", "to_autotvm", "tutorial_schedule",
+    "ALU_AUTOTVM_KNOBS", "AUTOTVM_GEMM_ORDER", "AUTOTVM_OUTER_ORDER", "CLIP_ORDERS",
+    "CONV_AUTOTVM_KNOBS", "DENSE_AUTOTVM_KNOBS", "GEMM_AXES", "OUTER_AXES", "STORE_MODES",
+    "Schedule", "autotvm_extents", "autotvm_knob_names", "from_autotvm",
+    "from_autotvm_defaults", "gemm_tutorial_schedule", "parse_schedule", "schedule_from_knobs",
+    "to_autotvm", "tutorial_schedule",
 ]
+
 
 GEMM_AXES = ("ci", "co", "h", "w", "kh", "kw")
 OUTER_AXES = ("b", "h", "c", "w")
@@ -67,6 +69,17 @@ _TILE_KNOBS = ("tile_b", "tile_h", "tile_w", "tile_co", "tile_ci")
 CONV_AUTOTVM_KNOBS = ("tile_b", "tile_h", "tile_w", "tile_ci", "tile_co", "oc_nthread",
                       "h_nthread")
 DENSE_AUTOTVM_KNOBS = ("tile_b", "tile_ci", "tile_co", "oc_nthread")
+#: add.vta / multiply.vta's knobs (``vta/python/vta/top/op.py``), in definition order.
+ALU_AUTOTVM_KNOBS = ("tile_co", "tile_h", "tile_w")
+
+
+def autotvm_knob_names(workload: Workload) -> tuple[str, ...]:
+    """The knobs of the AutoTVM template that schedules ``workload``, in definition order."""
+    if isinstance(workload, GemmWorkload):
+        return DENSE_AUTOTVM_KNOBS
+    if isinstance(workload, AddWorkload):
+        return ALU_AUTOTVM_KNOBS
+    return CONV_AUTOTVM_KNOBS
 
 
 @dataclass(frozen=True)
@@ -151,6 +164,9 @@ def autotvm_extents(workload: Workload, hw=None) -> dict[str, int]:
     from simulator.hardware import DEFAULT
 
     hw = hw or DEFAULT
+    if isinstance(workload, AddWorkload):  # and MultiplyWorkload
+        return {"tile_co": workload.channels // hw.block_out, "tile_h": workload.height,
+                "tile_w": workload.width}
     wl = workload.as_conv() if isinstance(workload, GemmWorkload) else workload
     ci = wl.group_in_channels if isinstance(wl, GroupConv2dWorkload) else wl.in_channels
     return {"tile_b": wl.batch // hw.batch, "tile_h": wl.out_height, "tile_w": wl.out_width,
@@ -180,7 +196,7 @@ def from_autotvm(knobs: Any, workload: Workload, hw=None) -> Schedule:
     hw = hw or DEFAULT
     if not isinstance(knobs, dict):
         raise ScheduleError("an autotvm point must be an object of knobs")
-    allowed = DENSE_AUTOTVM_KNOBS if isinstance(workload, GemmWorkload) else CONV_AUTOTVM_KNOBS
+    allowed = autotvm_knob_names(workload)
     for key in knobs:
         if key not in allowed:
             raise ScheduleError(f"unknown autotvm knob {key!r} for {workload.operator} "
@@ -190,14 +206,14 @@ def from_autotvm(knobs: Any, workload: Workload, hw=None) -> Schedule:
     for key in _TILE_KNOBS:
         if key in knobs:
             tiles[key] = _split_inner(key, knobs[key], extents[key])
-        elif key in ("tile_h", "tile_w") and isinstance(workload, GemmWorkload):
+        elif key not in allowed:  # an axis the template does not split (gemm's h, w)
             tiles[key] = 1
         else:
             raise ScheduleError(f"autotvm point lacks knob {key}")
     threads = {}
     for key in ("oc_nthread", "h_nthread"):
         v = knobs.get(key, 1)
-        if key not in knobs and not (key == "h_nthread" and isinstance(workload, GemmWorkload)):
+        if key not in knobs and key in allowed:
             raise ScheduleError(f"autotvm point lacks knob {key}")
         threads[key] = v
     return Schedule(**tiles, **threads, outer_order=AUTOTVM_OUTER_ORDER,
@@ -207,12 +223,14 @@ def from_autotvm(knobs: Any, workload: Workload, hw=None) -> Schedule:
 
 def to_autotvm(schedule: Schedule, workload: Workload, hw=None) -> dict[str, Any] | None:
     """The AutoTVM point expressing ``schedule``, or None if the template cannot."""
-    is_gemm = isinstance(workload, GemmWorkload)
     base = from_autotvm_defaults(schedule)
     if base != schedule:
         return None
     extents = autotvm_extents(workload, hw)
-    names = DENSE_AUTOTVM_KNOBS if is_gemm else CONV_AUTOTVM_KNOBS
+    names = autotvm_knob_names(workload)
+    if any(getattr(schedule, k) != 1 for k in (*_TILE_KNOBS, "oc_nthread", "h_nthread")
+           if k not in names):
+        return None  # an axis the template does not split or thread
     out: dict[str, Any] = {}
     for key in names:
         if key.startswith("tile_"):
@@ -220,8 +238,6 @@ def to_autotvm(schedule: Schedule, workload: Workload, hw=None) -> dict[str, Any
             out[key] = [extents[key] // inner, inner]
         else:
             out[key] = getattr(schedule, key)
-    if is_gemm and schedule.h_nthread != 1:
-        return None
     return out
 
 

@@ -305,7 +305,8 @@ def test_cli_lists_the_catalogue_and_a_network(capsys):
     assert [(t["name"], t["multiplicity"]) for t in d["tasks"]] == \
         [(f"resnet18.{k}", v) for k, v in RESNET18_COUNTS.items()]
     assert d["cpu"][1] == {"name": "fc", "operator": "dense", "shape": "dense 1x512 -> 1000",
-                           "reason": "1000 output channels are not a multiple of BLOCK_OUT 16"}
+                           "reason": "1000 output channels are not a multiple of BLOCK_OUT 16",
+                           "quantized": False}
 
 
 @pytest.mark.parametrize("argv, message", [

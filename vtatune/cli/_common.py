@@ -7,10 +7,10 @@ import argparse
 import sys
 import textwrap
 import warnings
-from dataclasses import fields
 from typing import Any
 
-from simulator.hardware import PRESETS
+from simulator.hardware import DEFAULT, PRESETS, HardwareConfig
+from vtatune import workloads
 from vtatune.errors import VtatuneError
 from vtatune.workloads import WORKLOADS, Workload, get_workload
 
@@ -73,8 +73,9 @@ def base_workload(operator: str) -> Workload:
     return table.get("tutorial") or next(iter(table.values()))
 
 
-def shape_fields(operator: str) -> tuple[str, ...]:
-    return tuple(f.name for f in fields(base_workload(operator)) if f.name != "name")
+def operator_shape_fields(operator: str) -> tuple[str, ...]:
+    """The shape flags of an operator (its workload class's shape fields)."""
+    return workloads.shape_fields(type(base_workload(operator)))
 
 
 def add_workload_flags(p: argparse.ArgumentParser, operators: tuple[str, ...]) -> None:
@@ -91,11 +92,11 @@ def add_workload_flags(p: argparse.ArgumentParser, operators: tuple[str, ...]) -
     seen: set[str] = set()
     for op in operators:
         base = base_workload(op).shape_args()
-        for name in shape_fields(op):
+        for name in operator_shape_fields(op):
             if name in seen:
                 continue
             seen.add(name)
-            users = [o for o in operators if name in shape_fields(o)]
+            users = [o for o in operators if name in operator_shape_fields(o)]
             where = "" if len(users) == len(operators) else f" ({', '.join(users)})"
             g.add_argument(f"--{name.replace('_', '-')}", type=int, dest=name, metavar="N",
                            help=f"{name.replace('_', ' ')}{where}; tutorial: {base[name]}")
@@ -107,6 +108,17 @@ def hw_help() -> str:
     return (f"hardware: a preset or a vta_config.json. Presets: {presets}. 'sim' is TVM's "
             "simulator target (the pynq configuration under TVM's default target name, as in "
             "TVM's vta_config.json); default: pynq")
+
+
+def hw_flag(config: dict[str, Any]) -> str:
+    """`` --hw <preset>`` naming a record's hardware (its ``vta_config.json`` fields) in a
+    command that reruns it; empty for the default, `` --hw vta_config.json`` for a
+    config no preset has."""
+    hw = HardwareConfig.from_dict(config)
+    if hw == DEFAULT:
+        return ""
+    name = next((n for n, p in PRESETS.items() if p == hw), None)
+    return f" --hw {name}" if name else " --hw vta_config.json"
 
 
 def add_hw_flag(p: argparse.ArgumentParser) -> None:
@@ -149,14 +161,14 @@ def add_study_flags(p: argparse.ArgumentParser, *, log_default: str) -> None:
 
 
 def shape_flags_given(args: argparse.Namespace) -> list[str]:
-    names = {n for op in WORKLOADS for n in shape_fields(op)}
+    names = {n for op in WORKLOADS for n in operator_shape_fields(op)}
     return sorted(n for n in names if getattr(args, n, None) is not None)
 
 
 def resolve_workload(operator: str, args: argparse.Namespace) -> Workload:
     """A named workload, or the tutorial reshaped by shape flags; never both."""
     given = {k: getattr(args, k) for k in shape_flags_given(args)}
-    extra = sorted(set(given) - set(shape_fields(operator)))
+    extra = sorted(set(given) - set(operator_shape_fields(operator)))
     if extra:
         raise UsageError(f"--{extra[0].replace('_', '-')} does not apply to {operator}")
     if args.workload and given:

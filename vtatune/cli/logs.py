@@ -8,7 +8,13 @@ import json
 import sys
 from typing import Any
 
-from vtatune.cli._common import UsageError, add_command, say_if_compiling, warnings_one_line
+from vtatune.cli._common import (
+    UsageError,
+    add_command,
+    hw_flag,
+    say_if_compiling,
+    warnings_one_line,
+)
 
 __all__ = [
     "register",
@@ -90,16 +96,6 @@ def _timing_now() -> str:
     return MODEL_VERSION
 
 
-def _hw_flag(config: dict[str, Any]) -> str:
-    from simulator.hardware import DEFAULT, PRESETS, HardwareConfig
-
-    hw = HardwareConfig.from_dict(config)
-    if hw == DEFAULT:
-        return ""
-    name = next((n for n, p in PRESETS.items() if p == hw), None)
-    return f" --hw {name}" if name else " --hw vta_config.json"
-
-
 def cmd_best(args: argparse.Namespace) -> int:
     from vtatune.records import best_records, read_records
 
@@ -121,7 +117,7 @@ def cmd_best(args: argparse.Namespace) -> int:
         print(f"  config {json.dumps(r['config'])}")
         print(f"  simulate: python -m vtatune simulate {w['operator']} "
               + " ".join(f"--{k.replace('_', '-')} {v}" for k, v in w["shape"].items())
-              + _hw_flag(hw["config"]) + (" --bias" if r.get("bias") else "")
+              + hw_flag(hw["config"]) + (" --bias" if r.get("bias") else "")
               + f" --schedule '{json.dumps(r['schedule'], separators=(',', ':'))}'")
     return 0
 

@@ -55,7 +55,8 @@ def register(sub: Any) -> None:
     p.add_argument("--list", action="store_true", help="print the tasks and CPU layers only")
     add_hw_flag(p)
     p.add_argument("--batch", type=int, metavar="N",
-                   help="batch of a catalogue network (default 1; an ONNX model has its own)")
+                   help="batch of a catalogue network, or of an ONNX model's dynamic batch "
+                        "axis (default 1; a model with a fixed batch takes only that one)")
     p.add_argument("--trials", type=int, metavar="N",
                    help="the network's total trials (default: --trials-per-task x tasks)")
     p.add_argument("--trials-per-task", type=int, metavar="N",
@@ -146,7 +147,8 @@ def network_json(net: Any) -> dict[str, Any]:
                        "shape": t.workload.shape_args(), "multiplicity": t.multiplicity,
                        "layers": list(t.layers), "skipped": t.skip} for t in net.tasks],
             "cpu": [{"name": c.name, "operator": c.operator, "shape": c.shape,
-                     "reason": c.reason} for c in net.cpu],
+                     "reason": c.reason, "quantized": c.quantized} for c in net.cpu],
+            "int8_layers": [layer.name for layer in net.layers if layer.quantized],
             "notes": list(net.notes)}
 
 

@@ -18,6 +18,7 @@ import numpy as np
 
 from simulator.hardware import HardwareConfig
 from vtatune.workloads import (
+    AddWorkload,
     Conv2dTransposeWorkload,
     GemmWorkload,
     Operands,
@@ -80,6 +81,8 @@ def pack_bias(bias: np.ndarray, batch: int, hw: HardwareConfig) -> np.ndarray:
 def packed_inputs(workload: Workload, ops: Operands, hw: HardwareConfig) -> dict[str, np.ndarray]:
     """The DRAM tensors of a run: operands packed as the program reads them (for
     conv2d_transpose, the input dilated and the kernel flipped as TVM's compute needs)."""
+    if isinstance(workload, AddWorkload):  # two NCHW operands, packed as conv data
+        return {"data": pack_conv_data(ops.data, hw), "weight": pack_conv_data(ops.weight, hw)}
     if isinstance(workload, GemmWorkload):
         inputs = {"data": pack_matrix(ops.data, hw.batch, hw.block_in),
                   "weight": pack_matrix(ops.weight, hw.block_out, hw.block_in)}

@@ -25,7 +25,7 @@ from vtatune.networks._layers import (
     place,
     tasks_of,
 )
-from vtatune.networks._onnx import OnnxModel, layers_from_model, read_onnx
+from vtatune.networks._onnx import OnnxGraph, OnnxModel, layers_from_model, read_onnx
 from vtatune.networks._plot import check_matplotlib, draw_network
 from vtatune.networks._tuning import (
     DEFAULT_PATIENCE,
@@ -41,7 +41,7 @@ from vtatune.networks._tuning import (
 __all__ = [
     "DEFAULT_PATIENCE", "DEFAULT_ROUND", "DEFAULT_TRIALS_PER_TASK", "DEFAULT_WARMUP",
     "NETWORKS", "CpuLayer", "Layer", "Network", "NetworkError", "NetworkResult", "NetworkSpec",
-    "OnnxModel", "Task", "TaskResult", "check_matplotlib", "default_network_log",
+    "OnnxGraph", "OnnxModel", "Task", "TaskResult", "check_matplotlib", "default_network_log",
     "draw_network", "layers_from_model", "load_network", "network_names", "place",
     "read_onnx", "tasks_of", "tune_network",
 ]

@@ -40,7 +40,14 @@ from __future__ import annotations
 from pathlib import Path
 
 from simulator.hardware import HardwareConfig
-from vtatune.networks._layers import Layer, Network, NetworkError, NetworkSpec, tasks_of
+from vtatune.networks._layers import (
+    CpuLayer,
+    Layer,
+    Network,
+    NetworkError,
+    NetworkSpec,
+    tasks_of,
+)
 
 
 def _conv(name: str, batch: int, size: int, ci: int, co: int, k: int, s: int = 1,
@@ -162,7 +169,8 @@ def load_network(network: str | Path, hw: HardwareConfig | str | None = None, *,
                  batch: int | None = None) -> Network:
     """A catalogue network by name, or an ONNX model file, placed on ``hw``.
 
-    ``batch`` sets a catalogue network's batch (default 1; an ONNX model has its own).
+    ``batch`` (default 1) sets a catalogue network's batch, or an ONNX model's dynamic
+    batch axis; an ONNX model whose batch is fixed at another number is refused.
 
     Example:
         >>> net = load_network("mobilenet_v1")
@@ -171,19 +179,21 @@ def load_network(network: str | Path, hw: HardwareConfig | str | None = None, *,
     """
     if not isinstance(hw, HardwareConfig):
         hw = HardwareConfig.resolve(hw)
+    if batch is not None and (not isinstance(batch, int) or isinstance(batch, bool)
+                              or batch < 1):
+        raise NetworkError(f"batch must be a positive integer, got {batch!r}")
     spec = NETWORKS.get(str(network))
     notes: tuple[str, ...] = ()
+    layers: list[Layer | CpuLayer]
     if spec is not None:
-        if batch is not None and (not isinstance(batch, int) or batch < 1):
-            raise NetworkError(f"batch must be a positive integer, got {batch!r}")
         name, source, layers = spec.name, spec.source, spec.build(batch or 1)
     elif str(network).endswith(".onnx") or Path(network).is_file():
         from vtatune.networks._onnx import read_onnx
 
-        model = read_onnx(network)
+        model = read_onnx(network, batch=batch)
         name, source, layers, notes = model.name, model.source, model.layers, model.notes
     else:
         raise NetworkError(f"unknown network {str(network)!r} (known: "
                            f"{', '.join(NETWORKS)}; or an ONNX model file)")
     tasks, cpu = tasks_of(layers, hw, name)
-    return Network(name, source, hw, tasks, cpu, notes)
+    return Network(name, source, hw, tasks, cpu, notes, tuple(layers))

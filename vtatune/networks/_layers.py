@@ -1,7 +1,8 @@
 """A network's layers and where each runs: a :class:`Layer` (a conv, transposed conv or dense
 as the model has it) is placed on VTA as a :class:`~vtatune.workloads.Workload` or sent to
 the CPU with the reason (:func:`place`), and the VTA layers of one shape form a
-:class:`Task` to tune once (:func:`tasks_of`).
+:class:`Task` to tune once (:func:`tasks_of`). A layer a model reader could not read
+arrives as a :class:`CpuLayer` already, with its reason.
 """
 
 
@@ -25,7 +26,8 @@ class Layer:
 
     ``operator`` is ``conv2d`` (``groups`` > 1: grouped), ``conv2d_transpose`` or
     ``dense`` (``in_channels`` -> ``out_channels``; the spatial fields unused). ``pad`` is
-    (top, left, bottom, right) as in ONNX.
+    (top, left, bottom, right) as in ONNX. ``quantized``: the model computes the layer in
+    int8 (an ONNX QOperator or QDQ layer); VTA runs every layer it takes in int8 either way.
     """
 
     name: str
@@ -42,6 +44,7 @@ class Layer:
     groups: int = 1
     output_padding: tuple[int, int] = (0, 0)
     label: str = ""  # the task name the catalogue gives this shape (e.g. ResNet-18's C8)
+    quantized: bool = False
 
     def describe(self) -> str:
         if self.operator == "dense":
@@ -84,17 +87,19 @@ class Task:
 
 @dataclass(frozen=True)
 class CpuLayer:
-    """A layer VTA does not run, and why."""
+    """A layer VTA does not run, and why (``quantized`` as for :class:`Layer`)."""
 
     name: str
     operator: str
     shape: str
     reason: str
+    quantized: bool = False
 
 
 @dataclass(frozen=True)
 class Network:
-    """A network placed on one hardware config: VTA tasks and CPU layers."""
+    """A network placed on one hardware config: VTA tasks and CPU layers; ``layers`` are
+    the network's layers as read, in order."""
 
     name: str
     source: str
@@ -102,6 +107,7 @@ class Network:
     tasks: tuple[Task, ...]
     cpu: tuple[CpuLayer, ...]
     notes: tuple[str, ...] = ()
+    layers: tuple[Layer | CpuLayer, ...] = ()
 
     @property
     def tunable(self) -> tuple[Task, ...]:
@@ -209,9 +215,10 @@ def _untunable(workload: Workload, hw: HardwareConfig) -> str:
     return ""
 
 
-def tasks_of(layers: list[Layer], hw: HardwareConfig, network: str
+def tasks_of(layers: list[Layer | CpuLayer], hw: HardwareConfig, network: str
              ) -> tuple[tuple[Task, ...], tuple[CpuLayer, ...]]:
     """Place every layer; identical VTA layers become one task (first occurrence order).
+    A CpuLayer (a layer its reader could not read) stays on the CPU as it is.
 
     A task is named ``<network>.<label>`` after the catalogue's label for its shape, else
     ``<network>.T<i>`` in order of first occurrence.
@@ -219,9 +226,13 @@ def tasks_of(layers: list[Layer], hw: HardwareConfig, network: str
     groups: dict[tuple[str, str], list] = {}
     cpu = []
     for layer in layers:
+        if isinstance(layer, CpuLayer):
+            cpu.append(layer)
+            continue
         placed = place(layer, hw)
         if isinstance(placed, str):
-            cpu.append(CpuLayer(layer.name, layer.operator, layer.describe(), placed))
+            cpu.append(CpuLayer(layer.name, layer.operator, layer.describe(), placed,
+                                layer.quantized))
             continue
         key = (placed.operator, placed.key())
         groups.setdefault(key, [placed, layer.label, []])[2].append(layer.name)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, fields, replace
 from functools import cached_property
 from typing import Any
 
-from search_spaces._defaults import default_schedule
+from search_spaces._defaults import first_legal_candidate
 from simulator.hardware import HardwareConfig
 from vtatune.errors import IllegalSchedule, ScheduleError
 from vtatune.lowering import SHAPE_FIELDS, SHAPE_RULES, Context, context, rules, shape_rules
@@ -399,10 +399,11 @@ class Template:
     def default_config(self) -> dict[str, Any]:
         """vtatune's default schedule expressed in this space (legal); when the space cannot
         express it legally, the first legal config of :meth:`legal_configs`."""
-        s = replace(default_schedule(self.workload, self.hw, self.bias), **self._fixed)
-        config = self.from_schedule(s)
-        if config is not None and self.legal(config):
-            return config
+        found, _ = first_legal_candidate(self.workload, self.hw, self.bias)
+        if found is not None:
+            config = self.from_schedule(replace(found, **self._fixed))
+            if config is not None and self.legal(config):
+                return config
         first = next(self.legal_configs(), None)
         if first is None:
             raise IllegalSchedule("no_legal_config", f"template {self.name} has no legal config "

@@ -248,19 +248,37 @@ def from_autotvm_defaults(schedule: Schedule) -> Schedule:
 
 
 def tutorial_schedule(workload: Workload, hw=None) -> Schedule:
-    """The seed tutorials' schedules (TVM's matrix_multiply_opt and convolution_opt)."""
+    """The seed tutorials' schedules (TVM's matrix_multiply_opt and convolution_opt).
+    Raises ScheduleError where the tutorial's schedule cannot exist: the GEMM one when
+    BLOCK_IN != BLOCK_OUT, any operator but conv2d and gemm."""
     from simulator.hardware import DEFAULT
 
     hw = hw or DEFAULT
     if isinstance(workload, GemmWorkload):
+        if hw.block_in != hw.block_out:
+            # A channel block of the DRAM tensors is max(BLOCK_IN, BLOCK_OUT) channels, so
+            # one of the tutorial's two channel loops splits in two (c // k, c % k): three
+            # channel loops, of which the GEMM instruction folds two and the innermost,
+            # unrolled, accumulates consecutive micro-ops into one ACC row.
+            packed, k = (("input", hw.block_out // hw.block_in) if hw.block_out > hw.block_in
+                         else ("output", hw.block_in // hw.block_out))
+            raise ScheduleError(
+                f"the GEMM tutorial's schedule (matrix_multiply_opt: output-channel blocks "
+                f"outside input-channel blocks, both in the GEMM instruction's two loops) "
+                f"cannot exist on BLOCK_IN {hw.block_in} != BLOCK_OUT {hw.block_out}: the "
+                f"{packed} channels are packed by {k} blocks, a third channel loop that "
+                "unrolls innermost and makes consecutive micro-ops write one ACC row (rule "
+                "dst_dependency); use --schedule default or tune")
         return gemm_tutorial_schedule(256, 256, hw)
     if workload.operator != "conv2d":
         raise ScheduleError(f"the seed tutorials schedule conv2d and gemm only, not "
                             f"{workload.operator}: use default or a JSON schedule")
-    # convolution_opt: 128 output channels x 7 rows x 14 cols per tile, one input-channel
-    # block per load step, 2 virtual threads on oc, stores per output element.
+    # convolution_opt: 128 output channels x 7 rows x 14 cols per tile, 16 input channels
+    # per load step (at least one channel block of the input as it lies in DRAM: BLOCK_OUT
+    # channels when BLOCK_OUT > BLOCK_IN, rule load_layout), 2 virtual threads on oc, stores
+    # per output element. 128 channels are whole BLOCK_IN blocks (rule store_layout).
     return Schedule(tile_b=1, tile_h=7, tile_w=14, tile_co=128 // hw.block_out,
-                    tile_ci=16 // hw.block_in if hw.block_in <= 16 else 1,
+                    tile_ci=max(16, hw.block_in, hw.block_out) // hw.block_in,
                     oc_nthread=2, h_nthread=1, outer_order="bchw",
                     gemm_order="co,h,ci,kh,kw,w", store="element", clip_order="max_min")
 

@@ -23,11 +23,16 @@ examples:
 
 The table lists the Pareto designs (network latency against the mean share of the board's
 LUT, block RAM and DSP): bitstream name, resources in percent of the board, the binding
-resource, network cycles and ms at the board's clock, and the speed-up over the stock 1x16
-design tuned the same way; a design marked * needs a change to TVM's VTA toolchain (said
-below the table: BLOCK_IN != BLOCK_OUT). --out gets, per Pareto design,
-<bitstream>/vta_config.json and <bitstream>/<network>.jsonl (its tuned log), plus the design
-study and every tuning log.
+resource, network cycles and ms at the board's clock, the speed-up over the stock 1x16
+design tuned the same way, and whether the Chisel RTL's stock instruction decoder reads the
+design's instructions ("stock", or the index field widths it must change, "+ padding" when
+fields move further); a design marked * needs a change to TVM's VTA toolchain (said below
+the table: BLOCK_IN != BLOCK_OUT). --out gets, per Pareto design,
+<bitstream>/vta_config.json, <bitstream>/hardware_build.json (the Chisel parameters, every
+instruction and micro-op field's offset and width, and the decoder fields that differ from
+the stock RTL's, with their Chisel source lines) and <bitstream>/<network>.jsonl (its tuned
+log), plus the design study and every tuning log; the design files are written whole or not
+at all.
 """
 
 
@@ -92,7 +97,7 @@ def cmd_design(args: argparse.Namespace) -> int:
           f"{len(result.evaluated)} designs evaluated ({result.new_evaluations} new) in "
           f"{result.wall_seconds:.0f} s")
     head = (f"{'design':<30}{'LUT%':>6}{'FF%':>6}{'BRAM%':>7}{'DSP%':>6}  {'binds':<5}"
-            f"{'cycles':>11}{'ms':>9}{'speedup':>9}")
+            f"{'cycles':>11}{'ms':>9}{'speedup':>9}  decoder")
     print(head)
     changes = set()
     for tag, d in [("", d) for d in result.designs] + [("stock ", result.stock)]:
@@ -102,7 +107,7 @@ def cmd_design(args: argparse.Namespace) -> int:
             changes.add(d.toolchain)
         print(f"{tag + d.hw.bitstream + mark:<30}{u['LUT']:>6.1f}{u['FF']:>6.1f}{u['BRAM']:>7.1f}"
               f"{u['DSP']:>6.1f}  {d.resources.binding:<5}{d.total_cycles:>11}"
-              f"{d.total_ms:>9.3f}{d.speedup:>8.2f}x")
+              f"{d.total_ms:>9.3f}{d.speedup:>8.2f}x  {d.decoder.summary()}")
     for change in sorted(changes):
         print(f"* {change}")
     for line in result.skipped:

@@ -54,7 +54,9 @@ def register(sub: Any) -> None:
     sim.add_argument("--schedule", metavar="SPEC",
                      help="tutorial, default, a JSON object of knobs (the others at their "
                           'defaults), {"autotvm": {...}} or @file holding such JSON (default: '
-                          "tutorial for the conv2d and gemm tutorial workloads, else default)")
+                          "tutorial for the conv2d and gemm tutorial workloads where the "
+                          "tutorial's schedule exists on the hardware, else default: a legal "
+                          "schedule whenever one exists)")
     add_hw_flag(sim)
     sim.add_argument("--bias", action="store_true", help="add the per-channel int32 bias")
     sim.add_argument("--verify", action="store_true",

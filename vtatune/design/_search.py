@@ -5,7 +5,6 @@ schedule search of every task), exhaustively or by NSGA-II, in one Optuna study.
 from __future__ import annotations
 
 import json
-import shutil
 import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
@@ -15,6 +14,7 @@ from typing import Any
 from simulator.hardware import HardwareConfig
 from simulator.resources import DEVICES, estimate
 from vtatune.design._designs import Design, DesignResult, pareto_front
+from vtatune.design._hardware import BUILD_FILE, build_file_text, write_atomically
 from vtatune.design._inner import (
     DesignError,
     InnerResult,
@@ -182,7 +182,9 @@ def co_design(network: str, board: str, *, trials_per_task: int = 20,
     exhaustive walk for ``latency``, 24 for ``latency-area``).
     ``network``: a catalogue name or an ONNX file; a design must run on VTA the layers the
     stock design runs. ``out``: where the design study, the tuning logs and the Pareto
-    designs' ``vta_config.json`` and logs go (default ``runs/design-<network>-<board>``).
+    designs' ``vta_config.json``, ``hardware_build.json`` and logs go (default
+    ``runs/design-<network>-<board>``); a file system that cannot take them (read-only,
+    full) raises DesignError, leaving no design file half-written.
     """
     if board not in DEVICES:
         raise DesignError(f"unknown board {board!r} (known: {', '.join(DEVICES)})")
@@ -197,6 +199,18 @@ def co_design(network: str, board: str, *, trials_per_task: int = 20,
     t0 = time.perf_counter()
     out_dir = Path(out) if out is not None else \
         RUNS_DIR / f"design-{Path(network).stem}-{board}"
+    try:
+        return _co_design(network, board, trials_per_task, objective, candidates, jobs, seed,
+                          out_dir, storage, resume, t0)
+    except OSError as exc:  # a read-only or full file system, a file in the way
+        where = f"{exc.filename}: " if exc.filename else ""
+        raise DesignError(f"cannot write the design search's files under {out_dir}: "
+                          f"{where}{exc.strerror or exc}") from None
+
+
+def _co_design(network: str, board: str, trials_per_task: int, objective: str,
+               candidates: int, jobs: int, seed: int, out_dir: Path, storage: str | None,
+               resume: bool, t0: float) -> DesignResult:
     search = _Search(network, board, objective, trials_per_task, seed, out_dir, storage,
                      resume, jobs)
     base = stock(board)
@@ -281,11 +295,15 @@ def _knobs(params: dict[str, Any]) -> dict[str, int]:
 
 
 def _write(front: tuple[Design, ...], search: _Search, out: Path) -> None:
-    """``out/<bitstream>/vta_config.json`` and ``<network>.jsonl`` for each Pareto design."""
+    """Per Pareto design ``out/<bitstream>/``: ``vta_config.json``, ``hardware_build.json``
+    (what building it on the Chisel RTL takes) and ``<network>.jsonl`` (its tuned log),
+    all written whole or not at all."""
+    files: dict[Path, bytes] = {}
     for d in front:
         where = out / d.hw.bitstream
-        where.mkdir(parents=True, exist_ok=True)
-        (where / "vta_config.json").write_text(json.dumps(d.hw.to_dict(), indent=2) + "\n")
+        files[where / "vta_config.json"] = (json.dumps(d.hw.to_dict(), indent=2) + "\n").encode()
+        files[where / BUILD_FILE] = build_file_text(d.hw).encode()
         path = network_log(search.logdir, search.network, d.hw)
         if path.exists():
-            shutil.copyfile(path, where / path.name)
+            files[where / path.name] = path.read_bytes()
+    write_atomically(files, "the Pareto designs")

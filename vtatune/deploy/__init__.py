@@ -21,6 +21,7 @@ and only when a function here needs it: ``import vtatune.deploy`` does not.
 - ``_region``, ``_codegen``: the code generator and the offloaded calls;
 - ``_device``: the device interface and the simulated device;
 - ``_quantize``: quantizing a float model with onnxruntime (power-of-two scales);
+- ``_model``: the ONNX model (:func:`load_model`, :func:`model_input`, ...);
 - ``_deploy``: :func:`compile_model`, :func:`deploy`, :func:`reference`, :func:`agreement`;
 - :mod:`vtatune.deploy.models`: float example models built with ``onnx.helper``.
 
@@ -39,16 +40,19 @@ from vtatune.deploy._deploy import (
     agreement,
     compile_model,
     deploy,
-    is_quantized,
-    load_model,
-    model_input,
-    output_step,
-    random_input,
     reference,
 )
 from vtatune.deploy._device import Buffer, Device, SimulatedDevice
 from vtatune.deploy._errors import DeployError
 from vtatune.deploy._match import LayerSpec, QParams, refusal, spec_of, workload_of
+from vtatune.deploy._model import (
+    check_input,
+    is_quantized,
+    load_model,
+    model_input,
+    output_step,
+    random_input,
+)
 from vtatune.deploy._partition import external_functions, partition
 from vtatune.deploy._patterns import PREFIX, Partitioning, Refusal, pattern_entries, register
 from vtatune.deploy._quantize import quantize
@@ -61,7 +65,7 @@ __all__ = [
     "Agreement", "Buffer", "CompiledModel", "CpuOp", "DeployError", "DeployResult", "Device",
     "LayerBuilder", "LayerPrograms", "LayerSpec", "OffloadedCall", "PREFIX", "Partitioning",
     "QParams", "Refusal", "Requantization", "SimulatedDevice", "TVM_VERSION", "agreement",
-    "compile_model", "deploy", "external_functions", "is_quantized", "load_model",
+    "check_input", "compile_model", "deploy", "external_functions", "is_quantized", "load_model",
     "model_input", "output_step", "partition", "pattern_entries", "quantize", "random_input",
     "reference", "refusal", "register", "same_memory", "spec_of", "workload_of",
 ]

@@ -20,18 +20,21 @@ import numpy as np
 from simulator.hardware import HardwareConfig
 from vtatune.deploy._device import Device, SimulatedDevice
 from vtatune.deploy._errors import DeployError
+from vtatune.deploy._model import (
+    check_input,
+    is_quantized,
+    load_model,
+    model_input,
+    random_input,
+)
 from vtatune.deploy._partition import partition
 from vtatune.deploy._patterns import Partitioning
 from vtatune.deploy._region import CpuOp, OffloadedCall, Trace
 from vtatune.deploy._schedules import LayerBuilder
-from vtatune.deploy._tvm import onnx as _onnx
 from vtatune.deploy._tvm import tvm
 
 #: What TVM compiles the CPU's part for.
 TARGET = "llvm"
-#: ONNX ops that make a model quantized (QDQ, QOperator, integer ops).
-QUANTIZED_OPS = frozenset({"QuantizeLinear", "DequantizeLinear", "QLinearConv",
-                           "QLinearMatMul", "ConvInteger", "MatMulInteger"})
 #: The op at the core of each layer kind VTA could run (CPU ops VTA refused get a reason).
 _ANCHOR_OPS = ("nn.conv2d", "nn.conv2d_transpose", "matmul", "add", "nn.relu")
 
@@ -73,8 +76,8 @@ class DeployResult:
         lines = [f"{self.model} on {self.hw.target_model} ({self.device})", "",
                  f"VTA: {len(self.offloaded)} offloaded layers"]
         if self.offloaded:
-            rows = [("layer", "workload", "schedule", "requantization", "cycles")]
-            rows += [(c.layer, c.workload, c.schedule, c.requantization, f"{c.cycles:,}")
+            rows = [("layer", "workload", "schedule from", "requantization", "cycles")]
+            rows += [(c.layer, c.workload, c.provenance, c.requantization, f"{c.cycles:,}")
                      for c in self.offloaded]
             lines += _table(rows, right=(4,))
         tvm_ops = [c for c in self.cpu_ops if c.by == "tvm"]
@@ -102,58 +105,6 @@ def _table(rows: list[tuple[str, ...]], right: tuple[int, ...] = ()) -> list[str
             for r in rows]
 
 
-# --- models ---------------------------------------------------------------------------------
-def load_model(model: Any) -> tuple[Any, str]:
-    """An ONNX ModelProto and its name, from a path or a ModelProto."""
-    onnx = _onnx()
-    if isinstance(model, str | Path):
-        path = Path(model)
-        if not path.is_file():
-            raise DeployError(f"model {model} not found")
-        try:
-            proto = onnx.load(str(path))
-            onnx.checker.check_model(proto)
-        except Exception as exc:  # onnx raises DecodeError, ValidationError, ...
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise DeployError(f"{model} is not a valid ONNX model: {first}") from None
-        return proto, path.name
-    if isinstance(model, onnx.ModelProto):
-        return model, model.graph.name or "model"
-    raise DeployError(f"a model is an ONNX file or an onnx.ModelProto, got "
-                      f"{type(model).__name__}")
-
-
-def model_input(model: Any) -> tuple[str, tuple[int, ...], np.dtype]:
-    """The graph input's name, shape (a symbolic dimension read as 1) and dtype."""
-    onnx = _onnx()
-    inits = {i.name for i in model.graph.initializer}
-    inputs = [i for i in model.graph.input if i.name not in inits]
-    if len(inputs) != 1:
-        raise DeployError(f"the model has {len(inputs)} inputs: deploy takes models with one")
-    t = inputs[0].type.tensor_type
-    shape = tuple(d.dim_value if d.HasField("dim_value") else 1 for d in t.shape.dim)
-    return inputs[0].name, shape, np.dtype(onnx.helper.tensor_dtype_to_np_dtype(t.elem_type))
-
-
-def is_quantized(model: Any) -> bool:
-    return any(n.op_type in QUANTIZED_OPS for n in model.graph.node)
-
-
-def output_step(model: Any) -> float:
-    """The quantization step of the model's output: the scale of the DequantizeLinear that
-    produces it (1 for an integer output); DeployError when a float op follows."""
-    onnx = _onnx()
-    out = model.graph.output[0]
-    if out.type.tensor_type.elem_type in (onnx.TensorProto.INT8, onnx.TensorProto.UINT8):
-        return 1.0
-    inits = {i.name: onnx.numpy_helper.to_array(i) for i in model.graph.initializer}
-    for node in model.graph.node:
-        if node.op_type == "DequantizeLinear" and node.output[0] == out.name \
-                and node.input[1] in inits:
-            return float(inits[node.input[1]].reshape(-1)[0])
-    raise DeployError(f"the model's output {out.name} is not a dequantized int8 tensor")
-
-
 def _import(model: Any, shape: tuple[int, ...], name: str) -> Any:
     tvm()
     from tvm.relax.frontend.onnx import from_onnx
@@ -163,26 +114,6 @@ def _import(model: Any, shape: tuple[int, ...], name: str) -> Any:
     except Exception as exc:  # the frontend raises whatever it meets
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise DeployError(f"TVM cannot import the model: {first}") from None
-
-
-def _check_input(x: Any, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
-    arr = np.asarray(x)
-    if arr.shape != shape:
-        raise DeployError(f"input of shape {list(arr.shape)}: the model takes {list(shape)}")
-    if arr.dtype != dtype:
-        if np.issubdtype(dtype, np.integer) and not np.issubdtype(arr.dtype, np.integer):
-            raise DeployError(f"input of dtype {arr.dtype}: the model takes {dtype}")
-        arr = arr.astype(dtype)
-    return np.ascontiguousarray(arr)
-
-
-def random_input(shape: tuple[int, ...], dtype: np.dtype, seed: int = 0) -> np.ndarray:
-    """A seeded random input: N(0, 1) floats, or uniform integers of the dtype."""
-    rng = np.random.default_rng(seed)
-    if np.issubdtype(dtype, np.integer):
-        info = np.iinfo(dtype)
-        return rng.integers(info.min, info.max + 1, shape).astype(dtype)
-    return rng.standard_normal(shape).astype(dtype)
 
 
 def _run_vm(vm: Any, x: np.ndarray) -> np.ndarray:
@@ -198,11 +129,12 @@ class CompiledModel:
     """A model built for VTA and the CPU: :meth:`run` it on inputs (each run is one
     inference, with its own trace of offloaded calls)."""
 
-    def __init__(self, name: str, hw: HardwareConfig, device: Device, input_spec: tuple[
-            str, tuple[int, ...], np.dtype], vm: Any, trace: Trace, main_ops: list[
-            tuple[str, CpuOp | None]], partitioning: Partitioning,
+    def __init__(self, name: str, model: Any, hw: HardwareConfig, device: Device,
+                 input_spec: tuple[str, tuple[int, ...], np.dtype], vm: Any, trace: Trace,
+                 main_ops: list[tuple[str, CpuOp | None]], partitioning: Partitioning,
                  seconds: dict[str, float]) -> None:
         self.name = name
+        self.model = model  # the ONNX model built (quantized here when it came as float)
         self.hw = hw
         self.device = device
         self.input_name, self.input_shape, self.input_dtype = input_spec
@@ -215,7 +147,7 @@ class CompiledModel:
     def run(self, x: Any = None, seed: int = 0) -> DeployResult:
         """One inference on ``x`` (None: :func:`random_input` with ``seed``)."""
         x = random_input(self.input_shape, self.input_dtype, seed) if x is None \
-            else _check_input(x, self.input_shape, self.input_dtype)
+            else check_input(x, self.input_shape, self.input_dtype)
         self.trace.calls.clear()
         self.trace.host_ops.clear()
         t0 = time.perf_counter()
@@ -307,7 +239,7 @@ def compile_model(model: Any, *, hw: HardwareConfig | str | None = None,
     executable = relax.build(mod, target=TARGET)
     vm = relax.VirtualMachine(executable, t.cpu())
     seconds["build"] = time.perf_counter() - t0
-    return CompiledModel(name, hw, device, input_spec, vm, codegen.trace,
+    return CompiledModel(name, proto, hw, device, input_spec, vm, codegen.trace,
                          _main_ops(mod, state), state, seconds)
 
 
@@ -329,7 +261,7 @@ def reference(model: Any, input: Any, engine: str = "tvm") -> np.ndarray:
     kernels are not exact on CPUs without VNNI)."""
     proto, _ = load_model(model)
     name, shape, dtype = model_input(proto)
-    x = _check_input(input, shape, dtype)
+    x = check_input(input, shape, dtype)
     if engine == "tvm":
         t = tvm()
         from tvm import relax

@@ -266,7 +266,7 @@ def workload_of(spec: LayerSpec, hw: HardwareConfig, name: str = "",
                 exact: bool = False) -> Workload:
     """The workload VTA runs ``spec`` as: ``network``'s placement, with the epilogue of
     the layer's first VTA pass (its requantization when VTA does it)."""
-    placed = place(spec.layer(name), hw)
+    placed = place(spec.layer(name), hw, name)
     if isinstance(placed, str):
         raise Unsupported(placed)
     req = spec.requantization(exact)

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from vtatune.deploy._errors import DeployError
+from vtatune.deploy._model import load_model, model_input
 from vtatune.deploy._tvm import INSTALL_HINT
 from vtatune.deploy._tvm import onnx as _onnx
 
@@ -68,8 +69,6 @@ def quantize(model: Any, calibration: Any, *, power_of_two: bool = True) -> Any:
         from onnxruntime.quantization import QuantFormat, QuantType, quantize_static
     except ImportError:
         raise DeployError(f"quantizing needs onnxruntime: {INSTALL_HINT}") from None
-    from vtatune.deploy._deploy import load_model, model_input
-
     proto, _ = load_model(model)
     name, shape, _ = model_input(proto)
     if shape[0] != 1:

@@ -13,7 +13,7 @@ with BATCH > 1, say) and ``requantize`` (the CPU's part of a requantization VTA 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -30,15 +30,16 @@ from vtatune.workloads import AddWorkload, Conv2dTransposeWorkload, Workload
 @dataclass(frozen=True)
 class OffloadedCall:
     """One VTA layer as it ran: ``layer`` (its name in the deployed model), ``op``, the
-    ``workload`` (its epilogue included), where its schedule came from (``source``: ``log``,
-    ``fallback`` or ``tuned``; ``schedule``: the log line or why it fell back), how it was
-    requantized, its VTA passes and their cycles in all."""
+    ``workload`` (its epilogue included), its ``schedule`` (the knobs), where that came from
+    (``source``: ``log``, ``fallback`` or ``tuned``; ``provenance``: the log line, or why it
+    fell back), how it was requantized, its VTA passes and their cycles in all."""
 
     layer: str
     op: str
     workload: str
-    source: str
     schedule: str
+    source: str
+    provenance: str
     requantization: str
     passes: int
     cycles: int
@@ -221,7 +222,8 @@ class Region:
             cycles += device.run(lowered.program, {**tensors, "output": out})
             outs.append(out)
         self.trace.calls.append(OffloadedCall(
-            built.layer.name, spec.kind, built.workload.describe(), built.programs.source,
+            built.layer.name, spec.kind, replace(built.workload, name="").describe(),
+            built.programs.passes[0].schedule.short(), built.programs.source,
             built.programs.describe(), built.requant.describe(), len(outs), cycles))
         if built.requant.on_vta:
             return _Packed(out_shape, built.workload, buffer=outs[0])

@@ -28,13 +28,13 @@ Example:
     >>> import numpy as np
     >>> r.fused_bias(np.array([1, -1], np.int32)).tolist()  # the rounding 2^6 folded in
     [65, 63]
-    >>> s = Requantization(acc_scale=1e-4, out_scale=0.03, zero_point=3, relu=False)
+    >>> s = Requantization(acc_scale=4e-4, out_scale=0.03, zero_point=3, relu=False)
     >>> s.shift is None, s.planes, [e.describe() for e in s.epilogues(bias=True)]
     (True, 2, ['add(bias)', 'add(bias) shr(8) clip(-128,127)'])
     >>> acc = np.array([-40_000, -300, 0, 299, 301, 40_000], np.int64)
     >>> planes = [e.apply(acc, {"bias": np.int64(0)}) for e in s.epilogues(bias=True)]
-    >>> s.finish(planes).tolist()
-    [-125, -128, 3, 4, 4, 127]
+    >>> s.finish(planes).tolist()  # round(acc * 4e-4 / 0.03) + 3, saturated
+    [-128, -1, 3, 7, 7, 127]
 """
 
 from __future__ import annotations

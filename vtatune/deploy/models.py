@@ -89,12 +89,14 @@ def grouped_conv(channels: int = 32, groups: int = 2, size: int = 8, seed: int =
 
 
 def transposed_conv(in_channels: int = 16, out_channels: int = 16, size: int = 8,
-                    seed: int = 2) -> Any:
-    """A transposed conv 4x4, stride 2, pad 1 (DCGAN's) + ReLU: ``size`` -> ``2 size``."""
+                    seed: int = 2, conv_first: bool = False) -> Any:
+    """A transposed conv 4x4, stride 2, pad 1 (DCGAN's) + ReLU: ``size`` -> ``2 size``;
+    ``conv_first``: after a conv 3x3 + ReLU (a decoder stage)."""
     g = _Graph(seed)
+    x = g.conv("x", in_channels, in_channels, 3, pad=1, relu=True) if conv_first else "x"
     w = g.rng.normal(0, np.sqrt(2 / (in_channels * 4)), (in_channels, out_channels, 4, 4))
     b = g.rng.normal(0, 0.1, out_channels)
-    y = g.node("ConvTranspose", ["x", g.const("w", w), g.const("b", b)], kernel_shape=[4, 4],
+    y = g.node("ConvTranspose", [x, g.const("w", w), g.const("b", b)], kernel_shape=[4, 4],
                strides=[2, 2], pads=[1, 1, 1, 1])
     y = g.node("Relu", [y])
     return g.model("transposed_conv", "x", [1, in_channels, size, size], y,

@@ -25,6 +25,7 @@ from vtatune.deploy import (  # noqa: E402
     output_step,
     quantize,
     reference,
+    same_memory,
 )
 from vtatune.networks import Layer, place  # noqa: E402
 from vtatune.schedule import Schedule  # noqa: E402
@@ -149,6 +150,23 @@ def test_two_layer_mlp_keeps_the_packed_layout_between_layers(references):
     assert [c.op for c in r.offloaded] == ["dense", "dense"]
     assert [c.op for c in r.cpu_ops if c.by == "vtatune"] == ["pack", "unpack"]
     _check(r, model, x, references, exact=False)
+
+
+def test_a_batch_of_four_on_a_batch_4_core(references):
+    model, x = _quantized(models.mlp(batch=4))
+    r = _quiet(model=model, input=x, hw="4x8", exact=True)
+    assert [c.workload.split(",")[0] for c in r.offloaded] == [
+        "gemm 4x64 * 64x32", "gemm 4x32 * 32x16"]
+    _check(r, model, x, references, exact=True)
+
+
+def test_which_packed_layouts_are_the_same_memory():
+    # a conv's output (N/B, C/c, H, W, B, c) is a dense layer's input (N/B, C/c, B, c) when
+    # H = W = 1; with BATCH 1 and H = W = 1 any channel block is row-major N x C
+    assert same_memory((1, 4, 1, 1, 1, 16), (1, 4, 1, 16))
+    assert same_memory((2, 2, 1, 1, 1, 32), (2, 4, 1, 16))
+    assert not same_memory((1, 2, 4, 4, 1, 32), (1, 4, 4, 4, 1, 16))  # pixels interleave
+    assert not same_memory((1, 2, 1, 1, 4, 16), (1, 4, 1, 1, 4, 8))  # BATCH rows interleave
 
 
 @pytest.mark.parametrize("hw", [IN32, OUT32], ids=["block_in_32", "block_out_32"])

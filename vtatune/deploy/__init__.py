@@ -25,12 +25,13 @@ and only when a function here needs it: ``import vtatune.deploy`` does not.
 - ``_deploy``: :func:`compile_model`, :func:`deploy`, :func:`reference`, :func:`agreement`;
 - :mod:`vtatune.deploy.models`: float example models built with ``onnx.helper``.
 
-Example:
+Example (see ``docs/deploy.md``):
     >>> import vtatune.deploy as d
     >>> d.TVM_VERSION
     '0.27.0.post1'
-    >>> import sys; "tvm" in sys.modules or "not imported"  # doctest: +SKIP
-    'not imported'
+    >>> result = d.deploy("model_int8.onnx", log="logs/resnet18-pynq.jsonl")  # doctest: +SKIP
+    >>> [(c.layer, c.cycles) for c in result.offloaded][:1]  # doctest: +SKIP
+    [('conv2d_1', 532899)]
 """
 
 from vtatune.deploy._deploy import (

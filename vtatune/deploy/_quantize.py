@@ -28,7 +28,7 @@ class _Reader:
     """onnxruntime's CalibrationDataReader over the given samples."""
 
     def __init__(self, name: str, samples: np.ndarray) -> None:
-        self.items = [{name: s[None]} for s in samples]
+        self.items = [{name: s} for s in samples]
         self.next = iter(self.items)
 
     def get_next(self) -> dict[str, np.ndarray] | None:
@@ -39,14 +39,13 @@ class _Reader:
 
 
 def _samples(calibration: Any, shape: tuple[int, ...]) -> np.ndarray:
-    """Calibration samples, each of the model's input shape with batch 1: an array of the
-    input's shape, or several of them stacked along a new first axis."""
+    """Calibration samples, each of the model's input shape: an array of the input's shape,
+    or several of them stacked along a new first axis."""
     arr = np.asarray(calibration, np.float32)
-    one = shape[1:]
     if arr.shape == tuple(shape):
-        return arr.reshape(-1, *one)
+        return arr[None]
     if arr.ndim == len(shape) + 1 and arr.shape[1:] == tuple(shape):
-        return arr.reshape(-1, *one)
+        return arr
     raise DeployError(f"calibration inputs of shape {list(arr.shape)}: give the model's input "
                       f"shape {list(shape)}, or several of them stacked")
 
@@ -71,8 +70,6 @@ def quantize(model: Any, calibration: Any, *, power_of_two: bool = True) -> Any:
         raise DeployError(f"quantizing needs onnxruntime: {INSTALL_HINT}") from None
     proto, _ = load_model(model)
     name, shape, _ = model_input(proto)
-    if shape[0] != 1:
-        raise DeployError(f"quantize takes a model of batch 1 (its input is {list(shape)})")
     samples = _samples(calibration, shape)
     options: dict[str, Any] = {"ActivationSymmetric": True, "WeightSymmetric": True}
     quiet = logging.getLogger()

@@ -174,6 +174,7 @@ class Region:
         self.trace = trace
         self.layers = tuple(build_layer(layer, device, builder, exact)
                             for layer in plan.layers)
+        self._packed: dict[tuple[int, tuple[int, ...]], Buffer] = {}  # one run's packed inputs
 
     def _host_op(self, op: str, shape: tuple[int, ...]) -> None:
         self.trace.host_ops.append((self.plan.symbol, CpuOp(op, _shape(shape), "vtatune")))
@@ -184,7 +185,7 @@ class Region:
             raise DeployError(f"{self.plan.symbol}: {len(inputs)} inputs for "
                               f"{len(self.plan.params)} parameters")
         values: dict[int, np.ndarray | _Packed] = {}
-        self._packed: dict[tuple[int, tuple[int, ...]], Buffer] = {}
+        self._packed = {}
         for (vid, shape), x in zip(self.plan.params, inputs, strict=True):
             if tuple(x.shape) != shape:
                 raise DeployError(f"{self.plan.symbol}: input of shape {list(x.shape)}, "

@@ -97,7 +97,7 @@ def cmd_design(args: argparse.Namespace) -> int:
           f"{len(result.evaluated)} designs evaluated ({result.new_evaluations} new) in "
           f"{result.wall_seconds:.0f} s")
     head = (f"{'design':<30}{'LUT%':>6}{'FF%':>6}{'BRAM%':>7}{'DSP%':>6}  {'binds':<5}"
-            f"{'cycles':>11}{'ms':>9}{'speedup':>9}  decoder")
+            f"{'VTA cycles':>11}{'ms':>9}{'speedup':>9}  decoder")
     print(head)
     changes = set()
     for tag, d in [("", d) for d in result.designs] + [("stock ", result.stock)]:
@@ -110,6 +110,8 @@ def cmd_design(args: argparse.Namespace) -> int:
               f"{d.total_ms:>9.3f}{d.speedup:>8.2f}x  {d.decoder.summary()}")
     for change in sorted(changes):
         print(f"* {change}")
+    print("VTA cycles: the deployed network, every VTA kernel in order (fused epilogues and "
+          "ALU-only kernels included)")
     for line in result.skipped:
         print(f"skipped {line}")
     if result.infeasible:

@@ -96,7 +96,8 @@ class _Search:
             if key and "tasks" in tr.user_attrs:
                 reason = tr.user_attrs.get("reason")
                 self.results[key] = InnerResult(tr.user_attrs["tasks"],
-                                                tr.user_attrs.get("counts", {}), reason, 0.0)
+                                                tr.user_attrs.get("counts", {}), reason, 0.0,
+                                                tr.user_attrs.get("vta_cycles"))
             elif key and "reason" in tr.user_attrs:
                 self.infeasible[key] = tr.user_attrs["reason"]
         self.new = 0
@@ -109,7 +110,7 @@ class _Search:
         attrs: dict[str, Any] = {"bitstream": hw.bitstream}
         if inner is not None:
             attrs |= {"tasks": inner.cycles, "counts": inner.counts,
-                      "seconds": round(inner.seconds, 2)}
+                      "vta_cycles": inner.vta_cycles, "seconds": round(inner.seconds, 2)}
         if reason:
             attrs["reason"] = reason
             self.infeasible[hw.bitstream] = reason

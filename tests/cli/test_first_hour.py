@@ -101,12 +101,14 @@ def test_piped_to_head_has_no_traceback():
     assert done.stdout.startswith("usage: vtatune") and "Traceback" not in done.stderr
 
 
-@pytest.mark.parametrize("content", [b"", b"\x00\xff garbage\n" * 20])
-def test_replay_without_ok_records_exits_2(content, tmp_path, capsys):
+@pytest.mark.parametrize("content, message", [
+    (b"", "has no ok record to replay"),
+    (b"\x00\xff garbage\n" * 20, "is not a vtatune log (none of its 20 lines is a record)")])
+def test_replay_without_ok_records_exits_2(content, message, tmp_path, capsys):
     log = tmp_path / "l.jsonl"
     log.write_bytes(content)
     code, out, err = run_cli(capsys, "replay", log)
-    assert code == 2 and "has no ok record to replay" in one_error_line(err)
+    assert code == 2 and message in one_error_line(err)
     assert "identical" not in out
 
 
@@ -374,3 +376,53 @@ def test_partial_bench_search_does_not_touch_the_published_report(tmp_path):
     assert {p: p.read_bytes() for p in published} == before
     assert {"runs.jsonl", "layers.csv", "search_quality.md"} <= {p.name for p in
                                                                  tmp_path.iterdir()}
+
+
+# --- issue 27 (second pass), 9: bruteforce runs AutoTVM's space to its end ---------------
+@pytest.mark.parametrize("trials", [28, 40])
+def test_bruteforce_ends_normally_when_autotvms_space_is_used_up(trials, tmp_path, capsys):
+    from search_spaces import get_template
+    from simulator.hardware import DEFAULT
+    from vtatune.workloads import WORKLOADS
+
+    template = get_template(WORKLOADS["gemm"]["dense128"], DEFAULT, space="autotvm")
+    legal = [template.to_schedule(c) for c in template.legal_configs()]
+    log = tmp_path / "bf.jsonl"
+    code, out, err = run_cli(capsys, "gemm", "--workload", "dense128", "--space", "autotvm",
+                             "--sampler", "bruteforce", "--trials", trials, "--log", log,
+                             "--quiet")
+    assert code == 0 and "Traceback" not in err, err
+    from vtatune.records import read_records
+    from vtatune.schedule import Schedule
+
+    tuned = [Schedule.from_dict(r["schedule"]) for _, r in read_records(log)]
+    assert sorted(map(repr, tuned)) == sorted(map(repr, legal))  # each legal config once
+    assert f"all {len(legal)} legal configs of the space were tuned" in out
+
+
+# --- 27.10: a file that holds no record is refused in one line by every reader -----------
+GARBAGE = {"binary": bytes(range(256)) * 16, "text": b"\x00\xff garbage\n" * 20}
+
+
+@pytest.mark.parametrize("kind", [*GARBAGE, "empty"])
+def test_build_refuses_a_log_without_records(kind, tmp_path, capsys):
+    log = tmp_path / "l.jsonl"
+    log.write_bytes(GARBAGE.get(kind, b""))
+    code, _, err = run_cli(capsys, "build", "gemm", "--workload", "dense128", "--log", log,
+                           "--out", tmp_path / "out")
+    assert code == 2 and err.count("\n") == 1
+    assert f"{log} is not a vtatune log" in one_error_line(err)
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("kind", GARBAGE)
+@pytest.mark.parametrize("argv", [["replay"], ["best"], ["analyze", "--no-default"],
+                                  ["export", "-o", "x.log"], ["import"]])
+def test_readers_refuse_a_file_without_records_in_one_line(argv, kind, tmp_path, capsys):
+    path = tmp_path / "l.jsonl"
+    path.write_bytes(GARBAGE[kind])
+    code, out, err = run_cli(capsys, argv[0], path, *argv[1:])
+    assert code == 2 and err.count("\n") == 1 and out == ""
+    what = "an AutoTVM log" if argv[0] == "import" else "a vtatune log"
+    assert f"{path} is not {what}" in one_error_line(err)
+

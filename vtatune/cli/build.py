@@ -40,7 +40,8 @@ def register(sub: Any) -> None:
     b.add_argument("--bias", action="store_true", help="add the per-channel int32 bias")
     b.add_argument("--log", action="append", default=[], metavar="LOG",
                    help="tuning log (repeatable); the best ok record for this workload and "
-                        "hardware is used, else the default schedule (with a warning)")
+                        "hardware is used, else the default schedule (with a warning); a "
+                        "file with no record (empty, or not a log) is refused")
     b.add_argument("--out", required=True, metavar="DIR", help="output directory")
     b.add_argument("--verify", action="store_true",
                    help="run the build on random data and compare with numpy (exit 1 if it "

@@ -153,9 +153,10 @@ def print_table(results: list[Any]) -> None:
           f"template {first.template}, sampler {first.sampler}, seed {first.seed}")
     for r in results:
         label = r.workload.name or r.workload.describe()
-        if r.exhausted and r.trials < r.requested:
-            print(f"note      {label}: the legal space has only {r.trials} configs; "
-                  f"all were tuned")
+        if r.exhausted:
+            print(f"note      {label}: all {r.trials} legal configs of the space were tuned"
+                  + (f" (fewer than --trials {r.requested})" if r.trials < r.requested
+                     else ""))
         if r.best_schedule is not None and len(results) == 1:
             print(f"best      {r.best_schedule.short()}")
         if r.interrupted:

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import itertools
 import random
 import secrets
 import signal
@@ -622,6 +623,8 @@ class Search:
                         asked.remove(trial)
                     best = self.best_entry()
                     progress.update(self.done, int(best[1].value) if best else None)
+            if not stop.flag:
+                self._note_brute_exhausted()
         except KeyboardInterrupt:
             stop.flag = True
         finally:
@@ -631,6 +634,18 @@ class Search:
             self._beats.close()
             self.interrupted = stop.flag
             progress.close()
+
+    def _note_brute_exhausted(self) -> None:
+        """Bruteforce: whether the study's total used up the legal configs exactly (then the
+        table says the space is exhausted). Looks one config ahead in the template's order
+        and keeps it for the next run."""
+        if self._brute is None or self.exhausted:
+            return
+        for c in self._brute:
+            if self._untried(self.codec.key(c)):
+                self._brute = itertools.chain([c], self._brute)
+                return
+        self.exhausted = True
 
     @property
     def other_trials(self) -> int:

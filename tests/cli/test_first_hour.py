@@ -281,16 +281,43 @@ def test_progress_is_tqdm_with_the_best_so_far(tmp_path):
     assert "20/20" in text and "best=980" in text
 
 
-def test_compile_notice_when_the_engines_are_not_cached(monkeypatch, capsys):
+@pytest.fixture
+def uncached_engine(tmp_path, monkeypatch):
+    """A marked function numba has not compiled (no cache): the state of a first run."""
     import simulator
-    from vtatune.cli import say_if_compiling
+    from simulator import jit as _jit
 
-    monkeypatch.setattr(simulator, "engines_to_compile", lambda: ["simulator.timing._engine"])
-    say_if_compiling()
-    assert "compiling the engines" in capsys.readouterr().err
-    monkeypatch.setattr(simulator, "engines_to_compile", lambda: [])
-    say_if_compiling()
-    assert capsys.readouterr().err == ""
+    module = tmp_path / "fresh_engine.py"
+    module.write_text("from simulator.jit import njit\n\n\n@njit()\ndef twice(x):\n"
+                      "    return 2 * x\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import fresh_engine
+
+    monkeypatch.setattr(_jit, "_PENDING", {"fresh_engine": _jit._PENDING.pop("fresh_engine")})
+    monkeypatch.setattr(simulator, "engines_to_compile", lambda: ["fresh_engine.twice"])
+    yield fresh_engine
+    _jit.on_first_compile(None)
+    sys.modules.pop("fresh_engine", None)
+
+
+@pytest.mark.parametrize("argv", [["network", "resnet18", "--list"], ["gemm", "--trials", "0"],
+                                  ["conv2d", "--network", "resnet18", "--workload", "C2"],
+                                  ["simulate", "gemm", "--elements", "64"],
+                                  ["design", "--network", "resnet18", "--board", "pynq",
+                                   "--jobs", "0"]])
+def test_no_compile_notice_on_runs_that_compile_nothing(argv, uncached_engine, capsys):
+    code, _, err = run_cli(capsys, *argv)
+    assert "compiling" not in err
+    assert code == 0 or err.count("\n") == 1
+
+
+def test_compile_notice_right_before_numba_compiles(uncached_engine, capsys):
+    assert main(["simulate", "vadd", "--elements", "64"]) == 0  # installs the notice
+    assert "compiling" not in capsys.readouterr().err
+    assert uncached_engine.twice(21) == 42  # a compilation (no cache): the notice, once
+    assert uncached_engine.twice(2.5) == 5.0  # another signature: compiled, not said again
+    err = capsys.readouterr().err
+    assert err == "vtatune: compiling the engines (once after install, 10-15 s)...\n"
 
 
 def test_engines_to_compile_reads_numbas_cache_index(tmp_path, monkeypatch):

@@ -18,8 +18,9 @@ import os
 import sys
 
 from simulator.errors import VTAError
+from simulator.jit import on_first_compile
 from vtatune import __version__
-from vtatune.cli._common import Parser, UsageError, say_if_compiling
+from vtatune.cli._common import Parser, UsageError, say_compiling
 
 #: The command modules, in the order their commands are listed by ``--help``.
 MODULES = ("simulate", "tune", "network", "design", "build", "logs", "autotvm")
@@ -37,6 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
+    on_first_compile(say_compiling)  # said right before numba compiles, if it does
     try:
         args = parser.parse_args(argv)
         if args.command is None:
@@ -58,4 +60,4 @@ def main(argv: list[str] | None = None) -> int:
         return 141
 
 
-__all__ = ["MODULES", "UsageError", "build_parser", "main", "say_if_compiling"]
+__all__ = ["MODULES", "UsageError", "build_parser", "main", "say_compiling"]

@@ -178,15 +178,16 @@ def warnings_one_line() -> None:
     warnings.showwarning = show
 
 
-def say_if_compiling() -> None:
-    """One line on stderr when this run will compile engines (the first run after install:
-    the simulator's, and the guided sampler's once the tuner is imported, 10-15 s): the
-    wait is then explained, not silent."""
-    import simulator.functional  # noqa: F401  (importing registers their compiled engines)
-    import simulator.timing  # noqa: F401
-    from simulator import engines_to_compile
-    from vtatune.lowering import _runtime  # noqa: F401
+def say_compiling() -> None:
+    """The line that explains the wait of the first run after install (numba compiles the
+    simulator's engines, and the guided sampler's once the tuner samples, 10-15 s): said
+    right before the first compilation (:func:`simulator.jit.on_first_compile`), never on a
+    run that compiles nothing. Above a progress bar when one is shown."""
+    message = "vtatune: compiling the engines (once after install, 10-15 s)..."
+    if "tqdm" in sys.modules:
+        from tqdm import tqdm
 
-    if engines_to_compile():
-        print("vtatune: compiling the engines (once after install, 10-15 s)...",
-              file=sys.stderr, flush=True)
+        tqdm.write(message, file=sys.stderr)
+        sys.stderr.flush()
+    else:
+        print(message, file=sys.stderr, flush=True)

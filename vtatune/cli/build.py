@@ -12,7 +12,6 @@ from vtatune.cli._common import (
     add_hw_flag,
     add_workload_flags,
     resolve_workload,
-    say_if_compiling,
     warnings_one_line,
 )
 
@@ -55,7 +54,6 @@ def cmd_build(args: argparse.Namespace) -> int:
     from vtatune.scoring import simulate
 
     warnings_one_line()
-    say_if_compiling()
 
     hw = HardwareConfig.resolve(args.hw)
     wl = resolve_workload(args.operator, args)

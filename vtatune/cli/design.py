@@ -7,7 +7,7 @@ import argparse
 import json
 from typing import Any
 
-from vtatune.cli._common import UsageError, say_if_compiling, seed_arg, warnings_one_line
+from vtatune.cli._common import UsageError, seed_arg, warnings_one_line
 
 __all__ = [
     "register",
@@ -77,7 +77,6 @@ def cmd_design(args: argparse.Namespace) -> int:
                         ("--candidates", args.candidates)):
         if value is not None and value < 1:
             raise UsageError(f"{flag} must be at least 1, got {value}")
-    say_if_compiling()
     result = co_design(args.network, args.board, trials_per_task=args.trials_per_task,
                        objective=args.objective, candidates=args.candidates, jobs=args.jobs,
                        seed=args.seed, out=args.out, storage=args.storage, resume=args.resume)

@@ -12,7 +12,6 @@ from vtatune.cli._common import (
     add_command,
     add_hw_flag,
     add_study_flags,
-    say_if_compiling,
     warnings_one_line,
 )
 
@@ -86,7 +85,6 @@ def cmd_network(args: argparse.Namespace) -> int:
         for name, spec in NETWORKS.items():
             print(f"{name:<{width}}  {spec.source}")
         return 0
-    say_if_compiling()
     for flag in ("batch", "trials", "trials_per_task", "round_trials", "warmup_trials",
                  "jobs"):
         v = getattr(args, flag)

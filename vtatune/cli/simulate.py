@@ -18,7 +18,6 @@ from vtatune.cli._common import (
     add_hw_flag,
     add_workload_flags,
     resolve_workload,
-    say_if_compiling,
     shape_flags_given,
 )
 from vtatune.lowering import lower, lower_vadd
@@ -75,7 +74,6 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    say_if_compiling()
     if args.program is not None or args.operator is None:
         return cmd_simulate_program(args)
     return cmd_simulate(args)

@@ -13,7 +13,6 @@ from vtatune.cli._common import (
     add_study_flags,
     add_workload_flags,
     resolve_workload,
-    say_if_compiling,
     shape_flags_given,
     warnings_one_line,
 )
@@ -93,7 +92,6 @@ def cmd_tune(args: argparse.Namespace) -> int:
     warnings_one_line()
     if args.log is not None:
         check_log_target(args.log)
-    say_if_compiling()
     if args.trials < 1:
         raise UsageError(f"--trials must be at least 1, got {args.trials}")
     if args.jobs < 1:

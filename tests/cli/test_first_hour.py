@@ -453,3 +453,52 @@ def test_readers_refuse_a_file_without_records_in_one_line(argv, kind, tmp_path,
     what = "an AutoTVM log" if argv[0] == "import" else "a vtatune log"
     assert f"{path} is not {what}" in one_error_line(err)
 
+
+
+# --- 27.13: a network's log resumes any of its layers; a later run keeps the seed; wall ---
+def test_resume_accepts_a_log_that_holds_the_workload_after_others(tmp_path, capsys):
+    from simulator.hardware import DEFAULT
+    from tests._logs import record, write_log
+    from vtatune.schedule import tutorial_schedule
+    from vtatune.tuning import TunerError, check_log_belongs
+    from vtatune.workloads import WORKLOADS
+
+    c2, c8, c11 = (WORKLOADS["conv2d"][f"resnet18.C{i}"] for i in (2, 8, 11))
+    log = write_log(tmp_path / "r18.jsonl", [record(w, tutorial_schedule(w, DEFAULT), DEFAULT,
+                                                    0, study=w.name) for w in (c2, c11)])
+    check_log_belongs(log, [c11], DEFAULT, False)  # the second record is C11's
+    with pytest.raises(TunerError, match="cannot resume: .* holds resnet18.C2, resnet18.C11 "
+                                         "on pynq_1x16_i8w8a32_15_15_18_17, not resnet18.C8"):
+        check_log_belongs(log, [c8], DEFAULT, False)
+    code, out, err = run_cli(capsys, "conv2d", "--workload", "C11", "--log", log, "--resume",
+                             "--trials", 2, "--quiet")
+    assert code == 0 and out.splitlines()[1].split()[:2] == ["resnet18.C11", "2"], err
+
+
+def test_a_later_run_without_resume_keeps_the_studys_seed(tmp_path):
+    from vtatune.records import read_records
+    from vtatune.tuning import tune
+
+    def pair(log):
+        first = tune("C8", trials=10, sampler="random", seed=5, log=log)
+        later = tune("C8", trials=20, sampler="random", log=log)
+        assert first.seed == later.seed == 5 and later.new_trials == 10
+        assert {r["seed"] for _, r in read_records(log)} == {5}
+        return later, [r["config"] for _, r in read_records(log)]
+
+    later, configs = pair(tmp_path / "a.jsonl")
+    # The later run's sampler does not replay the first run's draws (all repeats, before).
+    assert later.duplicate_asks <= 1
+    assert pair(tmp_path / "b.jsonl")[1] == configs  # and the pair of runs reproduces
+
+
+def test_network_table_reports_the_commands_wall_time(tmp_path, capsys):
+    import time
+
+    t0 = time.perf_counter()
+    code, out, _ = run_cli(capsys, "conv2d", "--network", "resnet18", "--trials", 1, "--seed", 0,
+                           "--log", tmp_path / "n.jsonl", "--quiet")
+    elapsed = time.perf_counter() - t0
+    assert code == 0
+    wall = float(re.search(r"; ([\d.]+) s wall, ", out).group(1))
+    assert wall <= elapsed + 0.05  # one clock, not the sum of ten studies' spans

@@ -16,6 +16,7 @@ import argparse
 import importlib
 import os
 import sys
+import time
 
 from simulator.errors import VTAError
 from simulator.jit import on_first_compile
@@ -37,6 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    started = time.perf_counter()  # the command's wall time, which tuning tables report
     parser = build_parser()
     on_first_compile(say_compiling)  # said right before numba compiles, if it does
     try:
@@ -44,6 +46,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command is None:
             parser.print_help()
             return 2
+        args.started = started
         status = args.func(args)
         sys.stdout.flush()  # a closed pipe shows here, not at interpreter exit
         return status

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import time
 from typing import Any
 
 from vtatune.cli._common import (
@@ -124,7 +125,7 @@ def cmd_network(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(result.as_dict()))
     else:
-        print_result(result)
+        print_result(result, time.perf_counter() - args.started)
         if args.plot:
             print(f"plot      {args.plot}")
     return 130 if result.interrupted else 0
@@ -189,11 +190,16 @@ def print_network(net: Any) -> None:
     _print_cpu(net)
 
 
+def _seed(seed: int | None) -> str:
+    return "each study its own seed" if seed is None else f"seed {seed}"
+
+
 def _fmt(v: float | None, spec: str, unit: str = "") -> str:
     return "-" if v is None else format(v, spec) + unit
 
 
-def print_result(r: Any) -> None:
+def print_result(r: Any, wall_seconds: float) -> None:
+    """The network's table; ``wall_seconds``: the command's time so far."""
     net, hw = r.network, r.hw
     total = r.total_cycles
     rows = []
@@ -225,7 +231,7 @@ def print_result(r: Any) -> None:
               + "; ".join(f"{t.task.name}: {t.skipped}" for t in skipped))
     _print_cpu(net)
     print(f"search    {r.trials} trials ({r.requested} asked; {r.scheduler}, sampler "
-          f"{r.sampler}, seed {r.seed}); stopped: {r.stopped}; {r.wall_seconds:.1f} s wall, "
+          f"{r.sampler}, {_seed(r.seed)}); stopped: {r.stopped}; {wall_seconds:.1f} s wall, "
           f"{r.sim_seconds:.1f} s simulating")
     if r.interrupted:
         print("note      interrupted; every finished trial is kept (--resume continues)")

@@ -4,6 +4,7 @@ workload (or every layer of a network)."""
 from __future__ import annotations
 
 import argparse
+import time
 from typing import Any
 
 from vtatune.cli._common import (
@@ -113,7 +114,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
         wl = resolve_workload(args.operator, args)
         wl.check(hw)
         results = [tune(wl, hw, log=args.log, **common)]
-    print_table(results)
+    print_table(results, time.perf_counter() - args.started)
     return 130 if any(r.interrupted for r in results) else 0
 
 
@@ -121,7 +122,9 @@ def _fmt(v: float | None, spec: str, unit: str = "") -> str:
     return "-" if v is None else format(v, spec) + unit
 
 
-def print_table(results: list[Any]) -> None:
+def print_table(results: list[Any], wall_seconds: float) -> None:
+    """The table that ends a tuning run; ``wall_seconds``: the command's time so far (one
+    clock: not the sum of a network's studies, which run in turn)."""
     if not results:
         return
     head = ("workload", "trials", "best cycles", "time", "GOPS", "util", "vs default",
@@ -147,8 +150,10 @@ def print_table(results: list[Any]) -> None:
         print("  ".join(c.ljust(w) if i == 0 else c.rjust(w)
                         for i, (c, w) in enumerate(zip(row, widths, strict=True))))
     first = results[0]
+    seeds = {r.seed for r in results}
+    seed = f"seed {first.seed}" if len(seeds) == 1 else "each study its own seed"
     print(f"hardware  {first.hw.target_model} at {first.hw.clock_mhz:g} MHz, "
-          f"template {first.template}, sampler {first.sampler}, seed {first.seed}")
+          f"template {first.template}, sampler {first.sampler}, {seed}")
     for r in results:
         label = r.workload.name or r.workload.describe()
         if r.exhausted:
@@ -166,13 +171,12 @@ def print_table(results: list[Any]) -> None:
             print(f"study     {r.study} (id {r.study_id[:12]}) in {r.storage}")
     asks = sum(r.asks for r in results)
     wasted = sum(r.illegal_asks + r.duplicate_asks for r in results)
-    wall = sum(r.wall_seconds for r in results)
     sim = sum(r.sim_seconds for r in results)
     print(f"search    {sum(r.new_trials for r in results)} simulated this run, {asks} asks "
           f"({sum(r.illegal_asks for r in results)} illegal, "
           f"{sum(r.duplicate_asks for r in results)} repeats, "
           f"{(wasted / asks if asks else 0):.0%} not simulated); "
-          f"{wall:.1f} s wall, {sim:.1f} s simulating")
+          f"{wall_seconds:.1f} s wall, {sim:.1f} s simulating")
     logs = sorted({r.log for r in results})
     for log in logs:
         print(f"log       {log}")

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import hashlib
 import itertools
 import random
 import secrets
@@ -149,6 +150,13 @@ def _quietly(fn: Callable[..., Any], *args: Any) -> Any:
         return fn(*args)
 
 
+def _continued_seed(seed: int, trials: int) -> int:
+    """The sampler seed of a run that continues a study of ``trials`` trials seeded ``seed``
+    (numpy's range)."""
+    digest = hashlib.sha256(f"{seed}:{trials}".encode()).digest()
+    return int.from_bytes(digest[:4], "little")
+
+
 class Search:
     """One worker's share of one study (workload x hardware x template x space x bias)."""
 
@@ -158,7 +166,7 @@ class Search:
     def __init__(self, *, template: Template, workload: Workload, hw: HardwareConfig,
                  bias: bool, trials: int, sampler: str, seed: int | None, jobs: int,
                  log: Path, store: Store, resume: bool, allow_others: bool, progress: bool,
-                 label: str) -> None:
+                 label: str, new_seed: int | None = None) -> None:
         self.template, self.workload, self.hw, self.bias = template, workload, hw, bias
         self.target, self.sampler_name, self.jobs = trials, sampler, jobs
         self.log_path, self.store, self.storage_desc = log, store, store.desc
@@ -170,7 +178,10 @@ class Search:
         }
         base = f"{workload.operator}.{workload.name or workload.key()}.{hw.target_model}." \
                f"{template.space}{'.bias' if bias else ''}"
-        study_seed = seed if seed is not None else secrets.randbits(31)
+        # The seed: the one given; else a study created now takes ``new_seed`` (a network's
+        # studies share one) or a drawn one, and a serial later run keeps the study's.
+        study_seed = seed if seed is not None else \
+            new_seed if new_seed is not None else secrets.randbits(31)
         opened = open_study(store.storage, base, self.problem, store.desc,
                             allow_others=allow_others, resume=resume,
                             extra={"encoding": encoding_for(sampler), "sampler": sampler,
@@ -189,10 +200,15 @@ class Search:
         else:
             # Other workers are at it: a seed of its own, so this worker's proposals differ.
             self.seed = secrets.randbits(31)
+        # A later run keeps the study's seed, but its sampler must not replay the first
+        # run's draws (a random sampler proposed every one of them again): the sampler's
+        # stream goes on from the study's length, so a pair of serial runs reproduces too.
+        self.sampler_seed = self.seed if not existing else \
+            _continued_seed(self.seed, len(existing))
         encoding = attrs.get("encoding") or encoding_for(self.sampler_name)
         self.codec = Codec(template, encoding)
         self.distributions = self.codec.distributions()
-        self.sampler = make_sampler(self.sampler_name, self.seed,
+        self.sampler = make_sampler(self.sampler_name, self.sampler_seed,
                                     parallel=jobs > 1 or store.journal is None)
         self.study.sampler = self.sampler
         # The guided sampler is asked directly (see _ask); the others through study.ask.
@@ -209,7 +225,7 @@ class Search:
         interval = store.storage.get_heartbeat_interval() or heartbeat_seconds()
         self._beats = Heartbeats(store.storage, interval)
         self._stale_every, self._next_stale = float(interval), time.monotonic() + interval
-        self._rng = random.Random(self.seed)
+        self._rng = random.Random(self.sampler_seed)
         self.cache = EntryCache()
         self._synced: set[int] = set()  # finished trials already in the cache
         self._sync_from = 0  # every trial before this number is finished and synced

@@ -502,3 +502,42 @@ def test_network_table_reports_the_commands_wall_time(tmp_path, capsys):
     assert code == 0
     wall = float(re.search(r"; ([\d.]+) s wall, ", out).group(1))
     assert wall <= elapsed + 0.05  # one clock, not the sum of ten studies' spans
+    build = next(line for line in out.splitlines() if line.startswith("build "))
+    assert "build conv2d --workload resnet18.C" in build and "likewise the other 9" in build
+
+
+# --- 27.14: the next steps after tuning are printed, and they run -------------------------
+def test_the_printed_next_steps_run(tmp_path, monkeypatch, capsys):
+    import shlex
+
+    monkeypatch.chdir(tmp_path)
+    code, out, _ = run_cli(capsys, "gemm", "--workload", "dense128", "--hw", "ultra96",
+                           "--bias", "--trials", 3, "--seed", 0, "--log", "runs/d.jsonl",
+                           "--quiet")
+    assert code == 0
+    steps = {line.split()[0]: shlex.split(line, comments=True)[1:]
+             for line in out.splitlines()[-3:]}
+    assert list(steps) == ["replay", "build", "export"]
+    for step, argv in steps.items():
+        assert argv[:3] == ["python", "-m", "vtatune"]
+        code, done, err = run_cli(capsys, *argv[3:])
+        assert code == 0, (step, err)
+        if step == "build":  # the tuned record, on the hardware and with the bias it had
+            assert "from       runs/d.jsonl:" in done
+            assert "hardware   ultra96_" in done and "--bias" in argv
+    assert (tmp_path / "build" / "dense128" / "program.bin").is_file()
+    assert (tmp_path / "runs" / "d.autotvm.log").is_file()
+
+
+@pytest.mark.parametrize("command", ["conv2d", "gemm", "group_conv2d", "conv2d_transpose",
+                                     "build"])
+def test_help_explains_every_token_of_a_schedules_line(command, capsys):
+    from vtatune.schedule import Schedule
+
+    line = Schedule(tile_b=1, tile_h=7, tile_w=14, tile_co=2, tile_ci=1, oc_nthread=2,
+                    h_nthread=2, reuse=True, tvm_strict=True).short()
+    text = help_of(capsys, command)
+    notation = text.split(f"{line}:\n")[1].splitlines()
+    keys = " ".join(row[:21].strip() for row in notation if row.startswith("  ")
+                    and not row.startswith("   "))
+    assert keys.split() == line.split()  # each token has its line, in order

@@ -4,10 +4,12 @@ the help layout, the shape, workload and hardware flags, and workload resolution
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 import textwrap
 import warnings
 from dataclasses import fields
+from pathlib import Path
 from typing import Any
 
 from simulator.hardware import PRESETS
@@ -53,11 +55,33 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
         return text
 
 
+#: How a schedule reads in one line (``Schedule.short``: the ``best`` line of a tuning table,
+#: the ``schedule`` line of ``build`` and ``import``), for the help of the commands that print
+#: it; docs/first-hour.md says the same.
+SCHEDULE_NOTATION = """\
+how a schedule reads (the table's best line), e.g.
+b1 h7 w14 co2 ci1 vt2x2 bhcw [ci,w,kw,kh,co,h] store=tile reuse tvm:
+  b1 h7 w14 co2 ci1  one tile: 1 batch block, 7 output rows (per thread), 14 output
+                     columns, 2 output-channel blocks (per thread); ci1: 1 input-channel
+                     block per load step (blocks of BATCH, BLOCK_OUT, BLOCK_IN elements:
+                     1, 16, 16 on pynq)
+  vt2x2              virtual threads: 2 on the output channels x 2 on the rows
+  bhcw               the outer tile loops, outermost first (b batch, h rows, c output
+                     channels, w columns)
+  [ci,w,kw,kh,co,h]  the loops inside a load step, outermost first: the first two fold into
+                     the GEMM instruction's loops, the rest unroll into micro-ops
+  store=tile         one 2D DMA per output tile stored (store=element: one per element)
+  reuse              a load whose tile is already in its SRAM slot is skipped
+  tvm                TVM's own lowering limits (a point of AutoTVM's template)"""
+
+
 def add_command(sub: Any, name: str, summary: str, description: str,
-                examples: tuple[str, ...]) -> argparse.ArgumentParser:
+                examples: tuple[str, ...], notes: str = "") -> argparse.ArgumentParser:
     """A subcommand whose help reads like a small man page: ``summary`` in the command
-    list, ``description`` on top, ``examples`` (shell lines) in the epilog."""
-    epilog = "examples:\n" + "\n".join(f"  {e}" for e in examples)
+    list, ``description`` on top, ``examples`` (shell lines) in the epilog, then ``notes``
+    (kept as written)."""
+    epilog = "examples:\n" + "\n".join(f"  {e}" for e in examples) \
+        + (f"\n\n{notes}" if notes else "")
     return sub.add_parser(name, help=summary, description=textwrap.fill(description, 79),
                           epilog=epilog,
                           formatter_class=HelpFormatter)
@@ -191,3 +215,28 @@ def say_compiling() -> None:
         sys.stderr.flush()
     else:
         print(message, file=sys.stderr, flush=True)
+
+
+def workload_flags(workload: Workload) -> str:
+    """The flags that name ``workload`` on the command line: ``--workload NAME`` for one of
+    the catalogue's, else its shape flags."""
+    if workload.name and WORKLOADS.get(workload.operator, {}).get(workload.name) == workload:
+        return f"--workload {workload.name}"
+    return " ".join(f"--{k.replace('_', '-')} {v}" for k, v in workload.shape_args().items())
+
+
+def next_steps(log: str, workload: Workload, hw: str | None, bias: bool,
+               others: int = 0) -> list[str]:
+    """The table lines that end a tuning run: the commands to run next on its log (replay,
+    build the best schedule of ``workload``, and of the ``others`` tuned with it likewise;
+    export them for TVM v0.14), each ready to paste (what follows ``#`` says why)."""
+    q = shlex.quote
+    flags = workload_flags(workload) + (f" --hw {q(hw)}" if hw else "") \
+        + (" --bias" if bias else "")
+    out = f"build/{workload.name or workload.operator}"
+    exported = str(Path(log).with_suffix(".autotvm.log"))
+    return [f"replay    python -m vtatune replay {q(log)} --best",
+            f"build     python -m vtatune build {workload.operator} {flags} --log {q(log)} "
+            f"--out {q(out)}  # the program" + (f"; likewise the other {others}" if others
+                                                 else ""),
+            f"export    python -m vtatune export {q(log)} -o {q(exported)}  # for TVM v0.14"]

@@ -8,6 +8,7 @@ from typing import Any
 
 from vtatune.cli._common import (
     OPERATORS,
+    SCHEDULE_NOTATION,
     add_command,
     add_hw_flag,
     add_workload_flags,
@@ -32,7 +33,7 @@ def register(sub: Any) -> None:
          "build/c11",
          "python -m vtatune build gemm --workload dense128 --hw ultra96 --log "
          "logs/gemm-ultra96.jsonl --out build/dense128 --verify",
-         "python -m vtatune simulate --program build/c11/program.bin"))
+         "python -m vtatune simulate --program build/c11/program.bin"), SCHEDULE_NOTATION)
     b.add_argument("operator", choices=OPERATORS, help=", ".join(OPERATORS))
     add_workload_flags(b, OPERATORS)
     add_hw_flag(b)

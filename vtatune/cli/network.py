@@ -13,6 +13,7 @@ from vtatune.cli._common import (
     add_command,
     add_hw_flag,
     add_study_flags,
+    next_steps,
     warnings_one_line,
 )
 
@@ -125,7 +126,7 @@ def cmd_network(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(result.as_dict()))
     else:
-        print_result(result, time.perf_counter() - args.started)
+        print_result(result, time.perf_counter() - args.started, args.hw)
         if args.plot:
             print(f"plot      {args.plot}")
     return 130 if result.interrupted else 0
@@ -198,8 +199,9 @@ def _fmt(v: float | None, spec: str, unit: str = "") -> str:
     return "-" if v is None else format(v, spec) + unit
 
 
-def print_result(r: Any, wall_seconds: float) -> None:
-    """The network's table; ``wall_seconds``: the command's time so far."""
+def print_result(r: Any, wall_seconds: float, hw_flag: str | None = None) -> None:
+    """The network's table; ``wall_seconds``: the command's time so far; ``hw_flag``: the
+    --hw given (for the commands it prints)."""
     net, hw = r.network, r.hw
     total = r.total_cycles
     rows = []
@@ -237,6 +239,12 @@ def print_result(r: Any, wall_seconds: float) -> None:
         print("note      interrupted; every finished trial is kept (--resume continues)")
     if r.storage:
         print(f"log       {r.log}")
-        print(f"replay    python -m vtatune replay {r.log} --best")
+        tuned = sorted((t for t in r.tasks if t.best_cycles), key=lambda t: -t.network_cycles)
+        if tuned:  # the build line names the task that weighs most
+            for line in next_steps(r.log, tuned[0].task.workload, hw_flag,
+                                   tuned[0].result.bias, len(tuned) - 1):
+                print(line)
+        else:
+            print(f"replay    python -m vtatune replay {r.log} --best")
     if not math.isfinite(r.history[-1][1] if r.history else 0.0):
         print("note      some task found no legal config")

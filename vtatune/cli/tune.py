@@ -8,11 +8,13 @@ import time
 from typing import Any
 
 from vtatune.cli._common import (
+    SCHEDULE_NOTATION,
     UsageError,
     add_command,
     add_hw_flag,
     add_study_flags,
     add_workload_flags,
+    next_steps,
     resolve_workload,
     shape_flags_given,
     warnings_one_line,
@@ -63,9 +65,11 @@ def register(sub: Any) -> None:
             sub, op, summary,
             f"Tune {op} schedules with an Optuna study: every distinct legal config is "
             f"simulated and appended to a JSON-lines log; a table of the best schedule ends "
-            f"the run. Default workload: {default}. Exit status: 0, 2 on bad input, 130 when "
+            f"the run, with the commands to run next on the log: replay it, build the best "
+            f"schedule (program.json, .bin, .c), export it as AutoTVM records for TVM v0.14. "
+            f"Default workload: {default}. Exit status: 0, 2 on bad input, 130 when "
             "interrupted (Ctrl-C keeps every finished trial; --resume continues).",
-            examples)
+            examples, SCHEDULE_NOTATION)
         p.set_defaults(operator=op)
         p.add_argument("--trials", type=int, default=200, metavar="N",
                        help="distinct legal configs the study should hold in all (every "
@@ -114,7 +118,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
         wl = resolve_workload(args.operator, args)
         wl.check(hw)
         results = [tune(wl, hw, log=args.log, **common)]
-    print_table(results, time.perf_counter() - args.started)
+    print_table(results, time.perf_counter() - args.started, args.hw)
     return 130 if any(r.interrupted for r in results) else 0
 
 
@@ -122,9 +126,10 @@ def _fmt(v: float | None, spec: str, unit: str = "") -> str:
     return "-" if v is None else format(v, spec) + unit
 
 
-def print_table(results: list[Any], wall_seconds: float) -> None:
+def print_table(results: list[Any], wall_seconds: float, hw: str | None = None) -> None:
     """The table that ends a tuning run; ``wall_seconds``: the command's time so far (one
-    clock: not the sum of a network's studies, which run in turn)."""
+    clock: not the sum of a network's studies, which run in turn); ``hw``: the --hw given
+    (for the commands it prints)."""
     if not results:
         return
     head = ("workload", "trials", "best cycles", "time", "GOPS", "util", "vs default",
@@ -177,9 +182,10 @@ def print_table(results: list[Any], wall_seconds: float) -> None:
           f"{sum(r.duplicate_asks for r in results)} repeats, "
           f"{(wasted / asks if asks else 0):.0%} not simulated); "
           f"{wall_seconds:.1f} s wall, {sim:.1f} s simulating")
-    logs = sorted({r.log for r in results})
-    for log in logs:
+    for log in sorted({r.log for r in results}):
+        tuned = [r for r in results if r.log == log]
         print(f"log       {log}")
-        print(f"replay    python -m vtatune replay {log} --best")
+        for line in next_steps(log, tuned[0].workload, hw, tuned[0].bias, len(tuned) - 1):
+            print(line)
 
 

@@ -436,7 +436,8 @@ class Search:
                 self.study.sampler = self.sampler
             self._mine.add(trial.number)
             config = self.codec.from_params(trial.params)
-            trial.set_user_attr("config", config)
+            for name, value in {"config": config, **self.codec.knob_attrs(config)}.items():
+                trial.set_user_attr(name, value)
             self.store.storage.record_heartbeat(optuna_compat.trial_id(trial))
         self._beats.add(optuna_compat.trial_id(trial))
         self.stats.asks += 1
@@ -476,8 +477,8 @@ class Search:
         template = optuna.trial.FrozenTrial(
             number=0, state=TrialState.RUNNING, value=None, datetime_start=datetime.now(),
             datetime_complete=None, params=params, distributions=self.distributions,
-            user_attrs={"config": config}, system_attrs={}, intermediate_values={},
-            trial_id=0)
+            user_attrs={"config": config, **self.codec.knob_attrs(config)}, system_attrs={},
+            intermediate_values={}, trial_id=0)
         storage = self.store.storage
         with self.store.batch(durable=False):
             trial_id = storage.create_new_trial(optuna_compat.study_id(self.study),

@@ -541,3 +541,38 @@ def test_help_explains_every_token_of_a_schedules_line(command, capsys):
     keys = " ".join(row[:21].strip() for row in notation if row.startswith("  ")
                     and not row.startswith("   "))
     assert keys.split() == line.split()  # each token has its line, in order
+
+
+# --- 27.15: every command's help reads well ------------------------------------------------
+def all_commands():
+    import argparse
+
+    from vtatune.cli import build_parser
+
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    return sub.choices
+
+
+@pytest.mark.parametrize("command", sorted(all_commands()))
+def test_every_command_reads_well(command, capsys):
+    parser = all_commands()[command]
+    formatter = parser._get_formatter()
+    for action in parser._actions:
+        assert action.help, (command, action.dest)
+        text = formatter._expand_help(action)
+        assert len(re.findall(r"\(default", text)) <= 1, (command, text)  # said once
+        assert not re.search(r"\(default \w", text), (command, text)  # "(default: x)" form
+    page = help_of(capsys, command)
+    description = page.split("\n\n")[1]
+    assert max(map(len, description.splitlines())) <= 79  # wrapped
+    examples = page.split("examples:\n")[1].split("\n\n")[0].splitlines()
+    assert len([e for e in examples if e.startswith("  python ")]) >= 2
+    assert all(len(e) <= 79 or "#" in e or "'" in e for e in examples), examples
+
+
+def test_design_help_names_the_networks_it_takes(capsys):
+    from vtatune.networks import NETWORKS
+
+    text = " ".join(help_of(capsys, "design").split())
+    assert f"--network NAME|MODEL.onnx a catalogue network ({', '.join(NETWORKS)}) or an ONNX" \
+        in text

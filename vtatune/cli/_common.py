@@ -4,6 +4,7 @@ the help layout, the shape, workload and hardware flags, and workload resolution
 from __future__ import annotations
 
 import argparse
+import re
 import shlex
 import sys
 import textwrap
@@ -48,11 +49,33 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
 
     def _get_help_string(self, action: argparse.Action) -> str:
         text = action.help or ""
-        if ("%(default)" not in text and action.default not in (None, False, [])
+        if ("%(default)" not in text and action.default is not None
+                and action.default is not False and action.default != []
                 and action.default is not argparse.SUPPRESS
                 and (action.option_strings or action.nargs in ("?", "*"))):
             text += " (default: %(default)s)"
         return text
+
+
+def _example_lines(example: str, width: int = 79) -> str:
+    """A shell example indented, and continued with a backslash past ``width`` columns (one
+    with quotes or a comment stays whole: a break there could change what it means)."""
+    if len(example) + 2 <= width or any(c in example for c in "'\"#"):
+        return f"  {example}"
+    units: list[str] = []  # words, an option with its value kept together
+    for word in example.split():
+        if units and units[-1].startswith("-") and " " not in units[-1] \
+                and not word.startswith("-"):
+            units[-1] += f" {word}"
+        else:
+            units.append(word)
+    lines, line = [], " "
+    for word in units:
+        if len(line) + 1 + len(word) + 2 > width and line.strip():
+            lines.append(f"{line} \\")
+            line = "     "
+        line += f" {word}"
+    return "\n".join([*lines, line])
 
 
 #: How a schedule reads in one line (``Schedule.short``: the ``best`` line of a tuning table,
@@ -80,7 +103,7 @@ def add_command(sub: Any, name: str, summary: str, description: str,
     """A subcommand whose help reads like a small man page: ``summary`` in the command
     list, ``description`` on top, ``examples`` (shell lines) in the epilog, then ``notes``
     (kept as written)."""
-    epilog = "examples:\n" + "\n".join(f"  {e}" for e in examples) \
+    epilog = "examples:\n" + "\n".join(map(_example_lines, examples)) \
         + (f"\n\n{notes}" if notes else "")
     return sub.add_parser(name, help=summary, description=textwrap.fill(description, 79),
                           epilog=epilog,
@@ -101,17 +124,25 @@ def shape_fields(operator: str) -> tuple[str, ...]:
     return tuple(f.name for f in fields(base_workload(operator)) if f.name != "name")
 
 
+def _natural(name: str) -> tuple[Any, ...]:
+    """Sort key: the tutorial first, then numbers by value (C2 ... C9, C10, C11)."""
+    return (name != "tutorial", *(int(t) if t.isdigit() else t
+                                  for t in re.split(r"(\d+)", name)))
+
+
 def add_workload_flags(p: argparse.ArgumentParser, operators: tuple[str, ...]) -> None:
     """``--workload`` (the operators' named workloads) and their shape flags, in a group."""
-    names = sorted({n for op in operators for n in WORKLOADS[op]},
-                   key=lambda n: (n != "tutorial", len(n), n))
+    def listed(op: str) -> str:
+        return ", ".join(sorted(WORKLOADS[op], key=_natural))
+
+    names = listed(operators[0]) if len(operators) == 1 else \
+        "; ".join(f"{op}: {listed(op)}" for op in operators)
     g = p.add_argument_group("workload", textwrap.fill(
         "a named workload or shape flags, not both (shape flags left out take the "
         "tutorial's values)", 77))
-    short = (" (the resnet18 layers also as C2 ... C11)"
-             if any(n.startswith("resnet18.") for n in names) else "")
+    short = (" (the resnet18 layers also as C2 ... C11)" if "resnet18." in names else "")
     g.add_argument("--workload", metavar="NAME",
-                   help=f"{', '.join(names)}{short}; default: tutorial")
+                   help=f"{names}{short}; default: tutorial")
     seen: set[str] = set()
     for op in operators:
         base = base_workload(op).shape_args()

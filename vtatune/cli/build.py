@@ -34,7 +34,8 @@ def register(sub: Any) -> None:
          "python -m vtatune build gemm --workload dense128 --hw ultra96 --log "
          "logs/gemm-ultra96.jsonl --out build/dense128 --verify",
          "python -m vtatune simulate --program build/c11/program.bin"), SCHEDULE_NOTATION)
-    b.add_argument("operator", choices=OPERATORS, help=", ".join(OPERATORS))
+    b.add_argument("operator", choices=OPERATORS,
+                   help="the operator; its workload: --workload or shape flags")
     add_workload_flags(b, OPERATORS)
     add_hw_flag(b)
     b.add_argument("--bias", action="store_true", help="add the per-channel int32 bias")
@@ -42,7 +43,9 @@ def register(sub: Any) -> None:
                    help="tuning log (repeatable); the best ok record for this workload and "
                         "hardware is used, else the default schedule (with a warning); a "
                         "file with no record (empty, or not a log) is refused")
-    b.add_argument("--out", required=True, metavar="DIR", help="output directory")
+    b.add_argument("--out", required=True, metavar="DIR",
+                   help="directory for program.json, .bin, .c and vta_runtime.h (created; "
+                        "those files replaced)")
     b.add_argument("--verify", action="store_true",
                    help="run the build on random data and compare with numpy (exit 1 if it "
                         "differs)")

@@ -56,21 +56,24 @@ def register(sub: Any) -> None:
     p.add_argument("--list", action="store_true", help="print the tasks and CPU layers only")
     add_hw_flag(p)
     p.add_argument("--batch", type=int, metavar="N",
-                   help="batch of a catalogue network (default 1; an ONNX model has its own)")
+                   help="batch of a catalogue network (default: 1; an ONNX model has its "
+                        "own)")
     p.add_argument("--trials", type=int, metavar="N",
                    help="the network's total trials (default: --trials-per-task x tasks)")
     p.add_argument("--trials-per-task", type=int, metavar="N",
-                   help=f"average trials per tunable task (default {DEFAULT_TRIALS_PER_TASK})")
+                   help=f"average trials per tunable task (default: "
+                        f"{DEFAULT_TRIALS_PER_TASK})")
     p.add_argument("--scheduler", choices=tuple(SCHEDULERS), default="gradient",
                    help="how the budget is shared out")
     p.add_argument("--round", type=int, default=DEFAULT_ROUND, metavar="N", dest="round_trials",
                    help="trials a task gets per turn")
     p.add_argument("--warmup", type=int, default=DEFAULT_WARMUP, metavar="N",
                    dest="warmup_trials",
-                   help="trials of each task's first round (default: one round)")
+                   help="trials of each task's first round, at least one round "
+                        "(default: %(default)s, one round of the default --round)")
     p.add_argument("--patience", type=int, default=DEFAULT_PATIENCE, metavar="N",
                    help="rounds without improvement after which a task has converged "
-                        "(0: never)")
+                        "(0: never; default: %(default)s)")
     add_study_flags(p, log_default=f"{RUNS_DIR}/<network>-<hw model>.jsonl")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--plot", metavar="FILE.png",

@@ -59,7 +59,8 @@ def register(sub: Any) -> None:
     sim.add_argument("--verify", action="store_true",
                      help="run on random data and check bit-exactly against numpy (exit 1 "
                           "if it differs)")
-    sim.add_argument("--seed", type=int, default=0, help="random data seed for --verify")
+    sim.add_argument("--seed", type=int, default=0, metavar="N",
+                     help="random data seed for --verify")
     sim.add_argument("--json", action="store_true", help="print one JSON object")
     sim.add_argument("--profile", metavar="FILE.json",
                      help="timing profile overrides (fields of simulator.timing.TimingProfile)")

@@ -444,12 +444,14 @@ def test_build_refuses_a_log_without_records(kind, tmp_path, capsys):
 
 @pytest.mark.parametrize("kind", GARBAGE)
 @pytest.mark.parametrize("argv", [["replay"], ["best"], ["analyze", "--no-default"],
-                                  ["export", "-o", "x.log"], ["import"]])
+                                  ["export", "-o", "x.log"], ["import", "-o", "x.jsonl"]])
 def test_readers_refuse_a_file_without_records_in_one_line(argv, kind, tmp_path, capsys):
     path = tmp_path / "l.jsonl"
     path.write_bytes(GARBAGE[kind])
-    code, out, err = run_cli(capsys, argv[0], path, *argv[1:])
+    code, out, err = run_cli(capsys, argv[0], path,
+                             *(tmp_path / a if a.startswith("x.") else a for a in argv[1:]))
     assert code == 2 and err.count("\n") == 1 and out == ""
+    assert [p.name for p in tmp_path.iterdir()] == ["l.jsonl"]  # nothing written
     what = "an AutoTVM log" if argv[0] == "import" else "a vtatune log"
     assert f"{path} is not {what}" in one_error_line(err)
 

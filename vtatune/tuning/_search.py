@@ -559,6 +559,10 @@ class Search:
         if time.monotonic() >= self._next_stale:
             self._next_stale = time.monotonic() + self._stale_every
             _quietly(optuna.storages.fail_stale_trials, self.study)
+            # A trial failed here is this worker's own write, which the storage's mark of
+            # other workers' writes does not count: read the study next time, or the dead
+            # trial's config stays "running elsewhere" and its slot is waited for forever.
+            self._others_seen = None
 
     # --- the loop -------------------------------------------------------------------------
     def run(self, writer: RecordWriter, parallel: Callable[..., list[Any]] | None) -> None:

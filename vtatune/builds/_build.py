@@ -172,7 +172,7 @@ class HistoryBest:
         best: dict[tuple, tuple[int, str, int, dict[str, Any]]] = {}
         seen: dict[str, set[str]] = {}
         for path in paths:
-            for line, r in read_records(path):
+            for line, r in read_records(path, empty_ok=False):
                 try:
                     key = _record_key(r)
                 except (KeyError, TypeError, ValueError, VtatuneError):

@@ -9,6 +9,7 @@ import shlex
 import sys
 import textwrap
 import warnings
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -155,6 +156,13 @@ def add_workload_flags(p: argparse.ArgumentParser, operators: tuple[str, ...]) -
             where = "" if len(users) == len(operators) else f" ({', '.join(users)})"
             g.add_argument(f"--{name.replace('_', '-')}", type=int, dest=name, metavar="N",
                            help=f"{name.replace('_', ' ')}{where}; tutorial: {base[name]}")
+    g.add_argument("--epilogue", choices=tuple(workloads.named_epilogues()),
+                   default="benchmark",
+                   help="what runs on the accumulators before the int8 store: benchmark "
+                        "(TVM's VTA benchmarks: shift 8, clip [0, 127]; --bias adds a bias), "
+                        "deployed (a conv of a deployed network: bias, round, shift, clip "
+                        "[-127, 127]), deployed-relu (the same with a ReLU: what `network` "
+                        "tunes); default: %(default)s")
 
 
 def hw_help() -> str:
@@ -230,9 +238,16 @@ def resolve_workload(operator: str, args: argparse.Namespace) -> Workload:
         raise UsageError(f"give --workload or shape flags, not both (--workload "
                          f"{args.workload} with --{next(iter(given)).replace('_', '-')})")
     if not given:
-        return get_workload(operator, args.workload or "tutorial")
-    base = base_workload(operator)
-    return type(base)(**{**base.shape_args(), **given}, name="")
+        wl = get_workload(operator, args.workload or "tutorial")
+    else:
+        base = base_workload(operator)
+        wl = type(base)(**{**base.shape_args(), **given}, name="")
+    epilogue = getattr(args, "epilogue", "benchmark")
+    if epilogue == "benchmark":
+        return wl
+    if getattr(args, "bias", False):
+        raise UsageError(f"--epilogue {epilogue} reads its own bias: drop --bias")
+    return replace(wl, epilogue=workloads.named_epilogues()[epilogue])
 
 
 def warnings_one_line() -> None:
@@ -262,10 +277,16 @@ def say_compiling() -> None:
 
 def workload_flags(workload: Workload) -> str:
     """The flags that name ``workload`` on the command line: ``--workload NAME`` for one of
-    the catalogue's, else its shape flags."""
-    if workload.name and WORKLOADS.get(workload.operator, {}).get(workload.name) == workload:
-        return f"--workload {workload.name}"
-    return " ".join(f"--{k.replace('_', '-')} {v}" for k, v in workload.shape_args().items())
+    the catalogue's, else its shape flags; then ``--epilogue NAME`` unless it is the
+    benchmark epilogue."""
+    default = type(workload).__dataclass_fields__["epilogue"].default
+    shape = replace(workload, epilogue=default)
+    if workload.name and WORKLOADS.get(workload.operator, {}).get(workload.name) == shape:
+        flags = f"--workload {workload.name}"
+    else:
+        flags = " ".join(f"--{k.replace('_', '-')} {v}" for k, v in shape.shape_args().items())
+    name = workloads.epilogue_name(workload.epilogue)
+    return flags + (f" --epilogue {name}" if name and name != "benchmark" else "")
 
 
 def next_steps(log: str, workload: Workload, hw: str | None, bias: bool,

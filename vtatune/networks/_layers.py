@@ -24,6 +24,7 @@ from dataclasses import dataclass, field, replace
 from simulator.hardware import HardwareConfig
 from vtatune.errors import VtatuneError, WorkloadError
 from vtatune.workloads import (
+    DEPLOYED_SHIFT,
     AddWorkload,
     Conv2dWorkload,
     GemmWorkload,
@@ -164,9 +165,6 @@ class Step:
 
 #: The VTA targets TVM v0.14 offloads ALU-only kernels (residual adds) to (``op.py``).
 ALU_TARGETS = ("sim", "intelfocl")
-#: The rounding shift of the deployed epilogues: a model's weights decide it; counters and
-#: cycles do not depend on it.
-DEPLOYED_SHIFT = 8
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,7 @@ slow tests, when torch is installed."""
 
 import json
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -20,6 +21,7 @@ from vtatune.networks import (  # noqa: E402
     default_network_log,
     layers_from_model,
     load_network,
+    network_from_logs,
 )
 from vtatune.workloads import AddWorkload, Conv2dWorkload, GemmWorkload, deployed  # noqa: E402
 
@@ -668,6 +670,21 @@ def test_quantized_resnet18_deploys_the_same(resnet18_onnx, tmp_path, fmt, kinds
     assert [(s.cpu.ops, s.cpu.shape) for s in (net.steps[0], net.steps[-1])] == [
         ("QuantizeLinear", "1x3x224x224 -> 1x3x224x224 int8"),
         ("DequantizeLinear", "1x1000 -> 1x1000 float32")]
+
+
+DATA = Path(__file__).resolve().parent / "data"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", ["sim-fallback", "pynq-fallback", "pynq-vtatunelog"])
+def test_resnet18_onnx_counts_as_tvms_fsim(resnet18_onnx, case):
+    """Read from ONNX, ResNet-18 runs on VTA what TVM v0.14 ran deploying it (fsim's
+    counters over the whole model; tests/networks/test_deployed.py for the data)."""
+    ref = json.loads((DATA / "tvm014_resnet18.json").read_text())["cases"][case]
+    target, schedules = case.split("-")
+    logs = [DATA / "resnet18-f4385aa.autotvm.log"] if schedules == "vtatunelog" else []
+    assert network_from_logs(resnet18_onnx, logs, target).deployed.counters == \
+        ref["whole_network_fsim"]
 
 
 def conv_then(tmp_path, after, inits=(), opset=13, name="fused"):

@@ -919,5 +919,9 @@ def test_torchvision_resnet18_batch(tmp_path):
     path = torchvision_export(tmp_path, "resnet18", dynamic_batch=True)
     assert load_network(path, "4x8").vta_layers == 0
     net = load_network(path, "4x8", batch=4)
-    assert net.vta_layers == 20 and [c.name for c in net.cpu] == ["/conv1/Conv"]
+    assert net.vta_layers == 20 and [c.name for c in net.cpu if c.operator != "add"] == [
+        "/conv1/Conv"]
+    assert sum(c.operator == "add" for c in net.cpu) == 8  # pynq's 4x8: adds on the CPU
+    assert deployed_vta(load_network(path, "sim")) == deployed_vta(load_network("resnet18",
+                                                                                "sim"))
 

@@ -51,6 +51,7 @@ operand TVM's Relay puts on the add's right is taken as the one from outside the
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -98,6 +99,12 @@ class ReadLayer:
 
 def _op(node: Any) -> tuple[str, str]:
     return ("" if node.domain in STANDARD else node.domain, node.op_type)
+
+
+def _op_name(node: Any) -> str:
+    """The operator as a CpuOp names it (with the domain of a contrib operator)."""
+    domain, op = _op(node)
+    return f"{domain}.{op}" if domain else op
 
 
 def _int8_op(node: Any) -> bool:
@@ -184,12 +191,7 @@ class _Walk:
 
     def _elems(self, tensor: str) -> int | None:
         shape = self.g.shape(tensor)
-        if shape is None:
-            return None
-        n = 1
-        for d in shape:
-            n *= d
-        return n
+        return None if shape is None else math.prod(shape)
 
     def _type(self, tensor: str) -> int:
         return self.g.elem_types.get(self._canon(tensor)) or self.g.elem_types.get(tensor) \
@@ -345,14 +347,14 @@ class _Walk:
             for t in inputs:
                 if self._where(t) == CPU:
                     self._enter(t, name, int32=False)
-            self._cpu_op(name, node.op_type, inputs, node.output, "int8 packed", packed=True)
+            self._cpu_op(name, _op_name(node), inputs, node.output, "int8 packed", packed=True)
             for t in node.output:
                 self.where[t] = VTA
             return
         if op in _GLOBAL_POOLS and sides == {VTA}:
             int8 = _int8_op(node)
             self._unpack(x, name, int8)
-            self._cpu_op(name, node.op_type, inputs, node.output,
+            self._cpu_op(name, _op_name(node), inputs, node.output,
                          "int8" if int8 else "int32", elem=1 if int8 else 4)
             if not int8:
                 self._dequantize(node.output[0], name)
@@ -362,8 +364,7 @@ class _Walk:
         for t in inputs:
             if self._where(t) == VTA:
                 self._leave(t, name, int8=_int8_op(node))
-        self._cpu_op(name, node.op_type if op[0] == "" else f"{op[0]}.{op[1]}", inputs,
-                     node.output)
+        self._cpu_op(name, _op_name(node), inputs, node.output)
         for t in node.output:
             self.where[t] = DONE if DONE in sides else CPU
 

@@ -178,7 +178,7 @@ class HistoryBest:
         by_shape: dict[tuple, tuple[int, str, int, dict[str, Any]]] = {}
         seen: dict[str, set[str]] = {}
         for path in paths:
-            for line, r in read_records(path):
+            for line, r in read_records(path, empty_ok=False):
                 try:
                     key = _record_key(r)
                     shape_key = (autotvm_key(workload_from(r)), key[1])

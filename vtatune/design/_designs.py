@@ -23,7 +23,7 @@ class Design:
     hw: HardwareConfig
     resources: ResourceEstimate
     tasks: dict[str, int]  # best cycles per task
-    total_cycles: int  # sum over the network's layers (each task times its count)
+    total_cycles: int  # the deployed network's VTA time: every kernel in order
     stock_cycles: int
 
     @property

@@ -12,7 +12,6 @@ from vtatune.cli._common import (
     UsageError,
     add_command,
     add_hw_flag,
-    say_if_compiling,
     warnings_one_line,
 )
 
@@ -96,7 +95,6 @@ def cmd_deploy(args: argparse.Namespace) -> int:
     calibration = _load_npy(args.calibration, "--calibration") if args.calibration else None
     if x is not None:  # refused before the build, not after
         check_input(x, *model_input(load_model(args.model)[0])[1:])
-    say_if_compiling()
     compiled = compile_model(args.model, hw=args.hw, log=args.log, tune_trials=args.tune_trials,
                              calibration=calibration, exact=args.exact)
     result = compiled.run(x, args.seed)

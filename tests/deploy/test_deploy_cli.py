@@ -4,6 +4,7 @@ exit status 2."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -26,7 +27,9 @@ def files(tmp_path_factory):
     float_model = models.mlp()
     calibration = rng.standard_normal((4, 1, 64)).astype(np.float32)
     paths = {"float": d / "mlp.onnx", "int8": d / "mlp_int8.onnx", "cal": d / "cal.npy",
-             "x": d / "x.npy", "bad_x": d / "bad_x.npy", "junk": d / "junk.onnx"}
+             "x": d / "x.npy", "bad_x": d / "bad_x.npy", "junk": d / "junk.onnx",
+             "ultra96_log": Path(__file__).resolve().parents[2] / "logs" /
+             "resnet18-ultra96.jsonl"}
     onnx.save(float_model, paths["float"])
     onnx.save(quantize(float_model, calibration), paths["int8"])
     np.save(paths["cal"], calibration)
@@ -73,7 +76,7 @@ def test_the_report_says_what_ran_where(files, capsys, tmp_path):
 @pytest.mark.parametrize("args, message", [
     (("float",), "mlp.onnx is a float model: VTA runs int8. Quantize it in QDQ format"),
     (("int8", "--log", "missing.jsonl"), "log missing.jsonl not found"),
-    (("int8", "--log", "logs/resnet18-ultra96.jsonl"),
+    (("int8", "--log", "ultra96_log"),
      "holds records of ultra96_1x16_i8w8a32_15_15_18_17, none of pynq_1x16_i8w8a32"),
     (("int8", "--input", "bad_x"), r"input of shape [1, 32]: the model takes [1, 64]"),
     (("junk",), "junk.onnx is not a valid ONNX model"),

@@ -7,6 +7,7 @@ from __future__ import annotations
 import warnings
 from collections import Counter
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -27,7 +28,7 @@ from vtatune.networks import load_network  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
-LOG = "logs/resnet18-pynq.jsonl"
+LOG = Path(__file__).resolve().parents[2] / "logs" / "resnet18-pynq.jsonl"
 
 
 def _shape(describe: str) -> str:

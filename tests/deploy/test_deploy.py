@@ -28,6 +28,7 @@ from vtatune.deploy import (  # noqa: E402
     reference,
     same_memory,
 )
+from vtatune.errors import VtatuneError  # noqa: E402
 from vtatune.networks import Layer, place  # noqa: E402
 from vtatune.schedule import Schedule  # noqa: E402
 from vtatune.tuning import tune  # noqa: E402
@@ -233,6 +234,9 @@ def test_bad_input_is_a_deploy_error(residual, tmp_path):
     with pytest.raises(DeployError, match="holds records of ultra96_1x16_.*, none of "
                                           "pynq_1x16_"):
         deploy(model, log=ROOT / "logs" / "resnet18-ultra96.jsonl")
+    # raised where TVM calls vtatune back (the code generator tuning here): as it was raised
+    with pytest.raises(VtatuneError, match="cannot write log .*: it is a directory"):
+        deploy(model, tune_trials=2, tune_log=tmp_path)
     with pytest.raises(DeployError, match="the device is ultra96_1x16_.*, the build is for "
                                           "pynq_1x16"):
         deploy(model, hw="pynq", device=SimulatedDevice(PRESETS["ultra96"]))

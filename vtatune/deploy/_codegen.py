@@ -151,14 +151,18 @@ def _packed_function(region: Region) -> Any:
     n_in = len(region.plan.params)
 
     def call(*args: Any) -> None:
-        inputs = [np.from_dlpack(a) for a in args[:n_in]]
-        outputs = region.run(inputs)
-        dests = args[n_in:]
-        if len(dests) != len(outputs):
-            raise DeployError(f"{region.plan.symbol}: {len(dests)} outputs given, "
-                              f"{len(outputs)} computed")
-        for dest, y in zip(dests, outputs, strict=True):
-            dest.copyfrom(np.ascontiguousarray(y, dtype=np.int8))
+        try:
+            inputs = [np.from_dlpack(a) for a in args[:n_in]]
+            outputs = region.run(inputs)
+            dests = args[n_in:]
+            if len(dests) != len(outputs):
+                raise DeployError(f"{region.plan.symbol}: {len(dests)} outputs given, "
+                                  f"{len(outputs)} computed")
+            for dest, y in zip(dests, outputs, strict=True):
+                dest.copyfrom(np.ascontiguousarray(y, dtype=np.int8))
+        except Exception as exc:  # kept: TVM hands its caller a RuntimeError
+            region.trace.error = exc
+            raise
 
     return call
 
@@ -171,12 +175,16 @@ def vta_codegen(functions: Any, options: Any, constant_names: Any) -> list[Any]:
     if state is None:
         raise DeployError("relax.ext.vta runs inside vtatune.deploy.compile_model (it needs "
                           "the device and the log)")
-    for func in functions:
-        symbol = str(func.attrs["global_symbol"])
-        region = Region(plan_region(symbol, func, state), state.device, state.builder,
-                        state.trace, state.exact)
-        state.regions[symbol] = region
-        t.register_global_func(symbol, _packed_function(region), override=True)
+    try:
+        for func in functions:
+            symbol = str(func.attrs["global_symbol"])
+            region = Region(plan_region(symbol, func, state), state.device, state.builder,
+                            state.trace, state.exact)
+            state.regions[symbol] = region
+            t.register_global_func(symbol, _packed_function(region), override=True)
+    except Exception as exc:  # kept: RunCodegen's caller would see a RuntimeError
+        state.trace.error = exc
+        raise
     return []
 
 

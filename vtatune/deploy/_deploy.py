@@ -10,8 +10,10 @@ quantization steps.
 
 from __future__ import annotations
 
+import contextlib
 import time
 import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -152,8 +154,10 @@ class CompiledModel:
             else check_input(x, self.input_shape, self.input_dtype)
         self.trace.calls.clear()
         self.trace.host_ops.clear()
+        self.trace.error = None
         t0 = time.perf_counter()
-        output = _run_vm(self.vm, x)
+        with _reraised(self.trace):
+            output = _run_vm(self.vm, x)
         seconds = {**self.seconds, "run": time.perf_counter() - t0}
         cpu: list[CpuOp] = []
         for symbol, op in self.main_ops:
@@ -164,6 +168,19 @@ class CompiledModel:
         calls = tuple(self.trace.calls)
         return DeployResult(self.name, self.hw, self.device.name, calls, tuple(cpu),
                             sum(c.cycles for c in calls), output, seconds)
+
+
+@contextlib.contextmanager
+def _reraised(trace: Trace) -> Iterator[None]:
+    """The exception a function TVM called raised, as it was (TVM turns it into a
+    RuntimeError on its way back)."""
+    try:
+        yield
+    except Exception:
+        if trace.error is not None:
+            error, trace.error = trace.error, None
+            raise error from None
+        raise
 
 
 def _main_ops(mod: Any, state: Partitioning) -> list[tuple[str, CpuOp | None]]:
@@ -234,7 +251,7 @@ def compile_model(model: Any, *, hw: HardwareConfig | str | None = None,
     seconds["partition"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     codegen = Session(device, builder, exact)
-    with builder, session(codegen):
+    with builder, session(codegen), _reraised(codegen.trace):
         mod = relax.transform.RunCodegen()(mod)
     seconds["codegen"] = time.perf_counter() - t0
     if builder.without_log and codegen.regions:

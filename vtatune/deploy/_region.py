@@ -111,10 +111,13 @@ class _Packed:
 
 @dataclass
 class Trace:
-    """What the calls of one inference did, in order."""
+    """What the calls of one inference did, in order; ``error``: what stopped one (an
+    exception raised in a function TVM calls reaches its caller as a RuntimeError, so the
+    original is kept here to be raised again)."""
 
     calls: list[OffloadedCall] = field(default_factory=list)
     host_ops: list[tuple[str, CpuOp]] = field(default_factory=list)  # (region symbol, op)
+    error: BaseException | None = None
 
 
 def same_memory(a: tuple[int, ...], b: tuple[int, ...]) -> bool:

@@ -191,6 +191,43 @@ def test_float_qdq_scales_requantize_on_the_cpu(references):
     _check(r, model, x, references, exact=False)
 
 
+def test_onnxruntimes_default_quantization(references, tmp_path):
+    """quantize_static with its defaults: asymmetric activations (zero points), calibrated
+    scales. An input zero point folds into the bias where nothing is padded (dense); the
+    padded convs with one stay on the CPU, saying why."""
+    import onnx
+    from onnxruntime.quantization import QuantFormat, quantize_static
+
+    class Reader:
+        def __init__(self, shape):
+            rng = np.random.default_rng(0)
+            self.items = iter([{"x": rng.standard_normal(shape).astype(np.float32)}
+                               for _ in range(4)])
+
+        def get_next(self):
+            return next(self.items, None)
+
+    out = {}
+    for name, float_model in (("mlp", models.mlp()), ("residual", models.conv_residual(32))):
+        shape = [d.dim_value for d in float_model.graph.input[0].type.tensor_type.shape.dim]
+        onnx.save(float_model, tmp_path / f"{name}.onnx")
+        quantize_static(tmp_path / f"{name}.onnx", tmp_path / f"{name}_int8.onnx",
+                        Reader(shape), quant_format=QuantFormat.QDQ)
+        model = onnx.load(tmp_path / f"{name}_int8.onnx")
+        x = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
+        out[name] = _quiet(model=model, input=x)
+        _check(out[name], model, x, references, exact=False)
+    assert [c.op for c in out["mlp"].offloaded] == ["dense", "dense"]
+    # the first dense's ReLU became its output's zero point -128, the second dense's input's
+    assert "zero point -128" in out["mlp"].offloaded[0].requantization
+    reasons = [c.reason for c in out["residual"].cpu_ops if c.op == "nn.conv2d"]
+    # the model's input (calibrated zero point) and the first conv's ReLU output (-128)
+    assert [r.split(" != ")[0] for r in reasons] == ["input zero point 11",
+                                                     "input zero point -128"]
+    assert all(r.endswith("with padding: VTA pads with 0 (quantize activations symmetric: "
+                          "ActivationSymmetric=True)") for r in reasons)
+
+
 def test_schedules_come_from_the_log_else_the_default_with_one_warning(residual, tmp_path):
     model, x = residual
     log = tmp_path / "tuned.jsonl"

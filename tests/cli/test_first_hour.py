@@ -380,10 +380,11 @@ def test_best_so_far_keeps_the_problem_columns(mixed_frame):
 
 # --- 4: the README's regeneration commands start from a fresh file ------------------------
 def test_readme_regeneration_commands_remove_the_tracked_logs_first():
-    from tests.test_readme import BLOCKS
+    from tests.test_readme import PAGE_BLOCKS
 
-    block = next(code for _, lang, code, _ in BLOCKS
-                 if lang == "sh" and "--log logs/resnet18-pynq.jsonl" in code)
+    block = next(code for blocks in PAGE_BLOCKS.values() for _, lang, code, _ in blocks
+                 if lang == "sh" and "--log logs/resnet18-pynq.jsonl" in code
+                 and "--trials" in code)
     lines = block.splitlines()
     removed = set(lines[0].split()[2:]) if lines[0].startswith("rm -f ") else set()
     written = set(re.findall(r"--log (\S+)", block))
@@ -393,7 +394,8 @@ def test_readme_regeneration_commands_remove_the_tracked_logs_first():
 # --- 2: a partial benchmark run leaves the published report alone -------------------------
 @pytest.mark.slow
 def test_partial_bench_search_does_not_touch_the_published_report(tmp_path):
-    published = [ROOT / "README.md", *(ROOT / "scripts" / "results").glob("*.*")]
+    published = [ROOT / "README.md", ROOT / "docs" / "search.md",
+                 *(ROOT / "scripts" / "results").glob("*.*")]
     before = {p: p.read_bytes() for p in published}
     done = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_search.py"),
                            "--layers", "gemm.dense128", "--samplers", "random", "--seeds", "1",

@@ -110,6 +110,22 @@ class GroupSync:
         self._synced_at = time.monotonic()
 
 
+
+def append_whole(fd: int, data: bytes) -> int:
+    """Append ``data`` to the file open at ``fd`` in one system call and return the offset
+    it starts at. A failed or short write (a full disk) is cut back off the file and raises
+    OSError: the file never ends in a partial record."""
+    start = os.fstat(fd).st_size
+    try:
+        if os.write(fd, data) != len(data):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    except OSError:
+        with contextlib.suppress(OSError):
+            if os.fstat(fd).st_size > start:
+                os.ftruncate(fd, start)
+        raise
+    return start
+
 class RecordWriter:
     """Append-only JSON-lines writer: one ``os.write`` of one complete line per record.
 
@@ -147,15 +163,9 @@ class RecordWriter:
         short write (a full disk) is cut back off the file and raises LogError, so the log
         never holds a partial record."""
         data = record if isinstance(record, bytes) else encode_record(record)
-        start = os.fstat(self._fd).st_size
         try:
-            written = os.write(self._fd, data)
-            if written != len(data):
-                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+            append_whole(self._fd, data)
         except OSError as exc:
-            with contextlib.suppress(OSError):
-                if os.fstat(self._fd).st_size > start:
-                    os.ftruncate(self._fd, start)
             raise LogError(f"cannot write log {self.path}: {exc.strerror or exc}") from None
         try:
             self._sync.wrote(self._fd)

@@ -219,7 +219,7 @@ def test_build_takes_a_dict_of_knobs():
 
 # --- 10: help pages -----------------------------------------------------------------------
 COMMANDS = ("simulate", "conv2d", "gemm", "build", "replay", "best", "analyze", "export",
-            "import")
+            "import", "deploy")
 
 
 def help_of(capsys, *argv) -> str:

@@ -124,3 +124,26 @@ def test_the_table_covers_the_outer_order_and_rules_out_whole_shapes():
     for order in range(len(tpl.knob("outer_order").choices)):
         row[0, names.index("outer_order")] = order
         assert costs.log_cost(row, names)[0] == np.inf
+
+
+def test_the_vectorized_dma_folding_is_the_lowerings():
+    """cost_model's elementwise fold and split give what vtatune.lowering's fold_2d /
+    split_2d give, dim list by dim list (the STOREs and input LOADs it prices)."""
+    from vtatune.lowering import pattern_2d, split_2d
+    from vtatune.tuning.cost_model import _fold, _split
+
+    rng = random.Random(1)
+    cases = []
+    for _ in range(2000):
+        dims, stride = [], 1
+        for _ in range(rng.randint(1, 5)):
+            size = rng.choice([1, 1, 2, 3, 4, 7])
+            dims.append((size, rng.choice([stride, stride, 2 * stride, rng.randint(1, 50)])))
+            stride = size * dims[-1][1]
+        cases.append(dims[::-1])  # outer first
+    for dims in cases:
+        sizes, strides = [np.array([s]) for s, _ in dims], [c for _, c in dims]
+        looped, (rows, x, _) = split_2d(dims)
+        got = [int(np.asarray(v).ravel()[0]) for v in _split(sizes, strides)]
+        assert got == [int(np.prod([s for s, _ in looped])), rows, x], dims
+        assert (int(_fold(sizes, strides)[0][0]) <= 2) == (pattern_2d(dims) is not None), dims

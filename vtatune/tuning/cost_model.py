@@ -64,7 +64,7 @@ import numpy as np
 from simulator.jit import njit
 from simulator.timing import TimingProfile
 from vtatune.errors import IllegalSchedule
-from vtatune.lowering import SHAPE_RULES, acc_coefficients, pattern_2d, split_2d, window
+from vtatune.lowering import SHAPE_RULES, acc_coefficients, window
 
 __all__ = [
     "ShapeCosts", "WARM_STARTS", "compute_bound", "estimate", "warm_starts",
@@ -171,15 +171,48 @@ def _window_table(ctx: Any, hw: Any, p: TimingProfile, th: list[int], tw: list[i
     return beats, wait
 
 
-def _lookup(columns: list[np.ndarray], fn: Any) -> np.ndarray:
-    """``fn(*key)`` for each element's key (one value from each of ``columns``), computed
-    once per distinct key."""
-    code = np.zeros(len(columns[0]), np.int64)
-    for c in columns:  # one integer per key: np.unique of 1-D is fast
-        code = code * (int(c.max()) + 1) + c
-    _, first, inverse = np.unique(code, return_index=True, return_inverse=True)
-    values = [fn(*(int(c[i]) for c in columns)) for i in first.tolist()]
-    return np.array(values, dtype=float)[inverse.ravel()]
+def _fold(sizes: Sequence[np.ndarray], strides: Sequence[int]
+          ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """TVM's DMA dim folding (:func:`vtatune.lowering.fold_2d`), elementwise: for dims of
+    ``sizes`` (arrays, outer first) and ``strides``, how many dims the fold leaves and the
+    sizes of the innermost two (rows, then elements of a row; 1 when absent)."""
+    one = np.ones(np.broadcast_shapes(*(np.shape(x) for x in sizes)), np.int64)
+    count, size, stride, first = 0 * one, one.copy(), 0 * one, 0 * one
+    inner, outer = one.copy(), one.copy()
+    for s, c in zip(reversed(sizes), reversed(strides), strict=True):
+        real = s != 1
+        merge = real & (count > 0) & (c == size * stride)
+        new = real & ~merge
+        inner = np.where(new & (count == 1), size, inner)  # the dim below is complete
+        outer = np.where(new & (count == 2), size, outer)
+        first = np.where(new & (count == 0), c, first)
+        size = np.where(merge, size * s, np.where(new, s, size))
+        stride = np.where(new, c, stride)
+        count = count + new
+    inner = np.where(count == 1, size, inner)
+    outer = np.where(count == 2, size, outer)
+    unit = (count == 0) | (first != 1)  # a unit-stride innermost dim is added
+    return count + unit, np.where(unit, inner, outer), np.where(unit, 1, inner)
+
+
+def _split(sizes: Sequence[np.ndarray], strides: Sequence[int]
+           ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`vtatune.lowering.split_2d` elementwise: the 2D DMAs of the dims (the product
+    of the fewest leading dims looped so that the rest folds into one), their rows and
+    the elements of a row."""
+    n = np.broadcast_shapes(*(np.shape(x) for x in sizes))
+    loops, rows, x = np.ones(n, np.int64), np.ones(n, np.int64), np.ones(n, np.int64)
+    done = np.zeros(n, bool)
+    looped = np.ones(n, np.int64)
+    for k in range(len(sizes) + 1):
+        count, r, c = _fold(sizes[k:], strides[k:]) if k < len(sizes) else (1, 1, 1)
+        now = ~done & (count <= 2)
+        loops, rows, x = (np.where(now, a, b) for a, b in ((looped, loops), (r, rows),
+                                                            (c, x)))
+        done |= now
+        if k < len(sizes):
+            looped = looped * sizes[k]
+    return loops, rows, x
 
 
 def _stores(ctx: Any, hw: Any, p: TimingProfile, tb: np.ndarray, tco: np.ndarray,
@@ -190,25 +223,19 @@ def _stores(ctx: Any, hw: Any, p: TimingProfile, tb: np.ndarray, tco: np.ndarray
     cycles per element (narrow) or per beat (wide)."""
     ob, k = hw.out_elem_bytes, ctx.out_pack
     burst = min(p.burst_boundary, p.max_burst_beats * p.bus_bytes)
-    wide = p.wide_store(hw)
-    per_elem = 0.0 if wide else p.store_elem_cycles(hw)
     dram = {"co": ctx.oh * ctx.ow * k, "h": ctx.ow * k, "w": k, "co%k": 1}
-
-    def cycles(b: int, co: int, h: int, w: int) -> float:
-        dims = [(b, ctx.cob * ctx.oh * ctx.ow)] + [
-            (e, dram[a]) for a, e, _ in acc_coefficients(k, co, h, w)]
-        looped, (rows, x, _) = split_2d(dims)
-        insns = math.prod(s for s, _ in looped)
-        # a row of x elements starts anywhere in a burst window: it crosses (x ob - ob) /
-        # burst boundaries on average
-        bursts = insns * rows * (1 + (x * ob - ob) / burst)
-        if wide:
-            return (insns * p.store_insn_cycles + bursts * (p.write_handshake
-                    + p.store_read_cycles) + insns * rows * -(-x * ob // p.bus_bytes))
-        return (insns * p.store_insn_cycles + bursts * p.write_handshake
-                + b * co * h * w * per_elem)
-
-    return _lookup([tb, tco, th, tw], cycles)
+    dims = [(tb, ctx.cob * ctx.oh * ctx.ow)] + [
+        (e, dram[a]) for a, e, _ in acc_coefficients(k, tco, th, tw)]
+    insns, rows, x = _split([np.broadcast_to(e, tb.shape) for e, _ in dims],
+                            [s for _, s in dims])
+    # a row of x elements starts anywhere in a burst window: it crosses (x ob - ob) / burst
+    # boundaries on average
+    bursts = insns * rows * (1 + (x * ob - ob) / burst)
+    if p.wide_store(hw):
+        return (insns * p.store_insn_cycles + bursts * (p.write_handshake + p.store_read_cycles)
+                + insns * rows * -(-x * ob // p.bus_bytes))
+    return (insns * p.store_insn_cycles + bursts * p.write_handshake
+            + tb * tco * th * tw * p.store_elem_cycles(hw))
 
 
 def _tiles(template: Any, config: dict[str, Any]) -> tuple[_Tiles, tuple[int, ...]]:
@@ -244,9 +271,8 @@ def _tiles(template: Any, config: dict[str, Any]) -> tuple[_Tiles, tuple[int, ..
     if ctx.p > 0:
         n_inp = nch // pk  # a padded window is one LOAD per channel block
     else:  # one 2D DMA of all the blocks when their dims fold into one, else one per block
-        folds = _lookup([nch, eh, ew], lambda c, a, b: pattern_2d(
-            [(c // pk, ctx.h * ctx.w * pk), (a, ctx.w * pk), (b * pk, 1)]) is not None)
-        n_inp = np.where(folds > 0, 1, nch // pk)
+        count, _, _ = _fold([nch // pk, eh, ew * pk], [ctx.h * ctx.w * pk, ctx.w * pk, 1])
+        n_inp = np.where(count <= 2, 1, nch // pk)
     inp = n_inp * (wait[at] + _done(p, hw.inp_elem_bytes)) + nch // pk * beats[at]
     load_latency = p.request_cycles + p.read_latency
     wgt = load_latency + _done(p, hw.wgt_elem_bytes) + tco * tci * kk * hw.wgt_elem_bytes / bus
@@ -426,20 +452,38 @@ def _loads(t: _Tiles, order: str, reuse: bool) -> tuple[np.ndarray, np.ndarray]:
 def _order_cycles(template: Any, config: dict[str, Any], orders: Sequence[str | None]
                   ) -> tuple[list[np.ndarray], tuple[int, ...]]:
     """The estimate of the tile shapes of ``config`` (flat) under each outer order (None:
-    the better of :data:`_EXTREME_ORDERS`), and the shapes' array shape."""
+    the better of :data:`_EXTREME_ORDERS`), and the shapes' array shape. A shape whose
+    LOADs two orders skip alike (most: any whose reduction takes several steps) is run once;
+    a shape whose tiles cannot split between its threads not at all."""
     t, shape = _tiles(template, config)
     p = _profile(template.hw)
     reuse = bool(dict(template.fixed).get("reuse", True))
+    runs: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}  # order -> its run
+
+    def run(order: str) -> np.ndarray:
+        loads, changes = _loads(t, order, reuse)
+        cycles = np.full(len(t.threads), np.inf)
+        todo = t.splits.copy()
+        for other, other_changes, other_cycles in runs.values():
+            same = todo & (changes == other_changes) & (loads == other).all(axis=0)
+            cycles[same] = other_cycles[same]
+            todo &= ~same
+        if todo.any():
+            at = np.flatnonzero(todo)
+            out = np.empty(len(at))
+            _skeleton(t.threads[at], t.rows[at], t.steps[at], t.groups[at], changes[at],
+                      t.reset[at], t.gemm[at], np.ascontiguousarray(loads[:, at]),
+                      t.epilogue[at], t.store[at], np.ascontiguousarray(t.kernels[:, at]), out)
+            cycles[at] = out + t.start[at] + 2 * p.nop_cycles
+        runs[order] = (loads, changes, cycles)
+        return cycles
+
     out = []
     for order in orders:
-        best = np.full(len(t.threads), np.inf)
-        cycles = np.empty(len(t.threads))
-        for o in _EXTREME_ORDERS if order is None else (order,):
-            loads, changes = _loads(t, o, reuse)
-            _skeleton(t.threads, t.rows, t.steps, t.groups, changes, t.reset, t.gemm, loads,
-                      t.epilogue, t.store, t.kernels, cycles)
-            best = np.minimum(best, cycles)
-        out.append(np.where(t.splits, best + t.start + 2 * p.nop_cycles, np.inf))
+        if order is None:
+            out.append(np.minimum(*(run(o) for o in _EXTREME_ORDERS)))
+        else:
+            out.append(runs[order][2] if order in runs else run(order))
     return out, shape
 
 

@@ -7,7 +7,8 @@ stock 1x16 design tuned the same way, with the resource that binds each tensor-c
 Per (network, board): ``vtatune.design.co_design`` (objective latency: the exhaustive walk
 over the maximal buffer sizes of every BATCH x BLOCK_IN x BLOCK_OUT, bounded by the compute
 floor), its wall time, the stock and best designs (cycles, ms at the board clock, speed-up,
-binding resource, what toolchain it needs) and, per shape, the network's compute floor and
+binding resource, what toolchain it needs, whether the Chisel RTL's stock decoder reads
+it) and, per shape, the network's compute floor and
 the estimate of the shape's logic with the smallest buffers (what binds when a shape cannot
 be built, and the LUT cost per LUT-built product at which it would fit). The load average
 before and after goes into the results (the machine is shared).
@@ -26,7 +27,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from simulator.resources import DEVICES, coefficients, estimate  # noqa: E402
+from simulator.chisel import decoder_check  # noqa: E402
+from simulator.resources import DEVICES, LUT_PER_PRODUCT, estimate  # noqa: E402
 from vtatune.design import (  # noqa: E402
     co_design,  # noqa: E402
     compute_floor,
@@ -63,7 +65,7 @@ def spill(est) -> dict:
     dev, hw = est.device, est.hw
     products = hw.macs_per_cycle
     in_luts = max(0, products - dev.dsp * dev.products_per_dsp)
-    charged = coefficients(dev.family).lut_product_lut
+    charged = LUT_PER_PRODUCT
     rest = est.lut - charged * in_luts
     fit = (dev.lut - rest) / in_luts if in_luts else None
     return {"products_in_luts": in_luts, "lut_per_product_charged": round(charged, 1),
@@ -102,6 +104,7 @@ def main() -> int:
                              "binding": r.stock.resources.binding,
                              "percent": r.stock.resources.to_dict()["percent"]},
                    "best": {"bitstream": best.hw.bitstream, "toolchain": toolchain(best.hw),
+                            "decoder": decoder_check(best.hw).summary(),
                             "total_cycles": best.total_cycles,
                             "total_ms": round(best.total_ms, 3),
                             "speedup": round(best.speedup, 3),
@@ -118,7 +121,8 @@ def main() -> int:
     lines = [f"`{command}`", "", f"Load average (1 min) before {load[0]:.1f}, after "
              f"{os.getloadavg()[0]:.1f}; wall seconds on a 2-core machine.", "",
              "| network | board | stock ms | best design | best ms | speed-up | binds "
-             "(best) | designs | wall s |", "|---|---|---|---|---|---|---|---|---|"]
+             "(best) | Chisel decoder (best) | designs | wall s |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     changes = set()
     for r in results:
         b = r["best"]
@@ -128,7 +132,8 @@ def main() -> int:
             changes.add(b["toolchain"])
         lines.append(f"| {r['network']} | {r['board']} | {r['stock']['total_ms']} | "
                      f"`{b['bitstream']}`{mark} | {b['total_ms']} | {b['speedup']:.3f}x | "
-                     f"{b['binding']} {b['percent'][b['binding']]}% | {r['evaluated']} | "
+                     f"{b['binding']} {b['percent'][b['binding']]}% | {b['decoder']} | "
+                     f"{r['evaluated']} | "
                      f"{r['wall_seconds']} |")
     lines += [f"\n\\* {c}" for c in sorted(changes)]
     lines += ["", "Smallest-buffer logic of each tensor-core shape (percent of the board; "

@@ -94,7 +94,7 @@ must be 1).
     [4, 4]
 """
 
-from search_spaces._defaults import default_schedule, resolve_schedule
+from search_spaces._resolve import default_schedule, resolve_schedule
 from search_spaces._template import LEGALITY_FREE, SPACES, Knob, Template, get_template
 
 __all__ = ["LEGALITY_FREE", "SPACES", "Knob", "Template", "default_schedule", "get_template",

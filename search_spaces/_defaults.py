@@ -1,58 +1,84 @@
-"""A sensible legal fallback schedule for any workload."""
+"""The default schedule's candidates: simple, reasonable tile shapes derived from the
+workload, the buffers and the layout rules, judged by the legality rules alone (no
+template). :func:`search_spaces.default_schedule` takes the first legal one and falls back
+to the template's legal configs only when none is."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Iterator
 
 from simulator.hardware import HardwareConfig
-from vtatune.errors import IllegalSchedule, ScheduleError
-from vtatune.lowering import check, context
-from vtatune.schedule import Schedule, parse_schedule, schedule_from_knobs
-from vtatune.workloads import Workload
+from vtatune.errors import IllegalSchedule
+from vtatune.lowering import Context, check, context, rules
+from vtatune.schedule import AUTOTVM_GEMM_ORDER, Schedule
+from vtatune.workloads import AddWorkload, Workload
+
+#: Most output-channel blocks a default tile takes (when the layout allows fewer).
+_MAX_TILE_CO = 8
+
+#: The second pass's inner order: the axes with no ACC stride (ci, kh, kw) outermost, so
+#: they fold into the GEMM instruction's loops and the unrolled micro-ops step through
+#: (co, h, w), each writing another ACC row: the order that can never trip the
+#: dst-distinct rule (rule ``dst_dependency``) when the AutoTVM order does.
+_DST_INNERMOST = "ci,kh,kw,co,h,w"
 
 
 def _divisors(n: int) -> list[int]:
     return [d for d in range(1, n + 1) if n % d == 0]
 
 
-def default_schedule(workload: Workload, hw: HardwareConfig, bias: bool = False) -> Schedule:
-    """The first legal schedule among simple, reasonable candidates: full-width rows, one
-    input-channel block per load step, as many rows and output channels as fit, two
-    threads on the output channels when possible. Deterministic."""
-    ctx = context(workload, hw)
-    candidates = []
-    for tile_co in sorted((d for d in _divisors(ctx.cob) if d <= 8), reverse=True):
-        for tile_h in sorted(_divisors(ctx.oh), reverse=True):
-            for oc_nthread in (2, 1):
-                candidates.append(Schedule(
-                    tile_b=1, tile_h=tile_h, tile_w=ctx.ow,
-                    tile_co=tile_co, tile_ci=1, oc_nthread=oc_nthread))
-    last: IllegalSchedule | None = None
-    for s in candidates:
+def default_candidates(ctx: Context) -> Iterator[Schedule]:
+    """The default schedule's candidates on ``ctx``, best first. Deterministic.
+
+    The layout rules fix two knobs: a load step takes whole input elements of the DRAM
+    layout, ``tile_ci`` = BLOCK_OUT / BLOCK_IN blocks when BLOCK_OUT > BLOCK_IN, else one
+    block (rule ``load_layout``); an output tile holds whole BLOCK_IN blocks, ``tile_co`` a
+    multiple of BLOCK_IN / BLOCK_OUT (rule ``store_layout``). First pass (the stock
+    default, unchanged where it was legal): full-width rows, as many output-channel blocks
+    (up to 8, or the fewest the layout allows) and rows as fit, two threads on the output
+    channels when possible, AutoTVM's inner order. Second pass, for small buffers: also
+    narrower rows, and the inner order that keeps consecutive micro-ops on distinct ACC
+    rows."""
+    tile_ci = ctx.in_pack if ctx.cib % ctx.in_pack == 0 else 1
+    whole = [d for d in _divisors(ctx.cob) if d % ctx.out_pack == 0]
+    tile_cos = sorted((d for d in whole if d <= max(_MAX_TILE_CO, ctx.out_pack)), reverse=True)
+    tile_hs = sorted(_divisors(ctx.oh), reverse=True)
+
+    def shapes(tile_ws: list[int], orders: tuple[str, ...]) -> Iterator[Schedule]:
+        for order in orders:
+            for tile_w in tile_ws:
+                for tile_co in tile_cos:
+                    for tile_h in tile_hs:
+                        for oc_nthread in (2, 1):
+                            yield Schedule(tile_b=1, tile_h=tile_h, tile_w=tile_w,
+                                           tile_co=tile_co, tile_ci=tile_ci,
+                                           oc_nthread=oc_nthread, gemm_order=order)
+
+    yield from shapes([ctx.ow], (AUTOTVM_GEMM_ORDER,))
+    narrower = sorted(_divisors(ctx.ow), reverse=True)[1:]
+    yield from shapes(narrower, (AUTOTVM_GEMM_ORDER,))
+    yield from shapes([ctx.ow, *narrower], (_DST_INNERMOST,))
+
+
+def first_legal_candidate(workload: Workload, hw: HardwareConfig,
+                          bias: bool = False) -> tuple[Schedule | None, IllegalSchedule | None]:
+    """The first legal schedule of :func:`default_candidates` (None if none is) and the
+    first candidate's failure (None if it passed, or there was no candidate). An ALU-only
+    operator takes TVM's fallback config (entity 0 of add.vta's space: one block a tile), as
+    AutoTVM does for a task its log lacks."""
+    if isinstance(workload, AddWorkload):  # and MultiplyWorkload
+        s = Schedule(tile_h=1, tile_w=1, tile_co=1, tvm_strict=True)
         try:
             check(workload, s, hw, bias)
-            return s
+            return s, None
         except IllegalSchedule as exc:
-            last = exc
-    raise IllegalSchedule("no_default", f"no default schedule fits {workload.describe()} on "
-                                        f"{hw.bitstream}: {last}")
-
-
-def resolve_schedule(spec: Schedule | dict[str, Any] | str | None, workload: Workload,
-                     hw: HardwareConfig, bias: bool = False) -> Schedule:
-    """The schedule a user means: a Schedule as is; a dict of knobs (``{"tile_h": 14}``, the
-    others at their defaults) or ``{"autotvm": {...}}``; a string as ``--schedule`` takes it
-    (``tutorial``, ``default``, JSON, ``@file``); None: ``tutorial`` for the conv2d and
-    gemm tutorial workloads, else ``default``. Raises ScheduleError for anything else."""
-    if isinstance(spec, Schedule):
-        return spec
-    if isinstance(spec, dict):
-        return schedule_from_knobs(spec, workload, hw)
-    if spec is not None and not isinstance(spec, str):
-        raise ScheduleError(f"a schedule is a Schedule, a dict of knobs or a string, got "
-                            f"{type(spec).__name__}")
-    if spec is None:  # the seed tutorials exist for conv2d and gemm only
-        tutorial = workload.name == "tutorial" and workload.operator in ("conv2d", "gemm")
-        spec = "tutorial" if tutorial else "default"
-    parsed = parse_schedule(spec, workload, hw)
-    return default_schedule(workload, hw, bias) if parsed == "default" else parsed
+            return None, exc
+    first: IllegalSchedule | None = None
+    ctx = context(workload, hw)
+    for s in default_candidates(ctx):
+        try:
+            rules(ctx, s, bias)
+            return s, first
+        except IllegalSchedule as exc:
+            first = first or exc
+    return None, first

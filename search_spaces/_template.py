@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, fields, replace
 from functools import cached_property
 from typing import Any
 
-from search_spaces._defaults import default_schedule
+from search_spaces._defaults import first_legal_candidate
 from simulator.hardware import HardwareConfig
 from vtatune.errors import IllegalSchedule, ScheduleError
 from vtatune.lowering import SHAPE_FIELDS, SHAPE_RULES, Context, context, rules, shape_rules
@@ -29,7 +29,7 @@ from vtatune.schedule import (
     to_autotvm,
     tutorial_schedule,
 )
-from vtatune.workloads import WORKLOADS, GemmWorkload, Workload
+from vtatune.workloads import WORKLOADS, AddWorkload, GemmWorkload, Workload
 
 SPACES = ("full", "autotvm")
 # The conv tutorial's inner order does not depend on the shape; any conv yields it.
@@ -399,10 +399,11 @@ class Template:
     def default_config(self) -> dict[str, Any]:
         """vtatune's default schedule expressed in this space (legal); when the space cannot
         express it legally, the first legal config of :meth:`legal_configs`."""
-        s = replace(default_schedule(self.workload, self.hw, self.bias), **self._fixed)
-        config = self.from_schedule(s)
-        if config is not None and self.legal(config):
-            return config
+        found, _ = first_legal_candidate(self.workload, self.hw, self.bias)
+        if found is not None:
+            config = self.from_schedule(replace(found, **self._fixed))
+            if config is not None and self.legal(config):
+                return config
         first = next(self.legal_configs(), None)
         if first is None:
             raise IllegalSchedule("no_legal_config", f"template {self.name} has no legal config "
@@ -595,6 +596,8 @@ def get_template(workload: Workload, hw: HardwareConfig, bias: bool = False,
     if tune_store and space != "full":
         raise ScheduleError("tune_store applies to the full space only (AutoTVM fixes the "
                             "store)")
+    if isinstance(workload, AddWorkload):  # and MultiplyWorkload: TVM's add.vta space
+        return _alu_template(workload, hw, bias, space, prune)
     ctx = context(workload, hw)
     gemm = isinstance(workload, GemmWorkload)
     knobs = [Knob("tile_b", _divisors(ctx.nb))]
@@ -622,4 +625,18 @@ def get_template(workload: Workload, hw: HardwareConfig, bias: bool = False,
         else:
             fixed = (("store", "tile"), *fixed)
     tpl = Template(workload, hw, bias, space, tuple(knobs), fixed, (), tune_store, free)
+    return _prune(tpl) if prune else tpl
+
+
+def _alu_template(workload: AddWorkload, hw: HardwareConfig, bias: bool, space: str,
+                  prune: bool) -> Template:
+    """An ALU-only operator's space: add.vta's knobs (``tile_co``, ``tile_h``, ``tile_w``:
+    every divisor), the same in both spaces; the rest fixed as TVM's template has it."""
+    ctx = context(workload, hw)
+    knobs = (Knob("tile_co", _divisors(ctx.cob)), Knob("tile_h", _divisors(ctx.h)),
+             Knob("tile_w", _divisors(ctx.w)))
+    fixed = (("outer_order", AUTOTVM_OUTER_ORDER), ("gemm_order", AUTOTVM_GEMM_ORDER),
+             ("store", "tile"), ("reuse", False), ("clip_order", "min_max"),
+             ("tvm_strict", True))
+    tpl = Template(workload, hw, bias, space, knobs, fixed)
     return _prune(tpl) if prune else tpl

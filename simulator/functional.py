@@ -142,7 +142,7 @@ def execution_order(program: Program) -> list[int]:
     for i, insn in enumerate(insns):
         queues[insn.module].append(i)
     heads = dict.fromkeys(Module, 0)
-    tokens = dict.fromkeys(FIFOS, 0)
+    tokens = dict(zip(FIFOS, program.tokens_in, strict=True))
     pops = [pops_of(x) for x in insns]
     pushes = [pushes_of(x) for x in insns]
     order: list[int] = []

@@ -24,7 +24,8 @@ from simulator.hardware import HardwareConfig
 __all__ = [
     "AluInsn", "AluOp", "FinishInsn", "GemmInsn", "Instruction", "MemId", "MemInsn", "Module",
     "Opcode", "UOP_BITS", "Uop", "check_encodable", "decode_insn", "decode_uop", "describe",
-    "encode_insn", "encode_uop", "field_widths", "is_nop", "loop_limit", "uop_widths",
+    "encode_insn", "encode_uop", "field_widths", "insn_layout", "is_nop", "loop_limit",
+    "uop_layout", "uop_widths",
 ]
 
 
@@ -276,6 +277,29 @@ a micro-op has 32
 def loop_limit() -> int:
     """Largest loop extent an instruction can encode (14-bit field)."""
     return (1 << 14) - 1
+
+
+def insn_layout(hw: HardwareConfig, opcode: Opcode) -> tuple[tuple[str, int, int], ...]:
+    """Every field of an instruction of ``opcode`` on ``hw``: (name, bit offset, width),
+    least significant first (``opcode`` at bit 0; FINISH uses the GEMM layout). Raises
+    EncodingError when the fields do not fit 128 bits.
+
+    >>> from simulator.hardware import DEFAULT
+    >>> [f for f in insn_layout(DEFAULT, Opcode.GEMM) if f[0].startswith("dst")]
+    [('dst_factor_out', 64, 11), ('dst_factor_in', 75, 11)]
+    """
+    return _layouts(hw)[opcode]
+
+
+def uop_layout(hw: HardwareConfig) -> tuple[tuple[str, int, int], ...]:
+    """The micro-op's fields: (name, bit offset, width), least significant first.
+
+    >>> from simulator.hardware import DEFAULT
+    >>> uop_layout(DEFAULT)
+    (('dst', 0, 11), ('src', 11, 11), ('wgt', 22, 10))
+    """
+    dst, src, wgt = uop_widths(hw)
+    return (("dst", 0, dst), ("src", dst, src), ("wgt", dst + src, wgt))
 
 
 def field_widths(hw: HardwareConfig, opcode: Opcode) -> dict[str, int]:

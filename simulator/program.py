@@ -17,8 +17,11 @@ from simulator.isa import Instruction, MemId, Uop
 from simulator.rows import WIDTH, instructions_of, rows_of
 
 __all__ = [
-    "DramTensor", "Program", "layout_tensors", "mem_elem_bytes",
+    "NO_TOKENS", "DramTensor", "Program", "layout_tensors", "mem_elem_bytes",
 ]
+
+#: No dependency token in any FIFO: a stream that runs alone.
+NO_TOKENS = (0, 0, 0, 0)
 
 
 @dataclass(frozen=True)
@@ -45,14 +48,18 @@ class Program:
     an immutable value: equal streams, micro-ops, tensors and sizes make equal programs.
     """
 
-    __slots__ = ("_instructions", "_rows", "_uops", "_uop_table", "tensors", "dram_bytes")
+    __slots__ = ("_instructions", "_rows", "_uops", "_uop_table", "tensors", "dram_bytes",
+                 "tokens_in")
 
     def __init__(self, instructions: Sequence[Instruction] | np.ndarray,
                  uops: Sequence[Uop] | np.ndarray, tensors: tuple[DramTensor, ...],
-                 dram_bytes: int) -> None:
+                 dram_bytes: int, tokens_in: tuple[int, int, int, int] = NO_TOKENS) -> None:
         """``instructions``: instruction objects or their table; ``uops``: :class:`Uop`
         values or (dst, src, wgt) rows. A table or uop array passed in becomes read-only
-        (the program shares it)."""
+        (the program shares it). ``tokens_in``: the dependency tokens in each FIFO when the
+        stream starts (l2g, g2l, g2s, s2g: :data:`simulator.functional.FIFOS`' order), left
+        there by the stream before it (a kernel of a network runs after another one that may
+        end with a token it never popped); none for a stream run alone."""
         set_ = object.__setattr__
         if isinstance(instructions, np.ndarray):
             table = np.ascontiguousarray(instructions, dtype=np.int64)
@@ -74,6 +81,10 @@ class Program:
             set_(self, "_uops", tuple(uops))
         set_(self, "tensors", tuple(tensors))
         set_(self, "dram_bytes", dram_bytes)
+        tokens_in = tuple(int(t) for t in tokens_in)
+        if len(tokens_in) != 4 or min(tokens_in) < 0:
+            raise ValueError(f"tokens_in holds a count per FIFO (4), got {tokens_in}")
+        set_(self, "tokens_in", tokens_in)
 
     def __setattr__(self, name, value):
         raise AttributeError(f"a Program is immutable (cannot set {name})")
@@ -120,13 +131,15 @@ class Program:
         return (np.array_equal(self.uop_table, other.uop_table)
                 and self.tensors == other.tensors
                 and self.dram_bytes == other.dram_bytes
+                and self.tokens_in == other.tokens_in
                 and np.array_equal(self.rows, other.rows))
 
     __hash__ = None  # type: ignore[assignment]
 
     def __reduce__(self):
         stream = self._rows if self._rows is not None else self._instructions
-        return (Program, (stream, self.uop_table, self.tensors, self.dram_bytes))
+        return (Program, (stream, self.uop_table, self.tensors, self.dram_bytes,
+                          self.tokens_in))
 
     def __repr__(self) -> str:
         return (f"Program({len(self)} instructions, {len(self.uops)} uops, "

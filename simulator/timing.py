@@ -53,7 +53,7 @@ plain-Python engine with the same rules; the two give identical results on every
 Example:
     >>> from simulator.hardware import DEFAULT
     >>> from simulator.isa import FinishInsn, MemId, MemInsn, Opcode
-    >>> from simulator.program import Program
+    >>> from simulator.program import NO_TOKENS, Program
     >>> load = MemInsn(Opcode.LOAD, MemId.INP, 0, 0, 1, 16, 16, push_next=True)
     >>> prog = Program((load, FinishInsn(pop_prev=True)), (), (), 4096)
     >>> r = time_program(prog, DEFAULT)
@@ -80,7 +80,7 @@ from simulator.functional import FIFOS, pops_of, pushes_of
 from simulator.hardware import HardwareConfig
 from simulator.isa import FinishInsn, MemId, MemInsn, Opcode
 from simulator.jit import njit
-from simulator.program import Program, mem_elem_bytes
+from simulator.program import NO_TOKENS, Program, mem_elem_bytes
 
 __all__ = [
     "MODEL_VERSION", "MODULES", "ModuleTime", "TimingProfile", "TimingResult", "TraceRow",
@@ -240,6 +240,9 @@ class TimingResult:
     serial_cycles: int  # every instruction and fetch read run alone, one after another
     profile: TimingProfile
     trace: tuple[TraceRow, ...] | None = None
+    #: tokens left in each FIFO when the stream ends (l2g, g2l, g2s, s2g), for the stream
+    #: that runs next (:attr:`simulator.program.Program.tokens_in`)
+    tokens_out: tuple[int, int, int, int] = NO_TOKENS
 
     @property
     def compute_floor(self) -> int:
@@ -487,7 +490,7 @@ _SCRATCH = 12  # rows of the engine's working array
 
 
 @njit(cache=True)
-def _engine(costs, P, insn_bytes, scratch):
+def _engine(costs, P, insn_bytes, scratch, tokens_in):
     """Run the modules over ``costs`` (see :func:`_costs`), using the ``_SCRATCH`` rows of
     ``scratch``; per instruction (start, end, token wait), per module (busy, stall, memory
     wait), the FINISH time, the serial sum, and on a deadlock (status 1) the state it
@@ -510,6 +513,10 @@ def _engine(costs, P, insn_bytes, scratch):
     dispatch[:] = -1
     push_times = scratch[8:12]  # per FIFO, completion time of k-th push
     npushed = np.zeros(4, np.int64)
+    for f in range(4):  # tokens left by the stream before: there from the start
+        for k in range(tokens_in[f]):
+            push_times[f, k] = 0
+        npushed[f] = tokens_in[f]
     pops_done = np.zeros(4, np.int64)
     head = np.zeros(3, np.int64)
     free = np.zeros(3, np.int64)  # when each module finishes its current instruction
@@ -688,8 +695,9 @@ def time_program(program: Program, hw: HardwareConfig, profile: TimingProfile | 
         insn = program.instructions[bad]
         pops_of(insn), pushes_of(insn)  # raises the precise ProgramError
     (status, start, end, token_wait, busy, stall, mem_wait, total, serial, head, pops_done,
-     npushed, fetch_next, chunk_end) = _engine(costs, P, hw.insn_bytes,
-                                               np.empty((_SCRATCH, n), np.int64))
+     npushed, fetch_next, chunk_end) = _engine(
+        costs, P, hw.insn_bytes, np.empty((_SCRATCH, n + sum(program.tokens_in)), np.int64),
+        np.array(program.tokens_in, np.int64))
     mod = costs[0]
     if status:
         _deadlock(program, mod, head, pops_done, npushed, fetch_next, chunk_end)
@@ -709,7 +717,8 @@ def time_program(program: Program, hw: HardwareConfig, profile: TimingProfile | 
         )
     return TimingResult(int(total), modules, int(gemm_cycles),
                         int(read_bytes) + n * hw.insn_bytes, int(write_bytes), int(serial), p,
-                        trace_rows)
+                        trace_rows, tuple(int(a - b) for a, b in zip(npushed, pops_done,
+                                                                      strict=True)))
 
 
 def _deadlock(program, mod, head, pops_done, npushed, fetch_next, chunk_end) -> None:

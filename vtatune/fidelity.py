@@ -140,7 +140,8 @@ def load_reference(data_dir: str | Path, name: str = REFERENCE) -> list[dict[str
 
 
 def program_of(record: dict[str, Any], data_dir: str | Path) -> tuple[Program, HardwareConfig]:
-    """The program a record measured: its micro-benchmark file, or its schedule lowered."""
+    """The program a record measured: its micro-benchmark file, or its schedule lowered
+    into the stream the RTL ran (vtatune 0.1's: ``lower(..., stream="v0.1")``)."""
     from vtatune.builds import load_bin
     from vtatune.lowering import lower, lower_vadd
     from vtatune.records import schedule_from, workload_from
@@ -157,19 +158,19 @@ def program_of(record: dict[str, Any], data_dir: str | Path) -> tuple[Program, H
         wl = workload_from({"workload": {"operator": op, "shape": record["shape"],
                                          "name": record.get("named_workload") or ""}})
     else:  # a codesign record names its workload only
-        from .workloads import get_workload
+        from vtatune.workloads import get_workload
 
         wl = get_workload(op, record["named_workload"])
     schedule = schedule_from(record)
     try:
-        program = lower(wl, schedule, hw, bias=bool(record["bias"])).program
+        program = lower(wl, schedule, hw, bias=bool(record["bias"]), stream="v0.1").program
     except IllegalSchedule:
         if not schedule.tvm_strict:
             raise
         # A limit of TVM's own that vtatune now also holds AutoTVM points to: the RTL ran
         # the program all the same, and without the flag it lowers to the same stream.
         schedule = replace(schedule, tvm_strict=False)
-        program = lower(wl, schedule, hw, bias=bool(record["bias"])).program
+        program = lower(wl, schedule, hw, bias=bool(record["bias"]), stream="v0.1").program
     if "insns" in record and len(program) != record["insns"]:
         raise ReferenceDataError(f"{record['workload']}: the schedule lowers to {len(program)} "
                              f"instructions, the RTL ran {record['insns']}")

@@ -45,14 +45,16 @@ from pathlib import Path
 from typing import Any
 
 from vtatune.errors import ScheduleError
-from vtatune.workloads import GemmWorkload, GroupConv2dWorkload, Workload
+from vtatune.workloads import AddWorkload, GemmWorkload, GroupConv2dWorkload, Workload
 
 __all__ = [
-    "AUTOTVM_GEMM_ORDER", "AUTOTVM_OUTER_ORDER", "CLIP_ORDERS", "CONV_AUTOTVM_KNOBS",
-    "DENSE_AUTOTVM_KNOBS", "GEMM_AXES", "OUTER_AXES", "STORE_MODES", "Schedule", "autotvm_extents",
-    "from_autotvm", "from_autotvm_defaults", "gemm_tutorial_schedule", "parse_schedule",
-    "schedule_from_knobs", "to_autotvm", "tutorial_schedule",
+    "ALU_AUTOTVM_KNOBS", "AUTOTVM_GEMM_ORDER", "AUTOTVM_OUTER_ORDER", "CLIP_ORDERS",
+    "CONV_AUTOTVM_KNOBS", "DENSE_AUTOTVM_KNOBS", "GEMM_AXES", "OUTER_AXES", "STORE_MODES",
+    "Schedule", "autotvm_extents", "autotvm_knob_names", "from_autotvm", "from_autotvm_defaults",
+    "gemm_tutorial_schedule", "parse_schedule", "schedule_from_knobs", "to_autotvm",
+    "tutorial_schedule", "tvm_fallback",
 ]
+
 
 GEMM_AXES = ("ci", "co", "h", "w", "kh", "kw")
 OUTER_AXES = ("b", "h", "c", "w")
@@ -67,6 +69,17 @@ _TILE_KNOBS = ("tile_b", "tile_h", "tile_w", "tile_co", "tile_ci")
 CONV_AUTOTVM_KNOBS = ("tile_b", "tile_h", "tile_w", "tile_ci", "tile_co", "oc_nthread",
                       "h_nthread")
 DENSE_AUTOTVM_KNOBS = ("tile_b", "tile_ci", "tile_co", "oc_nthread")
+#: add.vta / multiply.vta's knobs (``vta/python/vta/top/op.py``), in definition order.
+ALU_AUTOTVM_KNOBS = ("tile_co", "tile_h", "tile_w")
+
+
+def autotvm_knob_names(workload: Workload) -> tuple[str, ...]:
+    """The knobs of the AutoTVM template that schedules ``workload``, in definition order."""
+    if isinstance(workload, GemmWorkload):
+        return DENSE_AUTOTVM_KNOBS
+    if isinstance(workload, AddWorkload):
+        return ALU_AUTOTVM_KNOBS
+    return CONV_AUTOTVM_KNOBS
 
 
 @dataclass(frozen=True)
@@ -151,6 +164,9 @@ def autotvm_extents(workload: Workload, hw=None) -> dict[str, int]:
     from simulator.hardware import DEFAULT
 
     hw = hw or DEFAULT
+    if isinstance(workload, AddWorkload):  # and MultiplyWorkload
+        return {"tile_co": workload.channels // hw.block_out, "tile_h": workload.height,
+                "tile_w": workload.width}
     wl = workload.as_conv() if isinstance(workload, GemmWorkload) else workload
     ci = wl.group_in_channels if isinstance(wl, GroupConv2dWorkload) else wl.in_channels
     return {"tile_b": wl.batch // hw.batch, "tile_h": wl.out_height, "tile_w": wl.out_width,
@@ -180,7 +196,7 @@ def from_autotvm(knobs: Any, workload: Workload, hw=None) -> Schedule:
     hw = hw or DEFAULT
     if not isinstance(knobs, dict):
         raise ScheduleError("an autotvm point must be an object of knobs")
-    allowed = DENSE_AUTOTVM_KNOBS if isinstance(workload, GemmWorkload) else CONV_AUTOTVM_KNOBS
+    allowed = autotvm_knob_names(workload)
     for key in knobs:
         if key not in allowed:
             raise ScheduleError(f"unknown autotvm knob {key!r} for {workload.operator} "
@@ -190,14 +206,14 @@ def from_autotvm(knobs: Any, workload: Workload, hw=None) -> Schedule:
     for key in _TILE_KNOBS:
         if key in knobs:
             tiles[key] = _split_inner(key, knobs[key], extents[key])
-        elif key in ("tile_h", "tile_w") and isinstance(workload, GemmWorkload):
+        elif key not in allowed:  # an axis the template does not split (gemm's h, w)
             tiles[key] = 1
         else:
             raise ScheduleError(f"autotvm point lacks knob {key}")
     threads = {}
     for key in ("oc_nthread", "h_nthread"):
         v = knobs.get(key, 1)
-        if key not in knobs and not (key == "h_nthread" and isinstance(workload, GemmWorkload)):
+        if key not in knobs and key in allowed:
             raise ScheduleError(f"autotvm point lacks knob {key}")
         threads[key] = v
     return Schedule(**tiles, **threads, outer_order=AUTOTVM_OUTER_ORDER,
@@ -207,12 +223,14 @@ def from_autotvm(knobs: Any, workload: Workload, hw=None) -> Schedule:
 
 def to_autotvm(schedule: Schedule, workload: Workload, hw=None) -> dict[str, Any] | None:
     """The AutoTVM point expressing ``schedule``, or None if the template cannot."""
-    is_gemm = isinstance(workload, GemmWorkload)
     base = from_autotvm_defaults(schedule)
     if base != schedule:
         return None
     extents = autotvm_extents(workload, hw)
-    names = DENSE_AUTOTVM_KNOBS if is_gemm else CONV_AUTOTVM_KNOBS
+    names = autotvm_knob_names(workload)
+    if any(getattr(schedule, k) != 1 for k in (*_TILE_KNOBS, "oc_nthread", "h_nthread")
+           if k not in names):
+        return None  # an axis the template does not split or thread
     out: dict[str, Any] = {}
     for key in names:
         if key.startswith("tile_"):
@@ -220,8 +238,6 @@ def to_autotvm(schedule: Schedule, workload: Workload, hw=None) -> dict[str, Any
             out[key] = [extents[key] // inner, inner]
         else:
             out[key] = getattr(schedule, key)
-    if is_gemm and schedule.h_nthread != 1:
-        return None
     return out
 
 
@@ -232,19 +248,37 @@ def from_autotvm_defaults(schedule: Schedule) -> Schedule:
 
 
 def tutorial_schedule(workload: Workload, hw=None) -> Schedule:
-    """The seed tutorials' schedules (TVM's matrix_multiply_opt and convolution_opt)."""
+    """The seed tutorials' schedules (TVM's matrix_multiply_opt and convolution_opt).
+    Raises ScheduleError where the tutorial's schedule cannot exist: the GEMM one when
+    BLOCK_IN != BLOCK_OUT, any operator but conv2d and gemm."""
     from simulator.hardware import DEFAULT
 
     hw = hw or DEFAULT
     if isinstance(workload, GemmWorkload):
+        if hw.block_in != hw.block_out:
+            # A channel block of the DRAM tensors is max(BLOCK_IN, BLOCK_OUT) channels, so
+            # one of the tutorial's two channel loops splits in two (c // k, c % k): three
+            # channel loops, of which the GEMM instruction folds two and the innermost,
+            # unrolled, accumulates consecutive micro-ops into one ACC row.
+            packed, k = (("input", hw.block_out // hw.block_in) if hw.block_out > hw.block_in
+                         else ("output", hw.block_in // hw.block_out))
+            raise ScheduleError(
+                f"the GEMM tutorial's schedule (matrix_multiply_opt: output-channel blocks "
+                f"outside input-channel blocks, both in the GEMM instruction's two loops) "
+                f"cannot exist on BLOCK_IN {hw.block_in} != BLOCK_OUT {hw.block_out}: the "
+                f"{packed} channels are packed by {k} blocks, a third channel loop that "
+                "unrolls innermost and makes consecutive micro-ops write one ACC row (rule "
+                "dst_dependency); use --schedule default or tune")
         return gemm_tutorial_schedule(256, 256, hw)
     if workload.operator != "conv2d":
         raise ScheduleError(f"the seed tutorials schedule conv2d and gemm only, not "
                             f"{workload.operator}: use default or a JSON schedule")
-    # convolution_opt: 128 output channels x 7 rows x 14 cols per tile, one input-channel
-    # block per load step, 2 virtual threads on oc, stores per output element.
+    # convolution_opt: 128 output channels x 7 rows x 14 cols per tile, 16 input channels
+    # per load step (at least one channel block of the input as it lies in DRAM: BLOCK_OUT
+    # channels when BLOCK_OUT > BLOCK_IN, rule load_layout), 2 virtual threads on oc, stores
+    # per output element. 128 channels are whole BLOCK_IN blocks (rule store_layout).
     return Schedule(tile_b=1, tile_h=7, tile_w=14, tile_co=128 // hw.block_out,
-                    tile_ci=16 // hw.block_in if hw.block_in <= 16 else 1,
+                    tile_ci=max(16, hw.block_in, hw.block_out) // hw.block_in,
                     oc_nthread=2, h_nthread=1, outer_order="bchw",
                     gemm_order="co,h,ci,kh,kw,w", store="element", clip_order="max_min")
 
@@ -293,3 +327,11 @@ def schedule_from_knobs(data: Any, workload: Workload, hw=None) -> Schedule:
             raise ScheduleError("an autotvm schedule is {\"autotvm\": {knobs}} alone")
         return from_autotvm(data["autotvm"], workload, hw)
     return Schedule.from_dict(data)
+
+
+def tvm_fallback(workload: Workload, hw=None) -> Schedule:
+    """The schedule TVM v0.14 runs for a task its AutoTVM log lacks: the fallback config,
+    entity 0 of the template's space (every split's inner factor 1, one thread), as
+    ``FallbackContext`` gives it."""
+    return from_autotvm({k: [-1, 1] if k.startswith("tile_") else 1
+                         for k in autotvm_knob_names(workload)}, workload, hw)

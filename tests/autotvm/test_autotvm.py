@@ -156,7 +156,8 @@ def test_bad_files_one_line_exit_2(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [f"vtatune: error: {only_cpu}: no usable AutoTVM VTA record (one of "
                    "conv2d_packed.vta, dense_packed.vta, group_conv2d_packed.vta, "
-                   "conv2d_transpose_packed.vta on a VTA target, with error_no 0); "
+                   "conv2d_transpose_packed.vta, add.vta, multiply.vta on a VTA target, "
+                   "with error_no 0); "
                    "skipped 1 record vtatune cannot simulate (first at line 1): 1 target llvm"]
     assert main(["import", str(tmp_path / "missing.log")]) == 2
     assert main(["export", str(tmp_path / "missing.jsonl"), "-o", str(f)]) == 2

@@ -1,21 +1,27 @@
 """Hardware/schedule co-design: feasibility reasons, the hardware space, and a tiny search
 through the command line."""
 
+import errno
 import json
+import tempfile
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
+from simulator.chisel import decoder_check
 from simulator.errors import VTAError
 from simulator.hardware import HardwareConfig
 from simulator.resources import DEVICES, estimate
 from vtatune.cli import main
 from vtatune.design import (
     BUFFERS,
+    BUILD_FILE,
     KNOB_RANGES,
     SHAPE_KNOBS,
     TVM_STOCK,
     Design,
+    hardware_build,
     infeasibility,
     maximal_configs,
     nearest_feasible,
@@ -26,6 +32,7 @@ from vtatune.design import (
     toolchain,
     vta_layers,
 )
+from vtatune.networks import network_from_logs
 
 pytestmark = pytest.mark.usefixtures("compiled_engines")  # exact CLI output: no first-run notice
 
@@ -122,7 +129,7 @@ def test_pareto_front_keeps_only_undominated():
     assert front[0].speedup == pytest.approx(100 / 90)
 
 
-def test_tiny_design_search_through_the_cli(tmp_path, capsys):
+def test_tiny_design_search_through_the_cli(tmp_path, capsys, monkeypatch):
     argv = ["design", "--network", "resnet18", "--board", "ultra96", "--trials-per-task", "2",
             "--candidates", "2", "--out", str(tmp_path), "--json"]
     assert main(argv) == 0
@@ -130,7 +137,11 @@ def test_tiny_design_search_through_the_cli(tmp_path, capsys):
     assert result["new_evaluations"] == 3 and result["evaluated"] == 3
     counts = {t.name: t.multiplicity for t in placed("resnet18", stock("ultra96")).tasks}
     stock_cycles = result["stock"]["total_cycles"]
-    assert stock_cycles == sum(counts[n] * c for n, c in result["stock"]["tasks"].items())
+    # designs rank by the deployed network's VTA time with their tuned schedules: every
+    # kernel in order, each layer's epilogue; more than the tasks' sum with one epilogue each
+    stock_log = tmp_path / result["stock"]["bitstream"] / "resnet18.jsonl"
+    assert stock_cycles == network_from_logs("resnet18", [stock_log], stock("ultra96")).vta_cycles
+    assert stock_cycles != sum(counts[n] * c for n, c in result["stock"]["tasks"].items())
     assert result["designs"]
     for d in result["designs"]:
         hw = HardwareConfig.from_dict(d["config"])
@@ -139,13 +150,49 @@ def test_tiny_design_search_through_the_cli(tmp_path, capsys):
         assert d["speedup"] == pytest.approx(stock_cycles / d["total_cycles"], abs=1e-4)
         assert d["resources"] == estimate(hw).to_dict()
         assert d["toolchain"] == toolchain(hw)
+        check = decoder_check(hw)
+        assert d["decoder"]["summary"] == check.summary()
+        assert d["decoder"]["stock_decoder"] == check.stock == (d["decoder"]["widened"] == []
+                                                                and not check.index_widths)
         where = tmp_path / d["bitstream"]
         assert HardwareConfig.from_json(where / "vta_config.json") == hw
         assert len((where / "resnet18.jsonl").read_text().splitlines()) >= len(counts)
+        build = json.loads((where / BUILD_FILE).read_text())
+        assert build == json.loads(json.dumps(hardware_build(hw)))
+        assert build["chisel"]["CoreParams"]["inpMemDepth"] == hw.inp_depth
+        assert build["chisel"]["ShellParams"]["dataBits"] == 128  # ultra96's bus
+        assert {c["field"] for c in build["decoder"]["changes"]} == \
+            {c.stock.field for c in check.changes}
     # Resumed: nothing is tuned again and the answer is the same.
     assert main([*argv, "--resume"]) == 0
     again = json.loads(capsys.readouterr().out)
     assert again["new_evaluations"] == 0 and again["designs"] == result["designs"]
+    # The table says per design whether the stock decoder reads it.
+    assert main([*argv[:-1], "--resume"]) == 0
+    table = capsys.readouterr().out.splitlines()
+    assert table[1].split()[-1] == "decoder"
+    for d in result["designs"]:
+        row = next(r for r in table if r.startswith(d["bitstream"]))
+        assert row.endswith("x  " + d["decoder"]["summary"])
+    # The disk fills up while the second design file is written: none is replaced or added,
+    # no temporary file is left, and the error is one line.
+    before = {p: p.read_bytes() for p in tmp_path.glob("*/*") if p.is_file()}
+    real, calls = tempfile.mkstemp, []
+
+    def full_after_one(*args, **kwargs):
+        calls.append(kwargs.get("dir"))
+        if len(calls) > 1:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(tempfile, "mkstemp", full_after_one)
+    assert main([*argv, "--resume"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.endswith(": No space left on device\n")
+    assert err.startswith(f"vtatune: error: cannot write the Pareto designs to {tmp_path}/")
+    assert len(calls) == 2
+    assert {p: p.read_bytes() for p in tmp_path.glob("*/*") if p.is_file()} == before
+    assert not list(tmp_path.rglob("*.tmp"))
 
 
 @pytest.mark.parametrize("args, message", [
@@ -158,3 +205,17 @@ def test_bad_input_is_one_line_and_exit_2(args, message, capsys):
     assert main(["design", *args]) == 2
     err = capsys.readouterr().err
     assert err.startswith("vtatune: error: ") and message in err and err.count("\n") == 1
+
+
+def test_design_on_a_read_only_file_system_is_one_line(tmp_path, capsys, monkeypatch):
+    out = tmp_path / "designs"
+
+    def read_only(self, *args, **kwargs):
+        raise OSError(errno.EROFS, "Read-only file system", str(self))
+
+    monkeypatch.setattr(Path, "mkdir", read_only)
+    assert main(["design", "--network", "resnet18", "--board", "pynq", "--trials-per-task",
+                 "1", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err == f"vtatune: error: cannot create {out}: Read-only file system\n"
+    assert not out.exists()

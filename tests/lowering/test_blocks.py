@@ -97,7 +97,7 @@ def test_output_is_packed_as_the_next_layer_loads_it():
               if getattr(i, "mem", None) == MemId.OUT and not i.is_nop]
     assert [(i.y_size, i.x_size, i.x_stride) for i in stores] == [(2, 64, 128)] * 2
     # The bias add walks (co // 2, pixels) in its two loops and co % 2 in two micro-ops.
-    add = lowered.plan.alu_kernels(0)[1][1]
+    add = lowered.plan.alu_kernels(0)[1]
     assert [(u.dst, u.src) for u in add.uops] == [(0, 128), (1, 129)]
     assert [(lp.extent, lp.dst, lp.src) for lp in add.loops] == [(2, 64, 2), (32, 2, 0)]
 

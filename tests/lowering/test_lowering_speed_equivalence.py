@@ -82,7 +82,10 @@ class _SlowQueue:
 
     def dep_push(self, src, dst):
         self.commit(src)
-        if self.insns and int(self.insns[-1].module) == src:
+        last = self.insns[-1] if self.insns else None
+        # GetPipelineStage: a LOAD of no elements (a load or compute NOP) has no stage
+        nop_load = isinstance(last, MemInsn) and last.opcode == Opcode.LOAD and not last.x_size
+        if last is not None and not nop_load and int(last.module) == src:
             last = self.insns[-1]
             flag = "push_next" if src < dst else "push_prev"
             if not getattr(last, flag):
@@ -246,9 +249,9 @@ def _slow_emit(plan: Plan) -> Program:
         key = ("reset", t, env.get("bi", 0))
         q.push_gemm(key, _slow_kernel(plan.reset_axes, (acc_row(env, t), 0, 0), reset=True))
 
-    def alu(name):
+    def alu(i):
         def fn(env, t):
-            q.push_alu(("alu", name, t), dict(plan.alu_kernels(t))[name])
+            q.push_alu(("alu", i, t), plan.alu_kernels(t)[i])
         return fn
 
     sizes = [d[0] for d in plan.store_loops]
@@ -279,11 +282,11 @@ def _slow_emit(plan: Plan) -> Program:
                   [Stage(LOAD, [_Leaf(load_inp), _Leaf(load_wgt)]),
                    Stage(COMPUTE, [_Leaf(gemm)])])
     tile = loop("bi", sch.tile_b, inner)
-    epilogue = [_Leaf(alu("shr"))]
+    # the benchmark epilogue: shift, [bias load, add], the clip's two steps
+    epilogue = [_Leaf(alu(0))]
     if plan.bias:
-        epilogue += [_Leaf(load_bias), _Leaf(alu("add"))]
-    names = ["min", "max"] if sch.clip_order == "min_max" else ["max", "min"]
-    epilogue += [_Leaf(alu(n)) for n in names]
+        epilogue += [_Leaf(load_bias), _Leaf(alu(1))]
+    epilogue += [_Leaf(alu(i)) for i in range(1 + plan.bias, 3 + plan.bias)]
     tile += [Stage(COMPUTE, epilogue), Stage(STORE, [_Leaf(store)])]
     body = tile
     for axis in reversed(sch.outer_order):
@@ -305,7 +308,12 @@ def _slow_emit(plan: Plan) -> Program:
             else:
                 (q.dep_push if item.push else q.dep_pop)(item.src, item.dst)
 
-    run(expand_threads(insert_deps(body), plan.nthreads), {})
+    synced = insert_deps(body)
+    if plan.nthreads == 1 and len(body) == 1 and isinstance(body[0], For):
+        # the body is its tile loop: TVM's draining pops come after the synchronize
+        while isinstance(synced[-1], Dep) and not synced[-1].push:
+            synced.pop()
+    run(expand_threads(synced, plan.nthreads), {})
     q.synchronize()
     return Program(tuple(q.insns), tuple(q.uop_area), tensors, dram_bytes)
 

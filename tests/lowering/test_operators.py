@@ -75,8 +75,8 @@ def test_transpose_reference_is_tvm_compute(h, k, p, s, op):
     win = np.lib.stride_tricks.sliding_window_view(x.astype(np.int64), (k, k), axis=(2, 3))
     acc = np.einsum("nchwij,ocij->nohw", win, transpose_kernel(ops.weight).astype(np.int64))
     assert acc.shape[2:] == (wl.out_height, wl.out_width)
-    from vtatune.workloads import epilogue
-    want = epilogue(acc, ops.bias.reshape(1, -1, 1, 1))
+    from vtatune.workloads import BENCHMARK_BIAS
+    want = BENCHMARK_BIAS.apply(acc, {"bias": ops.bias.reshape(1, -1, 1, 1)})
     np.testing.assert_array_equal(conv2d_transpose_reference(ops.data, ops.weight, wl, ops.bias),
                                   want)
 

@@ -8,6 +8,7 @@ import pytest
 from simulator.hardware import DEFAULT, PRESETS
 from vtatune.errors import VtatuneError
 from vtatune.networks import (
+    DEPLOYED_SHIFT,
     NETWORKS,
     Layer,
     Network,
@@ -20,7 +21,7 @@ from vtatune.networks import (
 )
 from vtatune.networks.schedulers import Gradient, RoundRobin, TaskState, get_scheduler, objective
 from vtatune.records import read_records
-from vtatune.workloads import WORKLOADS, Conv2dWorkload, GemmWorkload
+from vtatune.workloads import WORKLOADS, Conv2dWorkload, GemmWorkload, deployed
 
 pytestmark = pytest.mark.usefixtures("compiled_engines")  # exact CLI output: no first-run notice
 
@@ -30,25 +31,28 @@ RESNET18_COUNTS = {"C2": 4, "C3": 1, "C4": 1, "C5": 3, "C6": 1, "C7": 1, "C8": 3
 
 
 def test_resnet18_tasks_are_the_benchmark_layers_with_their_counts():
-    net = load_network("resnet18", "pynq")
-    assert [(t.name, t.multiplicity) for t in net.tasks] == \
-        [(f"resnet18.{k}", v) for k, v in RESNET18_COUNTS.items()]
+    net = load_network("resnet18", "pynq", tasks="autotvm")  # AutoTVM's ten tasks
+    assert {t.name: t.multiplicity for t in net.tasks} == \
+        {f"resnet18.{k}": v for k, v in RESNET18_COUNTS.items()}
     for t in net.tasks:
         assert t.workload == WORKLOADS["conv2d"][t.name]
         assert t.skip == ""
+    adds = [(f"layer{s}.{b}.add", "residual add: TVM v0.14 runs ALU-only kernels on VTA for "
+             "the sim and intelfocl targets only") for s in range(1, 5) for b in range(2)]
     assert [(c.name, c.reason) for c in net.cpu] == [
         ("conv1", "3 input channels are not a multiple of BLOCK_IN 16 (the first convolution "
-                  "stays on the CPU)"),
+                  "stays on the CPU)"), *adds,
         ("fc", "1000 output channels are not a multiple of BLOCK_OUT 16")]
 
 
 @pytest.mark.parametrize("name, tasks, vta_layers, cpu", [
-    ("resnet18", 10, 19, 2), ("resnet34", 10, 35, 2), ("resnet50", 22, 52, 2),
+    # (the ResNets' residual adds: on the CPU for pynq)
+    ("resnet18", 10, 19, 10), ("resnet34", 10, 35, 18), ("resnet50", 22, 52, 18),
     ("mobilenet_v1", 9, 13, 15), ("yolov3_tiny", 9, 10, 3)])
 def test_catalogue_sizes(name, tasks, vta_layers, cpu):
     # Counted from the papers' architectures: ResNet-50 has 53 convolutions (52 on VTA,
     # the 7x7 stem on the CPU) and an FC; MobileNet v1 13 depthwise + 13 pointwise + stem.
-    net = load_network(name, DEFAULT)
+    net = load_network(name, DEFAULT, tasks="autotvm")
     assert (len(net.tasks), net.vta_layers, len(net.cpu)) == (tasks, vta_layers, cpu)
     assert len({t.workload.key() for t in net.tasks}) == len(net.tasks)
 
@@ -96,8 +100,8 @@ def test_batch_must_be_a_multiple_of_BATCH():
     layer = Layer("c", "conv2d", 1, 64, 64, 56, 56, (3, 3), (1, 1, 1, 1))
     assert place(layer, hw) == "batch 1 is not a multiple of BATCH 4"
     assert place(Layer("c", "conv2d", 4, 64, 64, 56, 56, (3, 3), (1, 1, 1, 1)), hw, "x") == \
-        Conv2dWorkload(4, 56, 56, 64, 64, 3, 1, 1, "x")
-    net = load_network("resnet18", hw, batch=4)
+        Conv2dWorkload(4, 56, 56, 64, 64, 3, 1, 1, "x", deployed(DEPLOYED_SHIFT, False))
+    net = load_network("resnet18", hw, batch=4, tasks="autotvm")
     assert len(net.tasks) == 11 and all(t.workload.batch == 4 for t in net.tasks)
     # BLOCK_OUT 8 divides 1000: the FC runs on VTA as a GEMM.
     assert net.tasks[-1].workload == GemmWorkload(4, 512, 1000, "resnet18.T11")
@@ -114,9 +118,10 @@ def test_block_size_decides_per_hardware():
 def test_dense_that_fits_is_a_gemm_task():
     layers = [Layer("fc1", "dense", 1, 1024, 1024), Layer("fc2", "dense", 1, 1024, 1024),
               Layer("fc3", "dense", 1, 1024, 1000)]
-    tasks, cpu = tasks_of(layers, DEFAULT, "mlp")
+    tasks, cpu, _ = tasks_of(layers, DEFAULT, "mlp")
     assert [(t.workload, t.multiplicity, t.layers) for t in tasks] == \
-        [(GemmWorkload(1, 1024, 1024, "mlp.T1"), 2, ("fc1", "fc2"))]
+        [(GemmWorkload(1, 1024, 1024, "mlp.T1", deployed(DEPLOYED_SHIFT, False)), 2,
+          ("fc1", "fc2"))]
     assert [c.name for c in cpu] == ["fc3"]
 
 
@@ -188,7 +193,7 @@ def small_network(hw=DEFAULT):
     layers = [Layer("a", "dense", 16, 64, 64), Layer("b", "dense", 16, 64, 64),
               Layer("c", "conv2d", 1, 32, 32, 8, 8, (3, 3), (1, 1, 1, 1)),
               Layer("d", "dense", 16, 32, 48)]
-    tasks, cpu = tasks_of(layers, hw, "small")
+    tasks, cpu, _ = tasks_of(layers, hw, "small")
     return Network("small", "test", hw, tasks, cpu)
 
 
@@ -241,7 +246,7 @@ def test_resume_continues_the_network_without_resimulating(tmp_path):
 def test_exhausted_tasks_die_and_the_run_stops(tmp_path):
     # Two tiny GEMMs: their whole legal spaces are smaller than the budget.
     layers = [Layer("a", "dense", 1, 16, 16), Layer("b", "dense", 1, 32, 16)]
-    tasks, _ = tasks_of(layers, DEFAULT, "tiny")
+    tasks, _, _ = tasks_of(layers, DEFAULT, "tiny")
     r = tune_network(Network("tiny", "test", DEFAULT, tasks, ()), trials=500, patience=None,
                      seed=0, log=tmp_path / "t.jsonl")
     assert r.stopped == "every task exhausted"
@@ -300,12 +305,13 @@ def test_cli_lists_the_catalogue_and_a_network(capsys):
     assert code == 0
     assert "13 layers on VTA in 9 tasks, 15 on the CPU" in out
     assert "  block1.dw   conv2d 1x32x112x112 -> 32, k3 p1 s1 g32: depthwise convolution" in out
-    code, out, _ = cli(capsys, "network", "resnet18", "--list", "--json")
+    code, out, _ = cli(capsys, "network", "resnet18", "--list", "--json", "--space", "autotvm")
     d = json.loads(out)
-    assert [(t["name"], t["multiplicity"]) for t in d["tasks"]] == \
-        [(f"resnet18.{k}", v) for k, v in RESNET18_COUNTS.items()]
-    assert d["cpu"][1] == {"name": "fc", "operator": "dense", "shape": "dense 1x512 -> 1000",
-                           "reason": "1000 output channels are not a multiple of BLOCK_OUT 16"}
+    assert {t["name"]: t["multiplicity"] for t in d["tasks"]} == \
+        {f"resnet18.{k}": v for k, v in RESNET18_COUNTS.items()}
+    assert d["cpu"][-1] == {"name": "fc", "operator": "dense", "shape": "dense 1x512 -> 1000",
+                            "reason": "1000 output channels are not a multiple of BLOCK_OUT 16",
+                            "quantized": False}
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -324,7 +330,7 @@ def test_cli_bad_input_is_one_line(capsys, argv, message):
 def test_cli_tunes_reports_and_exports_one_record_per_task(capsys, tmp_path):
     log = tmp_path / "r18.jsonl"
     code, out, _ = cli(capsys, "network", "resnet18", "--trials", "10", "--round", "1",
-                       "--seed", "0", "--log", str(log), "--json")
+                       "--seed", "0", "--log", str(log), "--json", "--space", "autotvm")
     assert code == 0
     d = json.loads(out)
     assert d["network"] == "resnet18" and d["trials"] == 10
@@ -332,7 +338,15 @@ def test_cli_tunes_reports_and_exports_one_record_per_task(capsys, tmp_path):
     assert all(t["trials"] == 1 and t["best_cycles"] > 0 for t in d["tasks"])
     assert d["total_cycles"] == sum(t["multiplicity"] * t["best_cycles"] for t in d["tasks"])
     assert d["total_ms"] == pytest.approx(d["total_cycles"] / 1e5)
-    assert [c["name"] for c in d["cpu"]] == ["conv1", "fc"]
+    assert [c["name"] for c in d["cpu"]] == ["conv1", *(f"layer{s}.{b}.add" for s in range(1, 5)
+                                                        for b in range(2)), "fc"]
+    # the deployed model: every conv with its epilogue, in order; the CPU's work listed
+    b = d["vta_breakdown"]
+    assert d["vta_cycles"] == b["gemm_kernels"] + b["epilogues"] + b["alu_kernels"]
+    assert b["alu_kernels"] == 0 and b["epilogues"] > 0  # pynq: the adds on the CPU
+    assert b["gemm_kernels"] == d["total_cycles"]  # AutoTVM's tasks: the benchmark epilogue
+    assert d["vta_counters"]["alu_counter"] > 0 and len(d["cpu_ops"]) == 18
+    assert d["cpu_ops"][0]["macs"] == 64 * 112 * 112 * 3 * 49
     out_log = tmp_path / "r18.autotvm.log"
     code, _, _ = cli(capsys, "export", str(log), "--format", "autotvm", "-o", str(out_log))
     assert code == 0
@@ -340,15 +354,15 @@ def test_cli_tunes_reports_and_exports_one_record_per_task(capsys, tmp_path):
     assert len(records) == 10
     assert {r["input"][1] for r in records} == {"conv2d_packed.vta"}
     code, out, _ = cli(capsys, "network", "resnet18", "--trials", "12", "--round", "1",
-                       "--resume", "--log", str(log), "--quiet")
+                       "--resume", "--log", str(log), "--space", "autotvm", "--quiet")
     assert code == 0 and "search    12 trials (12 asked" in out
-    assert "resnet18.C2" in out and "speed-up" in out and "on the CPU (2 layers):" in out
+    assert "resnet18.C2" in out and "speed-up" in out and "on the CPU (10 layers):" in out
 
 
 def test_grouped_and_transposed_tasks_are_tuned(tmp_path):
     layers = [Layer("g", "conv2d", 1, 32, 32, 8, 8, (3, 3), (1, 1, 1, 1), groups=2),
               Layer("t", "conv2d_transpose", 1, 32, 16, 4, 4, (4, 4), (1, 1, 1, 1), (2, 2))]
-    tasks, cpu = tasks_of(layers, DEFAULT, "ops")
+    tasks, cpu, _ = tasks_of(layers, DEFAULT, "ops")
     assert [(t.operator, t.skip) for t in tasks] == [("group_conv2d", ""),
                                                      ("conv2d_transpose", "")]
     r = tune_network(Network("ops", "test", DEFAULT, tasks, cpu), trials_per_task=3, seed=0,

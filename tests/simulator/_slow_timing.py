@@ -202,7 +202,8 @@ def time_program(program: Program, hw: HardwareConfig, profile: TimingProfile | 
     end = [0] * n
     dispatch = [-1] * n
     token_wait = [0] * n
-    push_times: list[list[int]] = [[], [], [], []]  # per FIFO, completion time of k-th push
+    # per FIFO, completion time of k-th push; tokens the stream before left: there at 0
+    push_times: list[list[int]] = [[0] * t for t in program.tokens_in]
     pops_done = [0, 0, 0, 0]
     head = [0, 0, 0]  # next queue position per module
     free = [0, 0, 0]  # when each module finishes its current instruction
@@ -346,7 +347,8 @@ def time_program(program: Program, hw: HardwareConfig, profile: TimingProfile | 
                      "+".join(f for f in pops_of(insns[i])))
             for i in range(n) if start[i] >= 0
         )
-    return TimingResult(total, modules, gemm_cycles, read_bytes, write_bytes, serial, p, rows)
+    return TimingResult(total, modules, gemm_cycles, read_bytes, write_bytes, serial, p, rows,
+                        tuple(len(push_times[f]) - pops_done[f] for f in range(4)))
 
 
 def _deadlock(program, table, queues, head, pops_done, push_times, fetch_next, chunk_end,

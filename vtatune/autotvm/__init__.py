@@ -18,7 +18,13 @@ Example:
     575
 """
 
-from vtatune.autotvm._export import ExportedRecord, export_autotvm, to_autotvm_record
+from vtatune.autotvm._export import (
+    SLOWDOWN_TOLERANCE,
+    ExportedRecord,
+    ExportWarning,
+    export_autotvm,
+    to_autotvm_record,
+)
 from vtatune.autotvm._import import (
     MAX_WARNINGS,
     Imported,
@@ -40,8 +46,8 @@ from vtatune.autotvm._tasks import (
 from vtatune.autotvm._tophub import TOPHUB, TOPHUB_HW, tophub_config
 
 __all__ = [
-    "MAX_WARNINGS", "TASKS", "TOPHUB", "TOPHUB_HW", "TVM_VERSION", "AutotvmError",
-    "AutotvmTask", "ExportedRecord", "Imported", "config_entity", "export_autotvm",
-    "import_autotvm", "parse_record", "task_args", "task_of", "to_autotvm_record",
-    "tophub_config", "tvm_splits", "workload_from_task", "write_records",
+    "MAX_WARNINGS", "SLOWDOWN_TOLERANCE", "TASKS", "TOPHUB", "TOPHUB_HW", "TVM_VERSION",
+    "AutotvmError", "AutotvmTask", "ExportWarning", "ExportedRecord", "Imported",
+    "config_entity", "export_autotvm", "import_autotvm", "parse_record", "task_args", "task_of",
+    "to_autotvm_record", "tophub_config", "tvm_splits", "workload_from_task", "write_records",
 ]

@@ -11,10 +11,13 @@ conv2d_packed's knobs), the config entity in TVM's knob order (conv2d_packed: ti
 tile_w, tile_ci, tile_co, oc_nthread, h_nthread; dense_packed: tile_b, tile_ci, tile_co,
 oc_nthread) with its index in the template's space (mixed radix, the first knob varying
 fastest, as ``ConfigSpace.get`` reads it), and the simulated time in seconds at the board
-clock as the cost. For each workload, the fastest record that TVM's template can express
-and build is exported; a log with none (tuned in vtatune's full space) exports the fastest
-buildable AutoTVM point nearest its records' tile and thread choices, re-simulated with
-TVM's loop orders.
+clock as the cost. For each workload, the fastest record TVM applies as it is (an AutoTVM
+point TVM builds: a record tuned in AutoTVM's space) is exported; a log with none (tuned in
+vtatune's full space) exports the fastest buildable AutoTVM point nearest its records' tile
+and thread choices, re-simulated with TVM's loop orders. Each exported record is compared
+with what was tuned (the log's best in any space): TVM running it more than 1% slower is
+reported (:class:`ExportWarning`), since tuning in vtatune's richer space can find
+schedules TVM's template cannot express (``docs/tvm014.md``).
 
 Import reads whole AutoTVM logs such as TopHub's ``vta_v0.10.log``: records of the tasks in
 :data:`TASKS` on a VTA target are simulated; records of other tasks or targets are skipped
@@ -31,13 +34,15 @@ Example:
 from __future__ import annotations
 
 import json
+import warnings
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from simulator.hardware import HardwareConfig
+from simulator.timing import TimingProfile
 from vtatune.autotvm._tasks import (
     TVM_VERSION,
     AutotvmError,
@@ -66,12 +71,28 @@ def _epoch(timestamp: Any) -> float:
 
 
 # --- export ---------------------------------------------------------------------------------
+#: An export more than 1% slower than the log's best is reported (``ExportedRecord.slower``):
+#: TVM would run a schedule measurably slower than the one tuned.
+SLOWDOWN_TOLERANCE = 1.01
+
+
+class ExportWarning(UserWarning):
+    """An exported record is more than 1% slower than the log's best for its workload:
+    AutoTVM's template cannot express the tuned schedule (tune in ``space="autotvm"``)."""
+
+
 @dataclass(frozen=True)
 class ExportedRecord:
-    """One exported record. ``projected``: no record of the log was an AutoTVM point TVM
-    builds, so this is the fastest buildable AutoTVM point nearest the log's tile and
-    thread choices, re-simulated with TVM's own loop orders (its cycles are that
-    simulation's, not the log's)."""
+    """One exported record and what was tuned for its workload.
+
+    ``cycles`` / ``seconds``: what TVM will run, the exported AutoTVM point simulated as
+    TVM's template lowers it (``tvm_strict``) by the current timing model. ``line`` (of
+    ``log``): the record it comes from; ``projected``: no record of the log was an AutoTVM
+    point TVM builds, so this is the fastest buildable AutoTVM point nearest the log's tile
+    and thread choices, re-simulated with TVM's own loop orders (``line`` is the record
+    whose tiles gave it). ``tuned``: the log's best record for the workload in any space,
+    at ``tuned_log``:``tuned_line``; ``tuned_cycles`` are its cycles by the current timing
+    model (re-simulated when the log was timed by another, ``retimed``)."""
 
     workload: str
     model: str
@@ -80,6 +101,26 @@ class ExportedRecord:
     seconds: float
     record: dict[str, Any]
     projected: bool = False
+    log: str = ""
+    tuned: dict[str, Any] = field(default_factory=dict)
+    tuned_cycles: int = 0
+    tuned_log: str = ""
+    tuned_line: int = 0
+    retimed: bool = False
+
+    @property
+    def slowdown(self) -> float:
+        """Exported cycles over tuned cycles (1.0: TVM runs what was tuned)."""
+        return self.cycles / self.tuned_cycles
+
+    @property
+    def slower(self) -> bool:
+        """Whether TVM will run the workload more than 1% slower than it was tuned."""
+        return self.cycles > SLOWDOWN_TOLERANCE * self.tuned_cycles
+
+    @property
+    def tuned_space(self) -> str:
+        return str(self.tuned.get("space") or "full")
 
 
 def _autotvm_record(wl: Workload, hw: HardwareConfig, schedule: Schedule, seconds: float,
@@ -99,12 +140,71 @@ def to_autotvm_record(record: dict[str, Any]) -> dict[str, Any] | None:
     cannot express its schedule or TVM cannot build it (e.g. a dense_packed point with
     tile_co > 1, recorded before vtatune knew TVM rejects it)."""
     wl, hw, schedule = workload_from(record), hw_from(record), schedule_from(record)
+    if to_autotvm(schedule, wl, hw) is None:
+        return None
     try:
         check(wl, schedule, hw, bool(record.get("bias", False)))
     except IllegalSchedule:
         return None
     return _autotvm_record(wl, hw, schedule, float(record["seconds"]),
                            record.get("timestamp"))
+
+
+def _stale(record: dict[str, Any]) -> bool:
+    """Whether another timing model than the current one timed ``record``."""
+    return record.get("timing") != TimingProfile.for_hw(hw_from(record)).fingerprint()
+
+
+def _timed_now(record: dict[str, Any]) -> tuple[int, float, bool] | None:
+    """The record's (cycles, seconds) by the current timing model, and whether they were
+    re-simulated: its own when that model timed it, else its schedule re-simulated (None if
+    it no longer runs)."""
+    if not _stale(record):
+        return record["cycles"], float(record["seconds"]), False
+    ev = score(workload_from(record), schedule_from(record), hw_from(record),
+               bias=bool(record.get("bias", False)))
+    return (ev.cycles, ev.seconds, True) if ev.status == "ok" else None
+
+
+_Row = tuple[str, int, dict[str, Any]]  # (log, line, record)
+
+
+def _tuned(group: list[_Row]) -> tuple[int, _Row, bool] | None:
+    """The log's best record (any space) by its logged cycles, with its cycles by the
+    current timing model and whether they were re-simulated; a record that no longer
+    runs is passed over for the next."""
+    for row in group:  # fastest first
+        try:
+            now = _timed_now(row[2])
+        except (VtatuneError, KeyError, TypeError, ValueError):
+            continue
+        if now is not None:
+            return now[0], row, now[2]
+    return None
+
+
+def _fastest_applicable(group: list[_Row]) -> tuple[int, float, _Row, dict[str, Any]] | None:
+    """The fastest record of ``group`` that is an AutoTVM point TVM builds (the log's
+    AutoTVM-space records), by the current timing model: (cycles, seconds, row, AutoTVM
+    record). Ties keep the earliest in ``group``'s order."""
+    best: tuple[int, float, _Row, dict[str, Any]] | None = None
+    seen: set[Schedule] = set()
+    for row in group:
+        r = row[2]
+        try:
+            schedule = schedule_from(r)
+            if schedule in seen or to_autotvm_record(r) is None:
+                continue
+            seen.add(schedule)
+            now = _timed_now(r)
+        except (VtatuneError, KeyError, TypeError, ValueError):
+            continue
+        if now is not None and (best is None or now[0] < best[0]):
+            rec = _autotvm_record(workload_from(r), hw_from(r), schedule, now[1],
+                                  r.get("timestamp"))
+            if rec is not None:
+                best = (now[0], now[1], row, rec)
+    return best
 
 
 def _nearest_buildable(schedule: Schedule, tpl: Any) -> Schedule:
@@ -121,18 +221,18 @@ def _nearest_buildable(schedule: Schedule, tpl: Any) -> Schedule:
     return tpl.to_schedule(config)
 
 
-def _projected(group: list[tuple[int, dict[str, Any]]], label: str, key: tuple
-               ) -> ExportedRecord | None:
+def _projected(group: list[_Row]) -> tuple[int, float, _Row, dict[str, Any]] | None:
     """The fastest buildable AutoTVM point nearest the tile and thread choices of
     ``group``'s ``ok`` records (in log order), each simulated as TVM's template would lower
     it; the template's default point if none of them runs."""
     from search_spaces import get_template
 
-    best: tuple[int, int, Any, Schedule, dict[str, Any]] | None = None
+    best: tuple[int, Any, Schedule, _Row] | None = None
     seen: set[Schedule] = set()
     templates: dict[tuple, Any] = {}
-    fallback: tuple[int, dict[str, Any], Any] | None = None
-    for line, r in group:
+    fallback: tuple[_Row, Any] | None = None
+    for row in group:
+        r = row[2]
         try:
             wl, hw, bias = workload_from(r), hw_from(r), bool(r.get("bias", False))
             tk = (wl, hw, bias)
@@ -141,70 +241,87 @@ def _projected(group: list[tuple[int, dict[str, Any]]], label: str, key: tuple
             point = _nearest_buildable(schedule_from(r), templates[tk])
         except (VtatuneError, KeyError, TypeError, ValueError):
             continue
-        fallback = fallback or (line, r, templates[tk])
+        fallback = fallback or (row, templates[tk])
         if point in seen:
             continue
         seen.add(point)
         ev = score(wl, point, hw, bias=bias)
         if ev.status == "ok" and (best is None or ev.cycles < best[0]):
-            best = (ev.cycles, line, ev, point, r)
+            best = (ev.cycles, ev, point, row)
     if best is None and fallback is not None:
-        line, r, tpl = fallback
+        row, tpl = fallback
         try:
             point = tpl.to_schedule(tpl.default_config())
         except VtatuneError:
             return None
         ev = score(tpl.workload, point, tpl.hw, bias=tpl.bias)
         if ev.status == "ok":
-            best = (ev.cycles, line, ev, point, r)
+            best = (ev.cycles, ev, point, row)
     if best is None:
         return None
-    cycles, line, ev, point, r = best
+    cycles, ev, point, row = best
+    r = row[2]
     rec = _autotvm_record(workload_from(r), hw_from(r), point, ev.seconds, r.get("timestamp"))
-    if rec is None:
-        return None
-    return ExportedRecord(label, key[1], line, cycles, ev.seconds, rec, projected=True)
+    return None if rec is None else (cycles, ev.seconds, row, rec)
+
+
+def _read_logs(logs: str | Path | Iterable[str | Path]) -> list[list[_Row]]:
+    """The ``ok`` records of ``logs`` per workload x hardware x bias (in order of first
+    appearance), each group fastest first by the logged cycles (ties in log order)."""
+    paths = [logs] if isinstance(logs, str | Path) else list(logs)
+    groups: dict[tuple, list[_Row]] = {}
+    for path in paths:
+        for line, r in read_records(path):
+            if r.get("status") != "ok" or not isinstance(r.get("cycles"), int):
+                continue
+            try:
+                key = (r["workload"]["key"], r["hw"]["model"], bool(r.get("bias", False)))
+            except (KeyError, TypeError):
+                continue
+            groups.setdefault(key, []).append((str(path), line, r))
+    return [sorted(g, key=lambda row: row[2]["cycles"]) for g in groups.values()]
 
 
 def export_autotvm(logs: str | Path | Iterable[str | Path], out: str | Path
                    ) -> list[ExportedRecord]:
-    """Write, for each workload x hardware (x bias) of ``logs``, the fastest record that is
-    an AutoTVM point TVM builds to ``out`` (one v0.2 record a line). A problem with none
-    (e.g. tuned in vtatune's full space, whose loop orders and load reuse AutoTVM lacks)
+    """Write to ``out`` (one v0.2 record a line), for each workload x hardware (x bias) of
+    ``logs``, the fastest record TVM applies as it is: the fastest of the logs' records that
+    are AutoTVM points TVM builds (tuned with ``space="autotvm"``). A workload with none
+    (tuned in vtatune's full space only, whose loop orders and load reuse AutoTVM lacks)
     gets the fastest buildable AutoTVM point nearest its records' tile and thread choices,
-    simulated with TVM's loop orders (``projected``). Returns what was written."""
-    paths = [logs] if isinstance(logs, str | Path) else list(logs)
-    rows = [(n, r) for p in paths for n, r in read_records(p)]
-    ok = sorted(((r["cycles"], i, n, r) for i, (n, r) in enumerate(rows)
-                 if r.get("status") == "ok" and isinstance(r.get("cycles"), int)),
-                key=lambda t: (t[0], t[1]))
-    picked: dict[tuple, ExportedRecord] = {}
-    groups: dict[tuple, list[tuple[int, dict[str, Any]]]] = {}
-    for cycles, _, line, r in ok:
-        try:
-            key = (r["workload"]["key"], r["hw"]["model"], bool(r.get("bias", False)))
-        except (KeyError, TypeError):
+    simulated with TVM's loop orders (``projected``). Cycles are the current timing
+    model's (a record timed by another is re-simulated). Each returned record also says
+    what was tuned (the log's best in any space); one more than 1% slower than that
+    (``slower``) is reported with an :class:`ExportWarning`. Returns what was written."""
+    picked: list[ExportedRecord] = []
+    for group in _read_logs(logs):
+        tuned = _tuned(group)
+        chosen = _fastest_applicable(group)
+        projected = chosen is None
+        if projected:
+            chosen = _projected(group)
+        if tuned is None or chosen is None:
             continue
-        groups.setdefault(key, []).append((line, r))
-        if key in picked:
-            continue
-        try:
-            rec = to_autotvm_record(r)
-        except (VtatuneError, KeyError, TypeError, ValueError):
-            continue
-        if rec is not None:
-            picked[key] = ExportedRecord(r["workload"].get("name") or key[0], key[1], line,
-                                         cycles, float(r["seconds"]), rec)
-    for key, group in groups.items():
-        if key not in picked:
-            label = group[0][1]["workload"].get("name") or key[0]
-            found = _projected(group, label, key)
-            if found is not None:
-                picked[key] = found
-    result = list(picked.values())
-    text = "".join(json.dumps(e.record, separators=(", ", ": ")) + "\n" for e in result)
+        cycles, seconds, (log, line, r), rec = chosen
+        if not projected and cycles < tuned[0]:
+            # a log re-timed by the current model: the exported record is itself one of the
+            # log's, now faster than the one that was best by the logged cycles
+            tuned = (cycles, (log, line, r), _stale(r))
+        tuned_cycles, (tuned_log, tuned_line, tuned_record), retimed = tuned
+        picked.append(ExportedRecord(
+            r["workload"].get("name") or r["workload"]["key"], r["hw"]["model"], line,
+            cycles, seconds, rec, projected, log, tuned_record, tuned_cycles, tuned_log,
+            tuned_line, retimed))
+    text = "".join(json.dumps(e.record, separators=(", ", ": ")) + "\n" for e in picked)
     try:
         Path(out).write_text(text)
     except OSError as exc:
         raise AutotvmError(f"cannot write {out}: {exc.strerror}") from None
-    return result
+    for e in picked:
+        if e.slower:
+            warnings.warn(ExportWarning(
+                f"{e.workload} on {e.model}: tuned at {e.tuned_cycles:,} cycles, exported at "
+                f"{e.cycles:,} ({e.slowdown:.3g}x): AutoTVM's template cannot express "
+                "the tuned schedule; tune it in AutoTVM's space (space='autotvm') to export "
+                "what you tune"), stacklevel=2)
+    return picked

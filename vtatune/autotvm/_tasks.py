@@ -22,16 +22,19 @@ from simulator.errors import ConfigError
 from simulator.hardware import HardwareConfig
 from vtatune.errors import VtatuneError
 from vtatune.schedule import (
+    ALU_AUTOTVM_KNOBS,
     CONV_AUTOTVM_KNOBS,
     DENSE_AUTOTVM_KNOBS,
     autotvm_extents,
 )
 from vtatune.workloads import (
     WORKLOADS,
+    AddWorkload,
     Conv2dTransposeWorkload,
     Conv2dWorkload,
     GemmWorkload,
     GroupConv2dWorkload,
+    MultiplyWorkload,
     Workload,
 )
 
@@ -124,6 +127,28 @@ def _conv2d_transpose_workload(args: Any) -> tuple[Workload, tuple[int, int]]:
                                    opad[0]), (b, bi)
 
 
+def _alu_args(w: Workload, hw: HardwareConfig) -> list[Any]:
+    # add_packed / multiply_packed(lhs, rhs): the add's inputs as the fused function's casts
+    # leave them, int32, in the packed layout (N/B, C/BO, H, W, B, BO)
+    assert isinstance(w, AddWorkload)
+    shape = [w.batch // hw.batch, w.channels // hw.block_out, w.height, w.width, hw.batch,
+             hw.block_out]
+    return [["TENSOR", shape, "int32"], ["TENSOR", shape, "int32"]]
+
+
+def _alu_workload(cls: type) -> Callable[[Any], tuple[Workload, tuple[int, int]]]:
+    def read(args: Any) -> tuple[Workload, tuple[int, int]]:
+        (_, lhs, _), (_, rhs, _) = args[0], args[1]
+        if list(lhs) != list(rhs):
+            raise AutotvmError(f"{cls.operator} of different shapes {lhs} and {rhs} (a "
+                               "broadcast) is not supported")
+        nb, cb, h, w, b, bo = lhs
+        # the operands' width as the deployed graph has them: an int8 tensor cast to int32
+        # (rhs_bits 8) unless told otherwise; the record does not say
+        return cls(nb * b, cb * bo, h, w), (b, bo)
+    return read
+
+
 @dataclass(frozen=True)
 class AutotvmTask:
     """One AutoTVM VTA task vtatune simulates: its name, vtatune's operator, the template's
@@ -149,6 +174,10 @@ TASKS: dict[str, AutotvmTask] = {t.name: t for t in (
                 _group_conv2d_args, _group_conv2d_workload),
     AutotvmTask("conv2d_transpose_packed.vta", "conv2d_transpose", CONV_AUTOTVM_KNOBS,
                 _conv2d_transpose_args, _conv2d_transpose_workload),
+    # The ALU-only kernels (vta/python/vta/top/op.py): residual adds and products.
+    AutotvmTask("add.vta", "add", ALU_AUTOTVM_KNOBS, _alu_args, _alu_workload(AddWorkload)),
+    AutotvmTask("multiply.vta", "multiply", ALU_AUTOTVM_KNOBS, _alu_args,
+                _alu_workload(MultiplyWorkload)),
 )}
 
 

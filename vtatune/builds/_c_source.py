@@ -143,11 +143,19 @@ def runtime_calls(program: Program, hw: HardwareConfig) -> RuntimeCalls:
                 # as a NOP; the second is on the stage's next instruction.
                 nxt = next((x for x in insns[i + 1:] if int(x.module) == stage), None)
                 common = [k for k in _pops(insn) if nxt is not None and k in _pops(nxt)]
-                if not common:
+                follow = insns[i + 1]
+                if common:
+                    take_pops(insn, stage)
+                    calls.append(_pop_call(common[0], stage))
+                    pending[stage] = {common[0]}
+                elif (isinstance(follow, MemInsn) and follow.is_nop and stage != STORE
+                      and int(follow.module) == stage and not _pops(follow)
+                      and (follow.push_prev or follow.push_next)):
+                    # DepPush commits the pending pops into a NOP, and a load or compute
+                    # NOP has no stage for the runtime (x_size 0): the push is another NOP.
+                    take_pops(insn, stage)
+                else:
                     raise ExportError(f"instruction {i}: a NOP that no runtime call makes")
-                take_pops(insn, stage)
-                calls.append(_pop_call(common[0], stage))
-                pending[stage] = {common[0]}
             i += 1
             continue
         if isinstance(insn, MemInsn) and insn.mem == MemId.UOP:

@@ -8,7 +8,7 @@ import json
 import sys
 from typing import Any
 
-from vtatune.cli._common import UsageError, add_command, say_if_compiling, warnings_one_line
+from vtatune.cli._common import UsageError, add_command, hw_flag, warnings_one_line
 
 __all__ = [
     "register",
@@ -61,7 +61,6 @@ def cmd_replay(args: argparse.Namespace) -> int:
     from vtatune.records import replay
 
     warnings_one_line()
-    say_if_compiling()
     if args.jobs < 1:
         raise UsageError(f"--jobs must be at least 1, got {args.jobs}")
     report = replay(args.log, best=args.best, jobs=args.jobs)
@@ -90,16 +89,6 @@ def _timing_now() -> str:
     return MODEL_VERSION
 
 
-def _hw_flag(config: dict[str, Any]) -> str:
-    from simulator.hardware import DEFAULT, PRESETS, HardwareConfig
-
-    hw = HardwareConfig.from_dict(config)
-    if hw == DEFAULT:
-        return ""
-    name = next((n for n, p in PRESETS.items() if p == hw), None)
-    return f" --hw {name}" if name else " --hw vta_config.json"
-
-
 def cmd_best(args: argparse.Namespace) -> int:
     from vtatune.records import best_records, read_records
 
@@ -121,7 +110,7 @@ def cmd_best(args: argparse.Namespace) -> int:
         print(f"  config {json.dumps(r['config'])}")
         print(f"  simulate: python -m vtatune simulate {w['operator']} "
               + " ".join(f"--{k.replace('_', '-')} {v}" for k, v in w["shape"].items())
-              + _hw_flag(hw["config"]) + (" --bias" if r.get("bias") else "")
+              + hw_flag(hw["config"]) + (" --bias" if r.get("bias") else "")
               + f" --schedule '{json.dumps(r['schedule'], separators=(',', ':'))}'")
     return 0
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import time
 from typing import Any
 
 from vtatune.cli._common import (
@@ -12,7 +13,7 @@ from vtatune.cli._common import (
     add_command,
     add_hw_flag,
     add_study_flags,
-    say_if_compiling,
+    next_steps,
     warnings_one_line,
 )
 
@@ -55,21 +56,25 @@ def register(sub: Any) -> None:
     p.add_argument("--list", action="store_true", help="print the tasks and CPU layers only")
     add_hw_flag(p)
     p.add_argument("--batch", type=int, metavar="N",
-                   help="batch of a catalogue network (default 1; an ONNX model has its own)")
+                   help="batch of a catalogue network, or of an ONNX model's dynamic batch "
+                        "axis (default: 1; a model with a fixed batch takes only that one)")
     p.add_argument("--trials", type=int, metavar="N",
                    help="the network's total trials (default: --trials-per-task x tasks)")
     p.add_argument("--trials-per-task", type=int, metavar="N",
-                   help=f"average trials per tunable task (default {DEFAULT_TRIALS_PER_TASK})")
+                   help=f"average trials per tunable task (default: {DEFAULT_TRIALS_PER_TASK}); "
+                        "0 with --log: no tuning, the network as TVM v0.14 deploys it with the "
+                        "log's records (tasks the log lacks take TVM's fallback config)")
     p.add_argument("--scheduler", choices=tuple(SCHEDULERS), default="gradient",
                    help="how the budget is shared out")
     p.add_argument("--round", type=int, default=DEFAULT_ROUND, metavar="N", dest="round_trials",
                    help="trials a task gets per turn")
     p.add_argument("--warmup", type=int, default=DEFAULT_WARMUP, metavar="N",
                    dest="warmup_trials",
-                   help="trials of each task's first round (default: one round)")
+                   help="trials of each task's first round, at least one round "
+                        "(default: %(default)s, one round of the default --round)")
     p.add_argument("--patience", type=int, default=DEFAULT_PATIENCE, metavar="N",
                    help="rounds without improvement after which a task has converged "
-                        "(0: never)")
+                        "(0: never; default: %(default)s)")
     add_study_flags(p, log_default=f"{RUNS_DIR}/<network>-<hw model>.jsonl")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--plot", metavar="FILE.png",
@@ -86,11 +91,13 @@ def cmd_network(args: argparse.Namespace) -> int:
         for name, spec in NETWORKS.items():
             print(f"{name:<{width}}  {spec.source}")
         return 0
-    say_if_compiling()
+    from_log = args.trials_per_task == 0
+    if from_log and not args.log:
+        raise UsageError("--trials-per-task 0 reports a network from a log: give --log")
     for flag in ("batch", "trials", "trials_per_task", "round_trials", "warmup_trials",
                  "jobs"):
         v = getattr(args, flag)
-        if v is not None and v < 1:
+        if v is not None and v < 1 and not (flag == "trials_per_task" and from_log):
             name = {"round_trials": "round", "warmup_trials": "warmup"}.get(flag, flag)
             raise UsageError(f"--{name.replace('_', '-')} must be at least 1, got {v}")
     if args.patience < 0:
@@ -99,15 +106,28 @@ def cmd_network(args: argparse.Namespace) -> int:
         raise UsageError("give --trials (the network's total) or --trials-per-task, not both")
     if args.plot and args.list:
         raise UsageError("--plot draws a tuned network: drop --list")
-    net = load_network(args.network, args.hw, batch=args.batch)
+    net = load_network(args.network, args.hw, batch=args.batch,
+                       tasks="autotvm" if getattr(args, "space", "full") == "autotvm"
+                       else "deployed")
     if args.list:
         if args.json:
             print(json.dumps(network_json(net)))
         else:
             print_network(net)
         return 0
-    from vtatune.networks import tune_network
+    from vtatune.networks import network_from_logs, tune_network
 
+    if from_log:  # a vtatune log or an AutoTVM log, read only
+        from pathlib import Path
+
+        if not Path(args.log).is_file():
+            raise UsageError(f"no log {args.log}")
+        result = network_from_logs(net, [args.log])
+        if args.json:
+            print(json.dumps(result.as_dict()))
+        else:
+            print_result(result, time.perf_counter() - args.started, args.hw)
+        return 0
     if args.plot:
         from vtatune.networks import check_matplotlib
 
@@ -126,14 +146,17 @@ def cmd_network(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(result.as_dict()))
     else:
-        print_result(result)
+        print_result(result, time.perf_counter() - args.started, args.hw)
         if args.plot:
             print(f"plot      {args.plot}")
     return 130 if result.interrupted else 0
 
 
 def _shape(wl: Any) -> str:
-    return wl.describe().removeprefix(f"{wl.name} ").removeprefix(f"{wl.operator} ")
+    """The workload's shape (the epilogues a task's layers fuse are the deployed model's:
+    the VTA line of the report counts them)."""
+    return wl.describe().removeprefix(f"{wl.name} ").removeprefix(f"{wl.operator} ") \
+        .split(", epilogue ")[0]
 
 
 def network_json(net: Any) -> dict[str, Any]:
@@ -146,7 +169,8 @@ def network_json(net: Any) -> dict[str, Any]:
                        "shape": t.workload.shape_args(), "multiplicity": t.multiplicity,
                        "layers": list(t.layers), "skipped": t.skip} for t in net.tasks],
             "cpu": [{"name": c.name, "operator": c.operator, "shape": c.shape,
-                     "reason": c.reason} for c in net.cpu],
+                     "reason": c.reason, "quantized": c.quantized} for c in net.cpu],
+            "int8_layers": [layer.name for layer in net.layers if layer.quantized],
             "notes": list(net.notes)}
 
 
@@ -191,11 +215,17 @@ def print_network(net: Any) -> None:
     _print_cpu(net)
 
 
+def _seed(seed: int | None) -> str:
+    return "each study its own seed" if seed is None else f"seed {seed}"
+
+
 def _fmt(v: float | None, spec: str, unit: str = "") -> str:
     return "-" if v is None else format(v, spec) + unit
 
 
-def print_result(r: Any) -> None:
+def print_result(r: Any, wall_seconds: float, hw_flag: str | None = None) -> None:
+    """The network's table; ``wall_seconds``: the command's time so far; ``hw_flag``: the
+    --hw given (for the commands it prints)."""
     net, hw = r.network, r.hw
     total = r.total_cycles
     rows = []
@@ -214,25 +244,45 @@ def print_result(r: Any) -> None:
     _table(("task", "operator", "shape", "count", "trials", "best cycles", "ms", "share",
             "vs default", "vs TopHub", "state"), rows)
     tuned = [t for t in r.tasks if t.best_cycles]
-    print(f"network   {net.name} on {hw.target_model} at {hw.clock_mhz:g} MHz: VTA time "
-          f"{total:,} cycles = {r.total_ms:.3f} ms ({sum(t.task.multiplicity for t in tuned)} "
-          f"layers in {len(tuned)} tasks)")
+    print(f"network   {net.name} on {hw.target_model} at {hw.clock_mhz:g} MHz: tasks "
+          f"{total:,} cycles = {r.total_ms:.3f} ms (multiplicity x cycles of "
+          f"{sum(t.task.multiplicity for t in tuned)} layers in {len(tuned)} tasks)")
+    d = r.deployed
+    if d is not None:
+        ms = 1e3 * hw.clock_mhz
+        print(f"deployed  VTA time {d.cycles:,} cycles = {d.cycles / ms:.3f} ms over "
+              f"{len(d.kernels)} kernels in order: GEMM kernels {d.gemm_kernels:,}, "
+              f"epilogues +{d.epilogues:,}, ALU-only kernels +{d.alu_kernels:,}")
+    fallback = [n for n, src in r.sources if src == "fallback"]
+    if fallback:
+        print(f"note      {len(fallback)} task(s) run TVM's fallback config (no record): "
+              + ", ".join(fallback))
     sd, st = r.speedup_default, r.speedup_tophub
     top = sum(1 for t in r.tasks if t.tophub_cycles and t.best_cycles)
-    print(f"speed-up  {_fmt(sd, '.2f', 'x')} over the default schedules"
-          + (f", {st:.2f}x over TopHub on its {top} layers" if st else ""))
+    if sd is not None or st:  # a network from logs has no tuning to compare
+        print(f"speed-up  {_fmt(sd, '.2f', 'x')} over the default schedules"
+              + (f", {st:.2f}x over TopHub on its {top} layers" if st else ""))
     skipped = [t for t in r.tasks if t.skipped]
     if skipped:
         print(f"note      {len(skipped)} task(s) not tuned and not counted: "
               + "; ".join(f"{t.task.name}: {t.skipped}" for t in skipped))
     _print_cpu(net)
+    if r.stopped == "from logs":
+        print(f"schedules from {r.log} as TVM's apply_history_best applies them (no tuning)")
+        return
     print(f"search    {r.trials} trials ({r.requested} asked; {r.scheduler}, sampler "
-          f"{r.sampler}, seed {r.seed}); stopped: {r.stopped}; {r.wall_seconds:.1f} s wall, "
+          f"{r.sampler}, {_seed(r.seed)}); stopped: {r.stopped}; {wall_seconds:.1f} s wall, "
           f"{r.sim_seconds:.1f} s simulating")
     if r.interrupted:
         print("note      interrupted; every finished trial is kept (--resume continues)")
     if r.storage:
         print(f"log       {r.log}")
-        print(f"replay    python -m vtatune replay {r.log} --best")
+        tuned = sorted((t for t in r.tasks if t.best_cycles), key=lambda t: -t.network_cycles)
+        if tuned:  # the build line names the task that weighs most
+            for line in next_steps(r.log, tuned[0].task.workload, hw_flag,
+                                   tuned[0].result.bias, len(tuned) - 1):
+                print(line)
+        else:
+            print(f"replay    python -m vtatune replay {r.log} --best")
     if not math.isfinite(r.history[-1][1] if r.history else 0.0):
         print("note      some task found no legal config")

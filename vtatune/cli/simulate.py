@@ -18,7 +18,6 @@ from vtatune.cli._common import (
     add_hw_flag,
     add_workload_flags,
     resolve_workload,
-    say_if_compiling,
     shape_flags_given,
 )
 from vtatune.lowering import lower, lower_vadd
@@ -54,13 +53,16 @@ def register(sub: Any) -> None:
     sim.add_argument("--schedule", metavar="SPEC",
                      help="tutorial, default, a JSON object of knobs (the others at their "
                           'defaults), {"autotvm": {...}} or @file holding such JSON (default: '
-                          "tutorial for the conv2d and gemm tutorial workloads, else default)")
+                          "tutorial for the conv2d and gemm tutorial workloads where the "
+                          "tutorial's schedule exists on the hardware, else default: a legal "
+                          "schedule whenever one exists)")
     add_hw_flag(sim)
     sim.add_argument("--bias", action="store_true", help="add the per-channel int32 bias")
     sim.add_argument("--verify", action="store_true",
                      help="run on random data and check bit-exactly against numpy (exit 1 "
                           "if it differs)")
-    sim.add_argument("--seed", type=int, default=0, help="random data seed for --verify")
+    sim.add_argument("--seed", type=int, default=0, metavar="N",
+                     help="random data seed for --verify")
     sim.add_argument("--json", action="store_true", help="print one JSON object")
     sim.add_argument("--profile", metavar="FILE.json",
                      help="timing profile overrides (fields of simulator.timing.TimingProfile)")
@@ -75,7 +77,6 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    say_if_compiling()
     if args.program is not None or args.operator is None:
         return cmd_simulate_program(args)
     return cmd_simulate(args)

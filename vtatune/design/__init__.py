@@ -26,6 +26,7 @@ Example:
 """
 
 from vtatune.design._designs import Design, DesignResult, pareto_front
+from vtatune.design._hardware import BUILD_FILE, hardware_build
 from vtatune.design._inner import (
     DesignError,
     InnerResult,
@@ -57,8 +58,9 @@ from vtatune.design._space import (
 )
 
 __all__ = [
-    "BUFFERS", "KNOB_RANGES", "MIN_DEPTH", "OBJECTIVES", "SHAPE_KNOBS", "TVM_STOCK", "Design",
-    "DesignError", "DesignResult", "InnerResult", "co_design", "compute_floor",
+    "BUFFERS", "BUILD_FILE", "KNOB_RANGES", "MIN_DEPTH", "OBJECTIVES", "SHAPE_KNOBS",
+    "TVM_STOCK", "Design", "DesignError", "DesignResult", "InnerResult", "co_design",
+    "compute_floor", "hardware_build",
     "infeasibility", "layout_reason", "maximal_configs", "nearest_feasible", "network_log",
     "pareto_front", "placed", "placement_difference", "plot_front", "shape_label", "shapes",
     "smallest", "stock", "toolchain", "tune_tasks", "vta_layers", "with_shape",

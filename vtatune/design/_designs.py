@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from simulator.chisel import DecoderCheck, decoder_check
 from simulator.hardware import HardwareConfig
 from simulator.resources import ResourceEstimate
 from vtatune.design._space import (
@@ -22,7 +23,7 @@ class Design:
     hw: HardwareConfig
     resources: ResourceEstimate
     tasks: dict[str, int]  # best cycles per task
-    total_cycles: int  # sum over the network's layers (each task times its count)
+    total_cycles: int  # the deployed network's VTA time: every kernel in order
     stock_cycles: int
 
     @property
@@ -50,13 +51,23 @@ class Design:
     def stock_toolchain(self) -> bool:
         return self.toolchain == TVM_STOCK
 
+    @property
+    def decoder(self) -> DecoderCheck:
+        """Whether the Chisel RTL's stock decoder reads this design's instructions and
+        micro-ops (``decoder.summary()``: ``stock`` or the index widths it must change)."""
+        return decoder_check(self.hw)
+
     def to_dict(self) -> dict[str, Any]:
         return {"bitstream": self.hw.bitstream, "config": self.hw.to_dict(),
-                "toolchain": self.toolchain,
+                "toolchain": self.toolchain, "decoder": self._decoder_dict(),
                 "resources": self.resources.to_dict(), "total_cycles": self.total_cycles,
                 "total_ms": round(self.total_ms, 4), "speedup": round(self.speedup, 4),
                 "area_percent": round(self.area, 2),
                 "clock_mhz": self.hw.clock_mhz, "tasks": self.tasks}
+
+    def _decoder_dict(self) -> dict[str, Any]:
+        d = self.decoder.to_dict()
+        return {k: d[k] for k in ("stock_decoder", "summary", "index_widths", "widened")}
 
 
 @dataclass(frozen=True)

@@ -49,17 +49,25 @@ def placement_difference(net: Network, reference: frozenset[str]) -> str | None:
 
 @dataclass(frozen=True)
 class InnerResult:
-    """Per task the best cycles found and its multiplicity, or why the hardware cannot run
-    the network."""
+    """Per task the best cycles found and its multiplicity, the deployed network's VTA time
+    with those schedules, or why the hardware cannot run the network."""
 
     cycles: dict[str, int | None]
     counts: dict[str, int]
     reason: str | None
     seconds: float
+    vta_cycles: int | None = None  # every VTA kernel of the deployed model, in order
+
+    @property
+    def tasks_cycles(self) -> int:
+        """Σ multiplicity × best cycles of the tasks."""
+        return sum(self.counts[n] * (c or 0) for n, c in self.cycles.items())
 
     @property
     def total_cycles(self) -> int:
-        return sum(self.counts[n] * (c or 0) for n, c in self.cycles.items())
+        """The network's VTA time as deployed (each layer's epilogue, the ALU-only
+        kernels, tokens carried); the tasks' sum for a result stored without it."""
+        return self.vta_cycles if self.vta_cycles is not None else self.tasks_cycles
 
 
 def network_log(logdir: str | Path, network: str, hw: HardwareConfig) -> Path:
@@ -81,4 +89,7 @@ def tune_tasks(network: str, hw: HardwareConfig, trials: int, seed: int,
     counts = {t.task.name: t.task.multiplicity for t in r.tasks if not t.skipped}
     missing = [n for n, c in cycles.items() if c is None]
     reason = f"{missing[0]}: no legal schedule found" if missing else None
-    return InnerResult(cycles, counts, reason, time.perf_counter() - t0)
+    if reason is None and r.vta_cycles is None:
+        reason = "the deployed network does not run: a task has no legal schedule"
+    return InnerResult(cycles, counts, reason, time.perf_counter() - t0,
+                       None if reason else r.vta_cycles)

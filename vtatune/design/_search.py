@@ -4,8 +4,8 @@ schedule search of every task), exhaustively or by NSGA-II, in one Optuna study.
 
 from __future__ import annotations
 
+import contextlib
 import json
-import shutil
 import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
@@ -15,6 +15,7 @@ from typing import Any
 from simulator.hardware import HardwareConfig
 from simulator.resources import DEVICES, estimate
 from vtatune.design._designs import Design, DesignResult, pareto_front
+from vtatune.design._hardware import BUILD_FILE, build_file_text, write_atomically
 from vtatune.design._inner import (
     DesignError,
     InnerResult,
@@ -36,6 +37,7 @@ from vtatune.design._space import (
     smallest,
     stock,
 )
+from vtatune.errors import VtatuneError
 from vtatune.tuning import RUNS_DIR
 
 OBJECTIVES = ("latency", "latency-area")
@@ -54,6 +56,68 @@ def _evaluate(args: tuple[str, HardwareConfig, int, int, str]) -> InnerResult:
     return tune_tasks(network, hw, trials, seed, logdir)
 
 
+def _open_study(out: Path, storage: str | None, base: str, resume: bool,
+                seed: int) -> tuple[Any, str]:
+    """The design study (created, or loaded on ``resume``) and where it lives: ``out``'s
+    ``design.journal`` (a :class:`~vtatune.tuning.storages.JournalFile`: whole records, a
+    failed write is one line), ``journal:FILE`` or an Optuna storage URL.
+
+    A storage that cannot be created (a read-only or full file system, a database that
+    refuses) is one line (DesignError, StorageError) and leaves nothing behind: the
+    directories made and the journal started here are removed again."""
+    import optuna
+
+    from vtatune.tuning.storages import JournalFile
+
+    path = out / "design.journal" if storage is None else \
+        Path(storage.removeprefix("journal:")) if storage.startswith("journal:") else None
+    # What this call creates, removed again if it fails: the journal, the directories.
+    new_journal = path if path is not None and not path.exists() else None
+    new_dirs = sorted({d for top in (out, *([path.parent] if path is not None else []))
+                       for d in (top, *top.parents) if not d.exists()},
+                      key=lambda d: len(d.parts), reverse=True)  # deepest first
+    backend = None
+    try:
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise DesignError(f"cannot create {out}: {exc.strerror}") from None
+        if path is not None:
+            backend = JournalFile(path)
+            store: Any = optuna.storages.JournalStorage(backend)
+        else:
+            store = storage
+        try:
+            names = {s.study_name for s in optuna.get_all_study_summaries(store)}
+            name = base
+            if not resume:
+                i = 1
+                while name in names:
+                    i += 1
+                    name = f"{base}#{i}"
+            sampler = optuna.samplers.NSGAIISampler(seed=seed, population_size=8)
+            study = optuna.create_study(study_name=name, storage=store, sampler=sampler,
+                                        directions=["minimize", "minimize"],
+                                        load_if_exists=True)
+        except VtatuneError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a driver's error is one line for the user
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            raise DesignError(f"cannot open storage {storage or path}: {first}") from None
+    except VtatuneError:
+        if backend is not None:
+            with contextlib.suppress(VtatuneError, OSError):
+                backend.close()
+        with contextlib.suppress(OSError):
+            if new_journal is not None:
+                new_journal.unlink(missing_ok=True)
+        for d in new_dirs:
+            with contextlib.suppress(OSError):
+                d.rmdir()
+        raise
+    return study, str(path) if path is not None else str(storage)
+
+
 class _Search:
     """The design study: one Optuna trial per evaluated configuration."""
 
@@ -68,27 +132,8 @@ class _Search:
         self.stock_net = placed(network, stock(board))  # an unknown network fails here
         self.reference = vta_layers(self.stock_net)
         self.logdir = out / "tuning"
-        out.mkdir(parents=True, exist_ok=True)
-        if storage is None:
-            from optuna.storages.journal import JournalFileBackend, JournalStorage
-
-            path = out / "design.journal"
-            self.storage_desc = str(path)
-            store: Any = JournalStorage(JournalFileBackend(str(path)))
-        else:
-            store, self.storage_desc = storage, storage
         base = f"design.{self.stock_net.name}.{board}.{objective}.t{trials}.s{seed}"
-        names = {s.study_name for s in optuna.get_all_study_summaries(store)}
-        name = base
-        if not resume:
-            i = 1
-            while name in names:
-                i += 1
-                name = f"{base}#{i}"
-        sampler = optuna.samplers.NSGAIISampler(seed=seed, population_size=8)
-        self.study = optuna.create_study(study_name=name, storage=store, sampler=sampler,
-                                         directions=["minimize", "minimize"],
-                                         load_if_exists=True)
+        self.study, self.storage_desc = _open_study(out, storage, base, resume, seed)
         self.results: dict[str, InnerResult] = {}
         self.infeasible: dict[str, str] = {}
         for tr in self.study.get_trials(deepcopy=False):
@@ -96,7 +141,8 @@ class _Search:
             if key and "tasks" in tr.user_attrs:
                 reason = tr.user_attrs.get("reason")
                 self.results[key] = InnerResult(tr.user_attrs["tasks"],
-                                                tr.user_attrs.get("counts", {}), reason, 0.0)
+                                                tr.user_attrs.get("counts", {}), reason, 0.0,
+                                                tr.user_attrs.get("vta_cycles"))
             elif key and "reason" in tr.user_attrs:
                 self.infeasible[key] = tr.user_attrs["reason"]
         self.new = 0
@@ -109,7 +155,7 @@ class _Search:
         attrs: dict[str, Any] = {"bitstream": hw.bitstream}
         if inner is not None:
             attrs |= {"tasks": inner.cycles, "counts": inner.counts,
-                      "seconds": round(inner.seconds, 2)}
+                      "vta_cycles": inner.vta_cycles, "seconds": round(inner.seconds, 2)}
         if reason:
             attrs["reason"] = reason
             self.infeasible[hw.bitstream] = reason
@@ -182,7 +228,9 @@ def co_design(network: str, board: str, *, trials_per_task: int = 20,
     exhaustive walk for ``latency``, 24 for ``latency-area``).
     ``network``: a catalogue name or an ONNX file; a design must run on VTA the layers the
     stock design runs. ``out``: where the design study, the tuning logs and the Pareto
-    designs' ``vta_config.json`` and logs go (default ``runs/design-<network>-<board>``).
+    designs' ``vta_config.json``, ``hardware_build.json`` and logs go (default
+    ``runs/design-<network>-<board>``); a file system that cannot take them (read-only,
+    full) raises DesignError, leaving no design file half-written.
     """
     if board not in DEVICES:
         raise DesignError(f"unknown board {board!r} (known: {', '.join(DEVICES)})")
@@ -197,6 +245,18 @@ def co_design(network: str, board: str, *, trials_per_task: int = 20,
     t0 = time.perf_counter()
     out_dir = Path(out) if out is not None else \
         RUNS_DIR / f"design-{Path(network).stem}-{board}"
+    try:
+        return _co_design(network, board, trials_per_task, objective, candidates, jobs, seed,
+                          out_dir, storage, resume, t0)
+    except OSError as exc:  # a read-only or full file system, a file in the way
+        where = f"{exc.filename}: " if exc.filename else ""
+        raise DesignError(f"cannot write the design search's files under {out_dir}: "
+                          f"{where}{exc.strerror or exc}") from None
+
+
+def _co_design(network: str, board: str, trials_per_task: int, objective: str,
+               candidates: int, jobs: int, seed: int, out_dir: Path, storage: str | None,
+               resume: bool, t0: float) -> DesignResult:
     search = _Search(network, board, objective, trials_per_task, seed, out_dir, storage,
                      resume, jobs)
     base = stock(board)
@@ -281,11 +341,15 @@ def _knobs(params: dict[str, Any]) -> dict[str, int]:
 
 
 def _write(front: tuple[Design, ...], search: _Search, out: Path) -> None:
-    """``out/<bitstream>/vta_config.json`` and ``<network>.jsonl`` for each Pareto design."""
+    """Per Pareto design ``out/<bitstream>/``: ``vta_config.json``, ``hardware_build.json``
+    (what building it on the Chisel RTL takes) and ``<network>.jsonl`` (its tuned log),
+    all written whole or not at all."""
+    files: dict[Path, bytes] = {}
     for d in front:
         where = out / d.hw.bitstream
-        where.mkdir(parents=True, exist_ok=True)
-        (where / "vta_config.json").write_text(json.dumps(d.hw.to_dict(), indent=2) + "\n")
+        files[where / "vta_config.json"] = (json.dumps(d.hw.to_dict(), indent=2) + "\n").encode()
+        files[where / BUILD_FILE] = build_file_text(d.hw).encode()
         path = network_log(search.logdir, search.network, d.hw)
         if path.exists():
-            shutil.copyfile(path, where / path.name)
+            files[where / path.name] = path.read_bytes()
+    write_atomically(files, "the Pareto designs")

@@ -24,7 +24,9 @@ Example:
 """
 
 from vtatune.errors import IllegalSchedule
-from vtatune.lowering._context import Context, OperatorShape, context, operator_shape
+from vtatune.lowering._alu_only import AluContext, AluFacts
+from vtatune.lowering._carry import FRESH, Carry
+from vtatune.lowering._context import Context, OperatorShape, operator_shape
 from vtatune.lowering._dma import fold_2d, pattern_2d, split_2d, window
 from vtatune.lowering._ir import (
     Dep,
@@ -43,16 +45,26 @@ from vtatune.lowering._layouts import (
     pack_bias,
     pack_conv_data,
     pack_conv_kernel,
+    pack_data,
     pack_matrix,
+    pack_weight,
     packed_inputs,
     transpose_kernel,
     unpack_conv_output,
     unpack_matrix,
     unpack_output,
 )
-from vtatune.lowering._lower import Lowered, check, lower
+from vtatune.lowering._lower import (
+    Lowered,
+    check,
+    context,
+    legality,
+    lower,
+    rules,
+    shape_rules,
+)
 from vtatune.lowering._plan import Plan, plan
-from vtatune.lowering._rules import SHAPE_FIELDS, SHAPE_RULES, Facts, legality, rules, shape_rules
+from vtatune.lowering._rules import SHAPE_FIELDS, SHAPE_RULES, Facts
 from vtatune.lowering._runtime import (
     COMPUTE,
     KERNEL_KEYS,
@@ -65,12 +77,13 @@ from vtatune.lowering._runtime import (
 from vtatune.lowering._vadd import lower_vadd
 
 __all__ = [
-    "COMPUTE", "CommandQueue", "Context", "Dep", "Facts", "For", "IllegalSchedule", "KERNEL_KEYS",
-    "Kernel", "KernelLoop", "LOAD", "Lowered", "OperatorShape", "Plan", "SHAPE_FIELDS",
-    "SHAPE_RULES", "STORE", "Stage", "Threaded", "acc_coefficients", "check", "context", "dilate",
-    "expand_threads", "fold_2d", "input_pack", "insert_deps", "legality", "loop", "lower",
-    "lower_vadd", "operator_shape", "output_pack", "pack_bias", "pack_conv_data",
-    "pack_conv_kernel", "pack_matrix", "packed_inputs", "pattern_2d", "plan", "rules",
-    "shape_rules", "split_2d", "transpose_kernel", "unpack_conv_output", "unpack_matrix",
-    "unpack_output", "window",
+    "AluContext", "AluFacts", "COMPUTE", "Carry", "CommandQueue", "Context", "Dep", "FRESH",
+    "Facts", "For", "IllegalSchedule", "KERNEL_KEYS", "Kernel", "KernelLoop", "LOAD", "Lowered",
+    "OperatorShape", "Plan", "SHAPE_FIELDS", "SHAPE_RULES", "STORE", "Stage", "Threaded",
+    "acc_coefficients", "check", "context", "dilate", "expand_threads", "fold_2d", "input_pack",
+    "insert_deps", "legality", "loop", "lower", "lower_vadd", "operator_shape", "output_pack",
+    "pack_bias", "pack_conv_data", "pack_conv_kernel", "pack_data", "pack_matrix",
+    "pack_weight", "packed_inputs",
+    "pattern_2d", "plan", "rules", "shape_rules", "split_2d", "transpose_kernel",
+    "unpack_conv_output", "unpack_matrix", "unpack_output", "window",
 ]

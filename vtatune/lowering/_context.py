@@ -21,6 +21,7 @@ from vtatune.lowering._layouts import input_pack, output_pack
 from vtatune.workloads import (
     Conv2dTransposeWorkload,
     Conv2dWorkload,
+    Epilogue,
     GemmWorkload,
     GroupConv2dWorkload,
     Workload,
@@ -64,6 +65,7 @@ class Context:
     block_out: int
     out_pack: int  # BLOCK_OUT blocks per channel block of the output in DRAM (output_pack)
     in_pack: int  # BLOCK_IN blocks per channel block of the input in DRAM (input_pack)
+    epilogue: Epilogue  # the workload's (the bias flag of a run may add the benchmark's bias)
 
 
 @dataclass(frozen=True)
@@ -164,7 +166,7 @@ def operator_shape(workload: Workload) -> OperatorShape:
 
 
 def _fits_all(op: OperatorShape, hw: HardwareConfig, w: Widths | None,
-              dram_elems: int) -> bool:
+              dram_elems: int, epilogue: Epilogue) -> bool:
     """True when no schedule passing the other rules can overflow a field: every SRAM
     index and DMA size is below a buffer depth (the capacity rules), so depths below 2^16
     and 2^(index widths), DMA strides (a row, an image, a kernel row of channel blocks, an
@@ -184,7 +186,7 @@ def _fits_all(op: OperatorShape, hw: HardwareConfig, w: Widths | None,
             and hw.uop_depth < (1 << w.uop_end)  # uop_end <= depth
             and dram_elems < (1 << w.dram)
             and (op.batch // hw.batch) * 8 * hw.uop_depth + 16 < (1 << w.dram)
-            and (1 << (hw.out_width - 1)) - 1 < (1 << (w.imm - 1)))
+            and max_imm_magnitude(epilogue) < (1 << (w.imm - 1)))
 
 
 @lru_cache(maxsize=1024)
@@ -209,5 +211,13 @@ def context(workload: Workload, hw: HardwareConfig) -> Context:
         hw.wgt_depth, hw.acc_depth, hw.uop_depth, hw.inp_elem_bytes, hw.wgt_elem_bytes,
         hw.acc_elem_bytes, hw.acc_buff_bytes, loop_limit(), hw.out_width, widths,
         layout_error,
-        _fits_all(op, hw, widths, dram_elems), dram_elems, isinstance(workload, GemmWorkload),
-        hw.block_out, output_pack(hw), input_pack(hw))
+        _fits_all(op, hw, widths, dram_elems, workload.epilogue), dram_elems,
+        isinstance(workload, GemmWorkload), hw.block_out, output_pack(hw), input_pack(hw),
+        workload.epilogue)
+
+
+def max_imm_magnitude(epilogue: Epilogue) -> int:
+    """The largest magnitude an ALU immediate of ``epilogue`` takes, as a signed field must
+    hold it (-x needs x - 1 bits of magnitude): the ALU ``imm`` field's width bounds it."""
+    return max((imm if imm >= 0 else -imm - 1 for _, imm, _ in epilogue.alu_steps()
+                if imm is not None), default=0)

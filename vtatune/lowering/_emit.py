@@ -13,6 +13,7 @@ from functools import lru_cache
 
 from simulator.isa import MemId
 from simulator.program import Program, layout_tensors
+from vtatune.lowering._carry import FRESH, Carry
 from vtatune.lowering._context import context
 from vtatune.lowering._dma import pattern_2d, window
 from vtatune.lowering._ir import Dep, For, Stage, Threaded, expand_threads, insert_deps, loop
@@ -36,14 +37,36 @@ class _Leaf:
         self.name = name
 
 
+def epilogue_leaves(steps: tuple[tuple[str, int | None, str | None], ...]) -> tuple[str, ...]:
+    """The epilogue's leaves in order: ``alu<i>`` per ALU instruction, each extra tensor's
+    ``load_<tensor>`` right before the first instruction that reads it (where TVM's
+    ``cache_read`` stage lands: for the benchmark graph after the shift, for a deployed
+    conv first)."""
+    leaves: list[str] = []
+    for i, (_, _, tensor) in enumerate(steps):
+        if tensor and f"load_{tensor}" not in leaves:
+            leaves.append(f"load_{tensor}")
+        leaves.append(f"alu{i}")
+    return tuple(leaves)
+
+
 @lru_cache(maxsize=4096)
-def _steps(looped: tuple[str, ...], bias: bool, clip_order: str,
-           nthreads: int) -> tuple[tuple, ...]:
+def _steps(looped: tuple[str, ...], epilogue: tuple[str, ...], nthreads: int,
+           v01: bool = False) -> tuple[tuple[tuple, ...], tuple[tuple[int, int], ...]]:
     """The loop tree with TVM's dependencies and vthreads, as the flat sequence of steps
-    that records it. ``looped``: the tile loops that exist (extent > 1), outermost first,
-    among the outer axes then ``bi`` and ``k0``. Dependencies depend on which loops exist,
-    not on their extents, so a loop step names its slot and the extent is filled in when
-    recording: every schedule with the same loop structure shares one sequence."""
+    that records it, and the pops TVM issues after the stream's synchronize. ``looped``:
+    the tile loops that exist (extent > 1), outermost first, among the outer axes then
+    ``bi`` and ``k0``. Dependencies depend on which loops exist, not on their extents, so a
+    loop step names its slot and the extent is filled in when recording: every schedule
+    with the same loop structure shares one sequence.
+
+    TVM puts a function's one ``VTASynchronize`` after its body's root statement and the
+    draining pops of a loop after the loop. With virtual threads the root is the
+    ``virtual_thread`` attribute, the loop inside it: the drains come before the
+    synchronize. Without, a root that is the tile loop itself gets them after the
+    synchronize: the stream ends with the last iteration's token unpopped, and the pops
+    stay pending in the runtime's queue for the next stream (``coproc_sync.cc``). ``v01``:
+    every drain before the synchronize, as vtatune 0.1 emitted them."""
     def maybe(axis, body):  # any extent > 1 gives the structure of a loop
         return loop(axis, 2 if axis in looped else 1, body)
 
@@ -51,18 +74,19 @@ def _steps(looped: tuple[str, ...], bias: bool, clip_order: str,
     inner += maybe("k0", [Stage(LOAD, [_Leaf("load_inp"), _Leaf("load_wgt")]),
                           Stage(COMPUTE, [_Leaf("gemm")])])
     tile = maybe("bi", inner)
-    epilogue = [_Leaf("shr")]
-    if bias:
-        epilogue += [_Leaf("load_bias"), _Leaf("add")]
-    epilogue += [_Leaf(n) for n in (("min", "max") if clip_order == "min_max"
-                                    else ("max", "min"))]
-    tile += [Stage(COMPUTE, epilogue), Stage(STORE, [_Leaf("store")])]
+    tile += [Stage(COMPUTE, [_Leaf(name) for name in epilogue]),
+             Stage(STORE, [_Leaf("store")])]
     body = tile
     for axis in reversed([a for a in looped if a not in ("bi", "k0")]):
         body = loop(axis, 2, body)
+    synced = insert_deps(body)
+    after: list[Dep] = []
+    if nthreads == 1 and len(body) == 1 and isinstance(body[0], For) and not v01:
+        while synced and isinstance(synced[-1], Dep) and not synced[-1].push:
+            after.insert(0, synced.pop())
     steps: list[tuple] = []
-    _flatten(expand_threads(insert_deps(body), nthreads), None, steps)
-    return tuple(steps)
+    _flatten(expand_threads(synced, nthreads), None, steps)
+    return tuple(steps), tuple((d.src, d.dst) for d in after)
 
 
 _LOOP, _END, _PUSH, _POP, _LEAF = range(5)
@@ -146,7 +170,12 @@ def _input_windows(p: int, s: int, k: int, oh: int, ow: int, gh: int, gw: int, t
     return window_tables(ywin, xwin, shapes)
 
 
-def emit(plan: Plan) -> Program:
+def emit(plan: Plan, carry: Carry = FRESH, stream: str = "tvm"
+         ) -> tuple[Program, tuple[tuple[int, int], ...]]:
+    """The program of ``plan`` after a stream that left ``carry`` (tokens in the FIFOs,
+    pops pending in the runtime's queue), and the pops it leaves pending itself.
+    ``stream="v0.1"`` rebuilds the stream vtatune 0.1 emitted (see :func:`lower`)."""
+    v01 = _stream_v01(stream)
     hw, g, sch = plan.hw, plan.geo, plan.schedule
     tensors, dram_bytes = _tensors(plan.workload, hw, plan.bias)
     base = {t.name: t.address for t in tensors}
@@ -154,7 +183,7 @@ def emit(plan: Plan) -> Program:
     wgt0 = base["weight"] // hw.wgt_elem_bytes
     out0 = base["output"] // hw.out_elem_bytes
     bias0 = base.get("bias", 0) // hw.acc_elem_bytes
-    q = CommandQueue(hw)
+    q = CommandQueue(hw, carry.pending, merge_nop_push=v01)
     oc_n, h_n = sch.oc_nthread, sch.h_nthread
     tile_b, tile_h, tile_w, tile_co, tile_ci = (sch.tile_b, sch.tile_h, sch.tile_w,
                                                 sch.tile_co, sch.tile_ci)
@@ -245,11 +274,11 @@ def emit(plan: Plan) -> Program:
             q.push_kernel(ids[0], _BI if tile_b > 1 else -1)
         return make
 
-    alu_kernels = [dict(plan.alu_kernels(t)) for t in range(plan.nthreads)]
+    alu_kernels = [plan.alu_kernels(t) for t in range(plan.nthreads)]
 
-    def alu(name):
+    def alu(i):
         def make(t):
-            q.push_alu(("alu", name, t), alu_kernels[t][name])
+            q.push_alu(("alu", i, t), alu_kernels[t][i])
         return make
 
     # A tile is stored by one DMA per element of its looped dims (outermost first): the
@@ -272,7 +301,7 @@ def emit(plan: Plan) -> Program:
     makers = {"reset": kernel_leaf("reset", plan.reset_kernel),
               "gemm": kernel_leaf("gemm", plan.gemm_kernel), "load_inp": load_inp,
               "load_wgt": load_wgt, "load_bias": load_bias, "store": store,
-              **{name: alu(name) for name in ("shr", "add", "min", "max")}}
+              **{f"alu{i}": alu(i) for i in range(len(plan.alu_steps))}}
     extents = {_SLOT[axis]: g.counts[axis] for axis in sch.outer_order}
     extents[_SLOT["bi"]], extents[_SLOT["k0"]] = sch.tile_b, g.cib // sch.tile_ci
     outer = sch.outer_order
@@ -280,7 +309,8 @@ def emit(plan: Plan) -> Program:
         outer = outer.replace("c", "gc")
         extents[_G], extents[_C] = g.groups, group_loop
     looped = tuple(axis for axis in (*outer, "bi", "k0") if extents[_SLOT[axis]] > 1)
-    for kind, a, b in _steps(looped, plan.bias, sch.clip_order, plan.nthreads):
+    steps, after_sync = _steps(looped, epilogue_leaves(plan.alu_steps), plan.nthreads, v01)
+    for kind, a, b in steps:
         if kind == _LEAF:
             makers[a](b)
         elif kind == _LOOP:
@@ -293,7 +323,7 @@ def emit(plan: Plan) -> Program:
             q.dep_pop(a, b)
     q.synchronize()
     table, uops = q.run()
-    return Program(table, uops, tensors, dram_bytes)
+    return Program(table, uops, tensors, dram_bytes, carry.tokens), after_sync
 
 
 _ZERO = (0,) * len(_SLOT)
@@ -309,3 +339,16 @@ def _coefficients(address) -> dict[int, int]:
         if c := address(unit, 0, 0) - const:
             coefs[slot] = c
     return coefs
+
+
+#: The streams :func:`emit` can build: TVM's (``vta/runtime/runtime.cc`` and CoProcSync as
+#: TVM v0.14 has them) and vtatune 0.1's, which merged a push into a load or compute NOP and
+#: drained a single-thread tile loop before the synchronize (the shared RTL measurements ran
+#: those streams: :mod:`vtatune.fidelity` rebuilds them to score the timing model).
+STREAMS = ("tvm", "v0.1")
+
+
+def _stream_v01(stream: str) -> bool:
+    if stream not in STREAMS:
+        raise ValueError(f"unknown stream rules {stream!r} (known: {', '.join(STREAMS)})")
+    return stream == "v0.1"

@@ -21,7 +21,7 @@ from simulator.hardware import HardwareConfig
 from simulator.isa import AluOp
 from vtatune.lowering._context import Geometry, context
 from vtatune.lowering._dma import StoreDims, store_plan
-from vtatune.lowering._rules import rules
+from vtatune.lowering._rules import epilogue_steps, rules
 from vtatune.lowering._runtime import Kernel, KernelLoop
 from vtatune.schedule import Schedule
 from vtatune.workloads import (
@@ -55,6 +55,8 @@ class Plan:
     store_pattern: tuple[int, int, int]
     alu_flat: tuple[KernelLoop, ...]
     alu_bias: tuple[KernelLoop, ...]
+    #: the epilogue's ALU instructions in order: (op, immediate, tensor)
+    alu_steps: tuple[tuple[str, int | None, str | None], ...]
 
     # SRAM bases per thread -----------------------------------------------------------
     def inp_base(self, t: int) -> int:
@@ -88,30 +90,31 @@ class Plan:
         base = (self.acc_base(t) + bi * self.acc_tile // self.schedule.tile_b, 0, 0)
         return _fold_kernel(self.reset_axes, self.reset_folds, base, reset=True)
 
-    def alu_kernels(self, t: int) -> tuple[tuple[str, Kernel], ...]:
-        """Thread t's epilogue kernels in order: shift, bias add, clip."""
+    def alu_kernels(self, t: int) -> tuple[Kernel, ...]:
+        """Thread t's epilogue kernels, one per ALU instruction of :attr:`alu_steps`."""
         return _alu_kernels(self.acc_base(t), self.bias_base(t) if self.bias else None,
-                            self.alu_flat, self.alu_bias, self.hw.out_width,
-                            self.schedule.clip_order)
+                            self.alu_flat, self.alu_bias, self.alu_steps)
+
+
+_ALU_OPS = {"add": AluOp.ADD, "max": AluOp.MAX, "min": AluOp.MIN, "shr": AluOp.SHR,
+            "mul": AluOp.MUL}
 
 
 @lru_cache(maxsize=1024)
-def _alu_kernels(a: int, bias_at: int | None, flat, bias_loops, out_width: int,
-                 clip_order: str) -> tuple[tuple[str, Kernel], ...]:
+def _alu_kernels(a: int, bias_at: int | None, flat, bias_loops,
+                 steps: tuple[tuple[str, int | None, str | None], ...]) -> tuple[Kernel, ...]:
     on_acc = np.array([[a, a, 0]], np.int64)  # one uop: acc[a] op= imm
-    shr = Kernel(on_acc, flat, alu_op=AluOp.SHR, use_imm=True, imm=8)
-    clip_max = (1 << (out_width - 1)) - 1
-    mn = Kernel(on_acc, flat, alu_op=AluOp.MIN, use_imm=True, imm=clip_max)
-    mx = Kernel(on_acc, flat, alu_op=AluOp.MAX, use_imm=True, imm=0)
-    ops = [("shr", shr)]
-    if bias_at is not None:
-        # An ALU instruction has two loops; the bias add's inner ones (co % k when the
+    kernels = []
+    for op, imm, tensor in steps:
+        if tensor is None:
+            kernels.append(Kernel(on_acc, flat, alu_op=_ALU_OPS[op], use_imm=True, imm=imm))
+            continue
+        # acc op= bias: an ALU instruction has two loops; the inner ones (co % k when the
         # output is packed by BLOCK_IN) unroll into micro-ops.
         inner = tuple((lp.extent, (lp.dst, lp.src, 0)) for lp in bias_loops[2:])
         uops = _unrolled(inner) + np.array([a, bias_at, 0], np.int64)
-        ops.append(("add", Kernel(uops, bias_loops[:2], alu_op=AluOp.ADD)))
-    ops += [("min", mn), ("max", mx)] if clip_order == "min_max" else [("max", mx), ("min", mn)]
-    return tuple(ops)
+        kernels.append(Kernel(uops, bias_loops[:2], alu_op=_ALU_OPS[op]))
+    return tuple(kernels)
 
 
 @lru_cache(maxsize=4096)
@@ -152,6 +155,7 @@ def plan(workload: Workload, schedule: Schedule, hw: HardwareConfig, bias: bool 
     ctx = context(workload, hw)
     f = rules(ctx, schedule, bias)
     sch = schedule
+    bias, steps = epilogue_steps(ctx.epilogue, bias, sch.clip_order)
     geo = Geometry(**vars(ctx), eh=f.eh, ew=f.ew,
                    counts={"b": ctx.nb // sch.tile_b, "h": ctx.oh // sch.tile_h // sch.h_nthread,
                            "c": ctx.cob // sch.tile_co // sch.oc_nthread,
@@ -161,4 +165,4 @@ def plan(workload: Workload, schedule: Schedule, hw: HardwareConfig, bias: bool 
                 f.acc_tile, f.bias_tile, f.nthreads, f.gemm_axes, f.reset_axes, f.gemm_folds,
                 f.reset_folds, f.inp_channels, f.group_loop, f.groups_per_tile, f.inp_split,
                 store_loops, store_pattern, tuple(KernelLoop(*lp) for lp in f.alu_flat),
-                tuple(KernelLoop(*lp) for lp in f.alu_bias))
+                tuple(KernelLoop(*lp) for lp in f.alu_bias), steps)

@@ -37,6 +37,7 @@ Example:
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 from typing import Any, NamedTuple
 
 from simulator.hardware import HardwareConfig
@@ -53,6 +54,7 @@ from vtatune.lowering._layouts import acc_coefficients
 from vtatune.lowering._runtime import KERNEL_KEYS
 from vtatune.schedule import Schedule
 from vtatune.workloads import (
+    Epilogue,
     Workload,
 )
 
@@ -138,7 +140,7 @@ def _kernel_rules(what: str, axes: Axes, folds: int, ctx: Context) -> int:
     return nuops
 
 
-def _field_width_rule(ctx: Context, sch: Any, bias: bool, eh: int, ew: int, n: int,
+def _field_width_rule(ctx: Context, sch: Any, steps: tuple, eh: int, ew: int, n: int,
                       inp_tile: int, wgt_tile: int, acc_tile: int, bias_tile: int,
                       inp_split: bool, strict_store, gemm_axes: Axes, reset_axes: Axes,
                       n_gemm: int, n_reset: int, alu_flat, alu_bias, nch: int,
@@ -169,7 +171,9 @@ def _field_width_rule(ctx: Context, sch: Any, bias: bool, eh: int, ew: int, n: i
     # the uop area holds every kernel once; the uop buffer holds at most all of them
     # ALU loops past the instruction's two unroll into micro-ops (the bias add's co % k)
     alu_uops = [math.prod(e for e, _, _ in loops[2:]) for loops in (alu_flat, alu_bias)]
-    n_kernels_uops = n * tile_b * (n_gemm + n_reset) + n * (3 + alu_uops[1] if bias else 3)
+    bias = any(tensor == "bias" for _, _, tensor in steps)
+    n_kernels_uops = n * tile_b * (n_gemm + n_reset) + n * sum(
+        alu_uops[1] if tensor else 1 for _, _, tensor in steps)
     uop_top = min(n_kernels_uops, ctx.uop_depth)  # an upper bound of uop_end
 
     def unrolled_max(axes: Axes, j: int) -> int:
@@ -184,7 +188,8 @@ def _field_width_rule(ctx: Context, sch: Any, bias: bool, eh: int, ew: int, n: i
     alu_src_max = (n - 1) * acc_tile
     if bias:
         alu_src_max = n * acc_tile + (n - 1) * bias_tile
-    clip_max = (1 << (ctx.out_width - 1)) - 1
+    imm_max = max((imm if imm >= 0 else -imm - 1 for _, imm, _ in steps if imm is not None),
+                  default=0)
     facts = (
         # (instruction, field, largest value, width)
         ("LOAD INP", "sram_base",
@@ -219,7 +224,7 @@ def _field_width_rule(ctx: Context, sch: Any, bias: bool, eh: int, ew: int, n: i
          w.dst_factor),
         ("ALU", "src_factor", max((c for _, _, c in (*alu_flat, *alu_bias)), default=0),
          w.src_factor),
-        ("ALU", "imm", clip_max, w.imm - 1),  # signed
+        ("ALU", "imm", imm_max, w.imm - 1),  # signed
         ("GEMM micro-op", "dst", (n - 1) * acc_tile + (tile_b - 1) * acc_row
          + max(unrolled_max(gemm_axes, 0), unrolled_max(reset_axes, 0)), w.uop_dst),
         ("GEMM micro-op", "src", (n - 1) * inp_tile + unrolled_max(gemm_axes, 1), w.uop_src),
@@ -290,6 +295,15 @@ SHAPE_RULES = frozenset({
     "uop_kernel_keys", "group_thread_split", "group_tile", "tvm_output_padding",
     "tvm_split_tail", "inp_capacity", "wgt_capacity", "acc_capacity", "tvm_vthread_inplace",
     "dma_pattern"})
+
+
+@lru_cache(maxsize=256)
+def epilogue_steps(epilogue: Epilogue, bias: bool, clip_order: str
+                   ) -> tuple[bool, tuple[tuple[str, int | None, str | None], ...]]:
+    """(reads a bias, the ALU instructions in order) of ``epilogue`` run with the ``bias``
+    flag (which adds the benchmark epilogue's bias)."""
+    effective = epilogue.with_bias(bias)
+    return effective.bias, effective.alu_steps(clip_order)
 
 
 def rules(ctx: Context, sch: Any, bias: bool = False) -> Facts:
@@ -399,6 +413,7 @@ def rules(ctx: Context, sch: Any, bias: bool = False) -> Facts:
     inp_tile = nch * eh * ew
     wgt_tile = tile_co * tile_ci * k * k
     acc_tile = tile_b * tile_co * tile_h * tile_w
+    bias, steps = epilogue_steps(ctx.epilogue, bias, sch.clip_order)
     bias_tile = tile_b * tile_co if bias else 0
 
     # --- SRAM capacity (every buffer is replicated per virtual thread) -------------------
@@ -417,8 +432,7 @@ def rules(ctx: Context, sch: Any, bias: bool = False) -> Facts:
     if strict and n == 4:
         # TVM's storage planner cannot make the epilogue in-place under two nested
         # cthreads: every ALU stage keeps its own accumulator tile.
-        n_alu = 4 if bias else 3
-        acc_need = acc_tile * (1 + n_alu) + bias_tile
+        acc_need = acc_tile * (1 + len(steps)) + bias_tile
     if n * acc_need > ctx.acc_depth:
         raise IllegalSchedule(
             "acc_capacity",
@@ -508,9 +522,10 @@ def rules(ctx: Context, sch: Any, bias: bool = False) -> Facts:
                     "writes no zeros")
     shape_rules(ctx)
     if not ctx.fits_all:
-        _field_width_rule(ctx, sch, bias, eh, ew, n, inp_tile, wgt_tile, acc_tile, bias_tile,
-                          inp_split, store_pattern, gemm_axes, reset_axes, n_gemm, n_reset,
-                          alu_flat, alu_bias if bias else (), nch, gemm_folds, reset_folds)
+        _field_width_rule(ctx, sch, steps, eh, ew, n, inp_tile, wgt_tile, acc_tile,
+                          bias_tile, inp_split, store_pattern, gemm_axes, reset_axes, n_gemm,
+                          n_reset, alu_flat, alu_bias if bias else (), nch, gemm_folds,
+                          reset_folds)
     return Facts(eh, ew, n, inp_tile, wgt_tile, acc_tile, bias_tile, gemm_axes, reset_axes,
                  gemm_folds, reset_folds, n_gemm, n_reset, nch, group_loop, m, inp_split,
                  store_pattern, alu_flat, alu_bias)

@@ -171,8 +171,18 @@ class CommandQueue:
     window origin and takes its shape from the window table. ``reuse=True`` skips a load
     identical to the one this call site issued last (the tile is still resident)."""
 
-    def __init__(self, hw: HardwareConfig) -> None:
+    def __init__(self, hw: HardwareConfig, pending: tuple[tuple[int, int], ...] = (),
+                 merge_nop_push: bool = False) -> None:
+        """``pending``: the pops ``(src, dst)`` a stream before left pending (issued after its
+        synchronize): the runtime's queue keeps them, and this stream's first instruction
+        of stage ``dst`` (or a NOP, when another such pop comes first) carries them.
+        ``merge_nop_push``: let a push merge into a load or compute NOP, as vtatune 0.1's
+        model of the runtime did (not ``runtime.cc``: only for rebuilding those streams)."""
         self.hw = hw
+        self._merge_nop = int(merge_nop_push)
+        self._pending = np.zeros(8, np.int64)
+        for src, dst in pending:
+            self._pending[2 * dst + (0 if src < dst else 1)] = 1
         self._ops: list[tuple[int, int, int, int]] = []
         self._open: list[int] = []  # indices of the open LOOP ops
         self._dmas: list[list[int]] = []
@@ -292,7 +302,8 @@ class CommandQueue:
             # fresh pages for a table of ~100k rows would cost more than filling it.
             table = np.empty((capacity, R.WIDTH), np.int64)
             n, order, status = _execute(ops, dmas, ywin, xwin, shapes, nx, kernels,
-                                        self.hw.uop_depth, table)
+                                        self.hw.uop_depth, table, self._pending,
+                                        self._merge_nop)
             if status != _FULL:
                 break
             capacity *= 2
@@ -310,7 +321,8 @@ class CommandQueue:
 # at _PEND + 2 s, pop_next at _PEND + 2 s + 1.
 _N, _LAST, _SRAM_END, _CACHE_IDX, _CACHE_LEN, _PEND = range(6)
 _FULL = -2  # status: the table is too small
-_STATE = _PEND + 8
+_MERGE_NOP = _PEND + 8  # 1: a push may merge into a load/compute NOP (vtatune 0.1's streams)
+_STATE = _MERGE_NOP + 1
 
 
 @njit(cache=True)
@@ -342,7 +354,9 @@ def _append(rows, st, stage, code, f0, f1, f2, f3, f4, f5, f6, f7, f8, f9,
 
 @njit(cache=True)
 def _nop(rows, st, stage):
-    """A NOP of ``stage`` (carrying its pending pops)."""
+    """A NOP of ``stage`` (carrying its pending pops). The runtime reads the stage of a LOAD
+    of no elements as none (``GetPipelineStage``: ``x_size == 0``), so a push never merges
+    into a load or compute NOP; a STORE NOP is the store stage's and takes one."""
     if stage == STORE:
         opcode, mem = Opcode.STORE, MemId.OUT
     elif stage == LOAD:
@@ -350,6 +364,8 @@ def _nop(rows, st, stage):
     else:
         opcode, mem = Opcode.LOAD, MemId.UOP
     _append(rows, st, stage, R.MEM, opcode, mem, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+    if stage != STORE and not st[_MERGE_NOP]:
+        st[_LAST] = 0
 
 
 @njit(cache=True)
@@ -380,11 +396,15 @@ def _dep_push(rows, st, src, dst):
 
 
 @njit(cache=True)
-def _execute(ops, dmas, ywin, xwin, shapes, nx, kernels, uop_depth, rows):
+def _execute(ops, dmas, ywin, xwin, shapes, nx, kernels, uop_depth, rows, pending,
+             merge_nop):
     """Run a queue program into ``rows``: (instructions written, kernels in uop-area order,
     status). ``status`` is -1, :data:`_FULL`, or the id of a kernel larger than the uop
-    buffer."""
+    buffer. ``pending``: the pending pops the queue starts with (pop_prev of stage s at
+    2 s, pop_next at 2 s + 1)."""
     st = np.zeros(_STATE, np.int64)
+    st[_PEND:_PEND + 8] = pending
+    st[_MERGE_NOP] = merge_nop
     env = np.zeros(NSLOTS, np.int64)
     nk = kernels.shape[0]
     res_begin = np.full(nk, -1, np.int64)  # resident kernels: their uop SRAM range

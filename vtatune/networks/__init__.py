@@ -11,21 +11,33 @@ tuning a network over one trial budget.
 Example:
     >>> net = load_network("resnet18", "pynq")
     >>> [(t.name, t.multiplicity) for t in net.tasks][:3]
-    [('resnet18.C2', 4), ('resnet18.C3', 1), ('resnet18.C4', 1)]
+    [('resnet18.C2', 4), ('resnet18.C3', 1), ('resnet18.C5', 3)]
 """
 
 from vtatune.networks._catalogue import NETWORKS, load_network, network_names
+from vtatune.networks._deployed import (
+    Applied,
+    DeployedRun,
+    KernelRun,
+    deployed_run,
+    schedules_from_logs,
+)
 from vtatune.networks._layers import (
+    ALU_TARGETS,
+    DEPLOYED_SHIFT,
+    TASK_KINDS,
     CpuLayer,
+    CpuOp,
     Layer,
     Network,
     NetworkError,
     NetworkSpec,
+    Step,
     Task,
     place,
     tasks_of,
 )
-from vtatune.networks._onnx import OnnxModel, layers_from_model, read_onnx
+from vtatune.networks._onnx import OnnxGraph, OnnxModel, layers_from_model, read_onnx
 from vtatune.networks._plot import check_matplotlib, draw_network
 from vtatune.networks._tuning import (
     DEFAULT_PATIENCE,
@@ -35,13 +47,16 @@ from vtatune.networks._tuning import (
     NetworkResult,
     TaskResult,
     default_network_log,
+    network_from_logs,
     tune_network,
 )
 
 __all__ = [
-    "DEFAULT_PATIENCE", "DEFAULT_ROUND", "DEFAULT_TRIALS_PER_TASK", "DEFAULT_WARMUP",
-    "NETWORKS", "CpuLayer", "Layer", "Network", "NetworkError", "NetworkResult", "NetworkSpec",
-    "OnnxModel", "Task", "TaskResult", "check_matplotlib", "default_network_log",
-    "draw_network", "layers_from_model", "load_network", "network_names", "place",
-    "read_onnx", "tasks_of", "tune_network",
+    "ALU_TARGETS", "Applied", "CpuLayer", "CpuOp", "DEFAULT_PATIENCE", "DEFAULT_ROUND",
+    "DEFAULT_TRIALS_PER_TASK", "DEFAULT_WARMUP", "DEPLOYED_SHIFT", "DeployedRun", "KernelRun",
+    "Layer", "NETWORKS", "Network", "NetworkError", "NetworkResult", "NetworkSpec", "OnnxGraph",
+    "OnnxModel", "Step", "TASK_KINDS", "Task", "TaskResult", "check_matplotlib",
+    "default_network_log", "deployed_run", "draw_network", "layers_from_model", "load_network",
+    "network_from_logs", "network_names", "place", "read_onnx", "schedules_from_logs", "tasks_of",
+    "tune_network",
 ]

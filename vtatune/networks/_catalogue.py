@@ -26,7 +26,7 @@ batch 1, each with its source; any ONNX model loads the same way
 Example:
     >>> net = load_network("resnet18", "pynq")
     >>> [(t.name, t.multiplicity) for t in net.tasks][:3]
-    [('resnet18.C2', 4), ('resnet18.C3', 1), ('resnet18.C4', 1)]
+    [('resnet18.C2', 4), ('resnet18.C3', 1), ('resnet18.C5', 3)]
     >>> net.cpu[0].name, net.cpu[0].reason  # doctest: +NORMALIZE_WHITESPACE
     ('conv1', '3 input channels are not a multiple of BLOCK_IN 16 (the first convolution
      stays on the CPU)')
@@ -37,10 +37,19 @@ Example:
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from simulator.hardware import HardwareConfig
-from vtatune.networks._layers import Layer, Network, NetworkError, NetworkSpec, tasks_of
+from vtatune.networks._layers import (
+    CpuLayer,
+    CpuOp,
+    Layer,
+    Network,
+    NetworkError,
+    NetworkSpec,
+    tasks_of,
+)
 
 
 def _conv(name: str, batch: int, size: int, ci: int, co: int, k: int, s: int = 1,
@@ -59,38 +68,76 @@ _RESNET18_LABELS = {(56, 64, 64, 3, 1): "C2", (56, 64, 128, 3, 2): "C3",
                     (14, 256, 512, 1, 2): "C10", (7, 512, 512, 3, 1): "C11"}
 
 
-def _resnet(depth: int, batch: int) -> list[Layer]:
-    """torchvision's ResNet (v1.5: a bottleneck strides in its 3x3) at 224x224."""
+def _resnet(depth: int, batch: int) -> list[Layer | CpuOp]:
+    """torchvision's ResNet (v1.5: a bottleneck strides in its 3x3) at 224x224, as VTA's
+    deploy tutorial runs it: the stem and max pool in float on the CPU, then packed and
+    quantized to int8 (``graph_pack`` from the max pool to the global pool), every conv with
+    its fused epilogue (ReLU where the block has one), each block's residual add (with ReLU)
+    after its convs, then unpacked, pooled and classified on the CPU. Execution order is
+    TVM's: a block's convs, its downsample, its add."""
     blocks = {18: (2, 2, 2, 2), 34: (3, 4, 6, 3), 50: (3, 4, 6, 3)}[depth]
     bottleneck = depth >= 50
     labels = _RESNET18_LABELS if depth == 18 else {}
-    layers = [_conv("conv1", batch, 224, 3, 64, 7, 2)]
+    n = batch
+    items: list[Layer | CpuOp] = [
+        _conv("conv1", batch, 224, 3, 64, 7, 2),
+        CpuOp("maxpool", "nn.max_pool2d", f"{n}x64x112x112 -> {n}x64x56x56 float32",
+              bytes=4 * n * 64 * (112 * 112 + 56 * 56)),
+        *_quantize_in(n, 64, 56)]
     size, ci = 56, 64  # after the 3x3 stride-2 max pool
-    for stage, n in enumerate(blocks):
+    for stage, count in enumerate(blocks):
         width = 64 << stage
         out = width * 4 if bottleneck else width
-        for b in range(n):
+        for b in range(count):
             s = 2 if stage > 0 and b == 0 else 1
             pre = f"layer{stage + 1}.{b}"
 
             def conv(suffix: str, sz: int, c_in: int, c_out: int, k: int, st: int,
-                     pre: str = pre) -> Layer:
-                return _conv(f"{pre}.{suffix}", batch, sz, c_in, c_out, k, st,
-                             label=labels.get((sz, c_in, c_out, k, st), ""))
+                     relu: bool, pre: str = pre) -> Layer:
+                layer = _conv(f"{pre}.{suffix}", batch, sz, c_in, c_out, k, st,
+                              label=labels.get((sz, c_in, c_out, k, st), ""))
+                return replace(layer, relu=relu)
 
-            # The downsample reads the block's input: listed after conv1 (any order of a
-            # block's convolutions is a valid one; this one gives ResNet-18 C2, C3, C4, ...).
-            down = [conv("downsample", size, ci, out, 1, s)] if s != 1 or ci != out else []
+            identity = s == 1 and ci == out
             if bottleneck:
-                layers += [conv("conv1", size, ci, width, 1, 1), *down,
-                           conv("conv2", size, width, width, 3, s),
-                           conv("conv3", size // s, width, out, 1, 1)]
+                items += [conv("conv1", size, ci, width, 1, 1, True),
+                          conv("conv2", size, width, width, 3, s, True),
+                          conv("conv3", size // s, width, out, 1, 1, False)]
             else:
-                layers += [conv("conv1", size, ci, width, 3, s), *down,
-                           conv("conv2", size // s, width, width, 3, 1)]
+                items += [conv("conv1", size, ci, width, 3, s, True),
+                          conv("conv2", size // s, width, width, 3, 1, False)]
+            rhs_bits = 8
+            if not identity:
+                items.append(conv("downsample", size, ci, out, 1, s, False))
+            elif stage == 0 and b == 0:
+                # the shortcut is the network's quantized input, still float: cast to int32
+                # for the add (TVM's cast float32 -> int32: 8 bytes an element moved)
+                items.append(CpuOp(f"{pre}.cast", "cast",
+                                   f"{n}x{ci}x{size}x{size} float32 -> int32",
+                                   bytes=8 * n * ci * size * size))
+                rhs_bits = 32
             size, ci = size // s, out
-    layers.append(Layer("fc", "dense", batch, ci, 1000))
-    return layers
+            items.append(Layer(f"{pre}.add", "add", batch, out, out, size, size, relu=True,
+                               rhs_bits=rhs_bits, label=f"A{stage + 1}"))
+    items += [
+        CpuOp("unpack", "cast+transpose+reshape", f"{n}x{ci}x{size}x{size} int8 -> int32",
+              bytes=5 * n * ci * size * size),
+        CpuOp("avgpool", "nn.global_avg_pool2d", f"{n}x{ci}x{size}x{size} -> {n}x{ci}x1x1",
+              bytes=4 * n * ci * (size * size + 1)),
+        CpuOp("dequantize", "reshape+cast+multiply+squeeze", f"{n}x{ci} int32 -> float32",
+              bytes=8 * n * ci),
+        Layer("fc", "dense", batch, ci, 1000)]
+    return items
+
+
+def _quantize_in(n: int, c: int, size: int) -> list[CpuOp]:
+    """What graph_pack and relay.quantize put before the first packed layer: the float
+    activations packed to NCHW1n16c, scaled, rounded and clipped, cast to int8."""
+    elems = n * c * size * size
+    shape = f"{n}x{c}x{size}x{size}"
+    return [CpuOp("pack", "reshape+transpose", f"{shape} float32 packed", bytes=8 * elems),
+            CpuOp("quantize", "multiply+round+clip", f"{shape} float32", bytes=8 * elems),
+            CpuOp("cast", "cast", f"{shape} float32 -> int8", bytes=5 * elems)]
 
 
 # MobileNet v1's depthwise-separable blocks: (output channels, stride).
@@ -159,10 +206,13 @@ def network_names() -> list[str]:
 
 
 def load_network(network: str | Path, hw: HardwareConfig | str | None = None, *,
-                 batch: int | None = None) -> Network:
+                 batch: int | None = None, tasks: str = "deployed") -> Network:
     """A catalogue network by name, or an ONNX model file, placed on ``hw``.
 
-    ``batch`` sets a catalogue network's batch (default 1; an ONNX model has its own).
+    ``batch`` (default 1) sets a catalogue network's batch, or an ONNX model's dynamic
+    batch axis; an ONNX model whose batch is fixed at another number is refused. ``tasks``:
+    ``deployed`` (one task per workload, its epilogue included) or ``autotvm`` (one per
+    AutoTVM key, as TVM v0.14 tunes and applies them: :data:`~vtatune.networks.TASK_KINDS`).
 
     Example:
         >>> net = load_network("mobilenet_v1")
@@ -171,19 +221,22 @@ def load_network(network: str | Path, hw: HardwareConfig | str | None = None, *,
     """
     if not isinstance(hw, HardwareConfig):
         hw = HardwareConfig.resolve(hw)
+    if batch is not None and (not isinstance(batch, int) or isinstance(batch, bool)
+                              or batch < 1):
+        raise NetworkError(f"batch must be a positive integer, got {batch!r}")
     spec = NETWORKS.get(str(network))
     notes: tuple[str, ...] = ()
+    layers: list[Layer | CpuLayer]
     if spec is not None:
-        if batch is not None and (not isinstance(batch, int) or batch < 1):
-            raise NetworkError(f"batch must be a positive integer, got {batch!r}")
         name, source, layers = spec.name, spec.source, spec.build(batch or 1)
     elif str(network).endswith(".onnx") or Path(network).is_file():
         from vtatune.networks._onnx import read_onnx
 
-        model = read_onnx(network)
+        model = read_onnx(network, batch=batch)
         name, source, layers, notes = model.name, model.source, model.layers, model.notes
     else:
         raise NetworkError(f"unknown network {str(network)!r} (known: "
                            f"{', '.join(NETWORKS)}; or an ONNX model file)")
-    tasks, cpu = tasks_of(layers, hw, name)
-    return Network(name, source, hw, tasks, cpu, notes)
+    grouped, cpu, steps = tasks_of(layers, hw, name, tasks)
+    return Network(name, source, hw, grouped, cpu, notes,
+                   tuple(x for x in layers if not isinstance(x, CpuOp)), steps)

@@ -1,18 +1,39 @@
-"""A network's layers and where each runs: a :class:`Layer` (a conv, transposed conv or dense
-as the model has it) is placed on VTA as a :class:`~vtatune.workloads.Workload` or sent to
-the CPU with the reason (:func:`place`), and the VTA layers of one shape form a
-:class:`Task` to tune once (:func:`tasks_of`).
+"""A network's layers and where each runs: a :class:`Layer` (a conv, transposed conv, dense
+or residual add as the model has it) is placed on VTA as a
+:class:`~vtatune.workloads.Workload` or sent to the CPU with the reason (:func:`place`), and
+the VTA layers of one workload form a :class:`Task` to tune once (:func:`tasks_of`). A
+layer a model reader could not read arrives as a :class:`CpuLayer` already, with its
+reason; the operations between layers that only the CPU runs (pooling, quantizing, packing)
+as :class:`CpuOp`.
+
+Placement follows TVM v0.14's deploy flow (``relay.quantize``, ``graph_pack``,
+``vta/python/vta/top/op.py``): a conv or dense VTA takes runs with the epilogue
+``relay.quantize`` fuses into it (bias, the layer's ReLU, rounding shift, clip:
+:func:`vtatune.workloads.deployed`); a residual add runs on VTA as an ALU-only kernel on the
+targets TVM offloads those to (``sim`` and ``intelfocl``) and on the CPU elsewhere. The
+network's :class:`Step` sequence is what the deployed model runs, in order.
 """
 
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from simulator.hardware import HardwareConfig
 from vtatune.errors import VtatuneError, WorkloadError
-from vtatune.workloads import Conv2dWorkload, GemmWorkload, Workload
+from vtatune.workloads import (
+    DEPLOYED_SHIFT,
+    RESIDUAL,
+    AddWorkload,
+    Conv2dWorkload,
+    Epilogue,
+    GemmWorkload,
+    Workload,
+    autotvm_key,
+    deployed,
+)
 
 
 class NetworkError(VtatuneError):
@@ -25,7 +46,8 @@ class Layer:
 
     ``operator`` is ``conv2d`` (``groups`` > 1: grouped), ``conv2d_transpose`` or
     ``dense`` (``in_channels`` -> ``out_channels``; the spatial fields unused). ``pad`` is
-    (top, left, bottom, right) as in ONNX.
+    (top, left, bottom, right) as in ONNX. ``quantized``: the model computes the layer in
+    int8 (an ONNX QOperator or QDQ layer); VTA runs every layer it takes in int8 either way.
     """
 
     name: str
@@ -42,10 +64,33 @@ class Layer:
     groups: int = 1
     output_padding: tuple[int, int] = (0, 0)
     label: str = ""  # the task name the catalogue gives this shape (e.g. ResNet-18's C8)
+    quantized: bool = False
+    relu: bool = False  # a ReLU follows the layer in the model (fused into its epilogue)
+    rhs_bits: int = 8  # an ``add``: its second operand's width (32: still the int32 input)
+
+    @property
+    def macs(self) -> int:
+        """Multiply-accumulates (0 for an add)."""
+        if self.operator == "dense":
+            return self.batch * self.in_channels * self.out_channels
+        if self.operator == "add":
+            return 0
+        kh, kw = self.kernel
+        if self.operator == "conv2d_transpose":  # every input pixel scatters a kernel
+            pixels = self.height * self.width
+        else:
+            pixels = (((self.height + self.pad[0] + self.pad[2] - self.dilation[0] * (kh - 1)
+                        - 1) // self.stride[0] + 1)
+                      * ((self.width + self.pad[1] + self.pad[3] - self.dilation[1] * (kw - 1)
+                          - 1) // self.stride[1] + 1))
+        return (self.batch * pixels * self.out_channels * self.in_channels // self.groups
+                * kh * kw)
 
     def describe(self) -> str:
         if self.operator == "dense":
             return f"dense {self.batch}x{self.in_channels} -> {self.out_channels}"
+        if self.operator == "add":
+            return f"add {self.batch}x{self.in_channels}x{self.height}x{self.width}"
         k = _pair(self.kernel)
         g = f" g{self.groups}" if self.groups > 1 else ""
         return (f"{self.operator} {self.batch}x{self.in_channels}x{self.height}x{self.width} "
@@ -84,17 +129,50 @@ class Task:
 
 @dataclass(frozen=True)
 class CpuLayer:
-    """A layer VTA does not run, and why."""
+    """A layer VTA does not run, and why (``quantized`` as for :class:`Layer`)."""
 
     name: str
     operator: str
     shape: str
     reason: str
+    quantized: bool = False
+    macs: int = 0
+
+
+@dataclass(frozen=True)
+class CpuOp:
+    """An operation of the deployed model that only the CPU runs (TVM keeps it there):
+    ``ops`` are Relay's fused ops, ``shape`` what it reads and writes, ``macs`` its
+    multiply-accumulates or ``bytes`` the bytes it reads and writes."""
+
+    name: str
+    ops: str
+    shape: str
+    macs: int = 0
+    bytes: int = 0
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class Step:
+    """One function the deployed model runs, in order: a VTA kernel (``workload``, its
+    epilogue included) with the schedule of the task named ``task``, or ``cpu`` (a
+    :class:`CpuOp`, or a :class:`CpuLayer`)."""
+
+    name: str
+    task: str | None = None
+    cpu: CpuOp | CpuLayer | None = None
+    workload: Workload | None = None
+
+
+#: The VTA targets TVM v0.14 offloads ALU-only kernels (residual adds) to (``op.py``).
+ALU_TARGETS = ("sim", "intelfocl")
 
 
 @dataclass(frozen=True)
 class Network:
-    """A network placed on one hardware config: VTA tasks and CPU layers."""
+    """A network placed on one hardware config: VTA tasks and CPU layers; ``layers`` are
+    the network's layers as read, in order."""
 
     name: str
     source: str
@@ -102,6 +180,16 @@ class Network:
     tasks: tuple[Task, ...]
     cpu: tuple[CpuLayer, ...]
     notes: tuple[str, ...] = ()
+    layers: tuple[Layer | CpuLayer, ...] = ()
+    steps: tuple[Step, ...] = ()
+
+    def task(self, name: str) -> Task:
+        return next(t for t in self.tasks if t.name == name)
+
+    @property
+    def cpu_ops(self) -> tuple[CpuOp | CpuLayer, ...]:
+        """What the deployed model runs on the CPU, in order."""
+        return tuple(s.cpu for s in self.steps if s.cpu is not None)
 
     @property
     def tunable(self) -> tuple[Task, ...]:
@@ -131,6 +219,19 @@ def place(layer: Layer, hw: HardwareConfig, name: str = "") -> Workload | str:
         'depthwise convolution (1 input channel per group; VTA needs multiples of BLOCK_IN 16)'
     """
     op = layer.operator
+    if op == "add":
+        if hw.target not in ALU_TARGETS:
+            return (f"residual add: TVM v0.14 runs ALU-only kernels on VTA for the "
+                    f"{' and '.join(ALU_TARGETS)} targets only")
+        try:
+            # without a ReLU after it: TVM's cast + add + clip + cast
+            wl = AddWorkload(layer.batch, layer.in_channels, layer.height, layer.width,
+                             layer.rhs_bits, name, RESIDUAL if layer.relu
+                             else Epilogue(RESIDUAL.ops[1:]))
+            wl.check(hw)
+        except WorkloadError as exc:
+            return str(exc)
+        return wl
     if op == "dense":
         checks = [(layer.batch, hw.batch, "batch", "BATCH"),
                   (layer.in_channels, hw.block_in, "input channels", "BLOCK_IN"),
@@ -138,7 +239,8 @@ def place(layer: Layer, hw: HardwareConfig, name: str = "") -> Workload | str:
         for v, block, what, const in checks:
             if v % block:
                 return f"{v} {what} are not a multiple of {const} {block}"
-        return GemmWorkload(layer.batch, layer.in_channels, layer.out_channels, name)
+        return GemmWorkload(layer.batch, layer.in_channels, layer.out_channels, name,
+                            deployed(DEPLOYED_SHIFT, layer.relu))
     if op not in ("conv2d", "conv2d_transpose"):
         return f"{op} has no VTA template"
     kh, kw = layer.kernel
@@ -179,7 +281,8 @@ def place(layer: Layer, hw: HardwareConfig, name: str = "") -> Workload | str:
         extra = {"groups": g}
     try:
         return cls(layer.batch, layer.height, layer.width, layer.in_channels,
-                   layer.out_channels, kh, layer.pad[0], layer.stride[0], **extra, name=name)
+                   layer.out_channels, kh, layer.pad[0], layer.stride[0], **extra, name=name,
+                   epilogue=deployed(DEPLOYED_SHIFT, layer.relu))
     except WorkloadError as exc:
         return str(exc)
 
@@ -209,26 +312,65 @@ def _untunable(workload: Workload, hw: HardwareConfig) -> str:
     return ""
 
 
-def tasks_of(layers: list[Layer], hw: HardwareConfig, network: str
-             ) -> tuple[tuple[Task, ...], tuple[CpuLayer, ...]]:
-    """Place every layer; identical VTA layers become one task (first occurrence order).
+#: How a network's VTA layers are grouped into tasks: ``deployed``, one task per workload
+#: with its epilogue (vtatune runs each with its own schedule); ``autotvm``, one task per
+#: AutoTVM key, the operator and shapes with the benchmark epilogue (TVM v0.14 applies one
+#: record per key to every layer of it, ReLU or not).
+TASK_KINDS = ("deployed", "autotvm")
+
+
+def tasks_of(layers: list[Layer | CpuLayer | CpuOp], hw: HardwareConfig, network: str,
+             kind: str = "deployed"
+             ) -> tuple[tuple[Task, ...], tuple[CpuLayer, ...], tuple[Step, ...]]:
+    """Place every layer; the VTA layers of one AutoTVM key (:func:`autotvm_key`: operator
+    and shapes) become one task (first occurrence order), as TVM tunes and applies one
+    config per key whatever epilogue each layer fuses. The task's workload is what it is
+    tuned on (``kind``, :data:`TASK_KINDS`): ``deployed``, the epilogue most of its layers
+    fuse (the first of them on a tie); ``autotvm``, the benchmark epilogue AutoTVM tunes
+    with. A CpuLayer (a layer its reader could not read) and a CpuOp stay on the CPU as
+    they are. Returns the tasks, the layers left on the CPU and the steps of the deployed
+    model in order (each VTA step runs its own workload, its own epilogue, with its task's
+    schedule).
 
     A task is named ``<network>.<label>`` after the catalogue's label for its shape, else
     ``<network>.T<i>`` in order of first occurrence.
     """
-    groups: dict[tuple[str, str], list] = {}
+    if kind not in TASK_KINDS:
+        raise NetworkError(f"unknown task kind {kind!r} (known: {', '.join(TASK_KINDS)})")
+    groups: dict[tuple[str, str], tuple[str, list[Workload], list[str]]] = {}
     cpu = []
+    order: list[tuple[str, tuple[str, str] | None, CpuOp | CpuLayer | None,
+                      Workload | None]] = []
     for layer in layers:
+        if isinstance(layer, CpuOp):
+            order.append((layer.name, None, layer, None))
+            continue
+        if isinstance(layer, CpuLayer):
+            cpu.append(layer)
+            order.append((layer.name, None, layer, None))
+            continue
         placed = place(layer, hw)
         if isinstance(placed, str):
-            cpu.append(CpuLayer(layer.name, layer.operator, layer.describe(), placed))
+            cpu.append(CpuLayer(layer.name, layer.operator, layer.describe(), placed,
+                                layer.quantized, layer.macs))
+            order.append((layer.name, None, cpu[-1], None))
             continue
-        key = (placed.operator, placed.key())
-        groups.setdefault(key, [placed, layer.label, []])[2].append(layer.name)
-    tasks = []
-    for i, (wl, label, names) in enumerate(groups.values(), start=1):
-        from dataclasses import replace
-
+        key = autotvm_key(placed)
+        label, variants, names = groups.setdefault(key, (layer.label, [], []))
+        variants.append(placed)
+        names.append(layer.name)
+        order.append((layer.name, key, None, placed))
+    tasks, names_of = [], {}
+    for i, (key, (label, variants, names)) in enumerate(groups.items(), start=1):
+        if kind == "autotvm":
+            wl = replace(variants[0], epilogue=type(variants[0]).__dataclass_fields__[
+                "epilogue"].default)
+        else:  # Counter keeps first-occurrence order: most_common breaks ties by it
+            wl = Counter(variants).most_common(1)[0][0]
         named = replace(wl, name=f"{network}.{label or f'T{i}'}")
         tasks.append(Task(named, len(names), tuple(names), _untunable(named, hw)))
-    return tuple(tasks), tuple(cpu)
+        names_of[key] = named.name
+    steps = tuple(Step(name, names_of[key] if key else None, op,
+                       replace(wl, name=names_of[key]) if wl is not None else None)
+                  for name, key, op, wl in order)
+    return tuple(tasks), tuple(cpu), steps

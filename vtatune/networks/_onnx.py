@@ -1,41 +1,231 @@
-"""Read an ONNX model's compute layers: Conv (with ``group``), ConvTranspose, Gemm and MatMul.
+"""Read an ONNX model as TVM v0.14's VTA flow deploys it: its conv and dense layers (float
+or int8) with the ReLU each fuses, its residual adds, and every other node in order.
 
-Needs the ``onnx`` package (``pip install 'vtatune[onnx]'``). The shapes come from the
-model: each layer's input shape from ONNX shape inference (run when the graph does not
-carry it), its weight shape from the initializer (or the inferred shape of a weight input).
-A graph input with a symbolic batch dimension is read as batch 1 (the network's notes say
-so). :func:`vtatune.networks.load_network` then places the layers on a hardware config.
+Needs the ``onnx`` package (``pip install 'vtatune[onnx]'``). The layers are the nodes of
+:data:`LAYER_OPS`: ``Conv`` (with ``group``), ``ConvTranspose``, ``Gemm`` and ``MatMul``
+with a weight, and their quantized forms: QOperator (``QLinearConv``, ``QLinearMatMul``,
+onnxruntime's ``com.microsoft`` ``QGemm``; ``ConvInteger``, ``MatMulInteger``), and QDQ
+(a float node whose weight arrives through ``DequantizeLinear``, maybe also ``Transpose``
+or ``Reshape``: the weight is followed back to its initializer). A layer the model
+computes in int8 is marked ``quantized``. What follows a layer and what lies between them
+(fused BatchNormalization, bias and ReLU; residual ``Add``/``QLinearAdd`` layers; the
+CPU's nodes and what TVM's flow adds at the edges of the packed int8 region) is read by
+:mod:`._onnx_steps`: the model's steps, in TVM's execution order.
+
+Only shapes are read, never weights: the file is loaded without its external data, and
+shape inference runs on a copy without the weights (:mod:`._onnx_shapes`, which also
+folds shape arithmetic such as torch's ``chunk`` and knows onnxruntime's quantized
+operators). The network is named after the file (its stem), since every torch export's
+graph is called ``main_graph``. A graph input with a dynamic batch axis takes ``batch``
+(default 1); a fixed batch that differs from ``batch`` is refused.
+
+A layer vtatune cannot read goes to the CPU with the reason (a
+:class:`~vtatune.networks.CpuLayer` among the layers): a 1-D or 3-D convolution, a shape
+that stays unknown (the reason names the node it comes from: a custom operator, a
+dynamic height). A file that is not a readable, valid ONNX model, or has no layer, is
+refused in one line. :func:`vtatune.networks.load_network` places the layers read.
 
 Example:
     >>> from onnx import TensorProto, helper
     >>> x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 64, 14, 14])
     >>> w = helper.make_tensor("w", TensorProto.FLOAT, [128, 64, 3, 3], [0.0] * 73728)
-    >>> node = helper.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1], name="c1")
+    >>> conv = helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1], name="c1")
+    >>> relu = helper.make_node("Relu", ["c"], ["y"], name="relu")
     >>> y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 128, 14, 14])
-    >>> model = helper.make_model(helper.make_graph([node], "tiny", [x], [y], [w]))
-    >>> [layer.describe() for layer in layers_from_model(model).layers]
-    ['conv2d 1x64x14x14 -> 128, k3 p1 s1']
+    >>> model = helper.make_model(helper.make_graph([conv, relu], "tiny", [x], [y], [w]))
+    >>> read = layers_from_model(model)
+    >>> [(s.describe(), s.relu) for s in read.layers if isinstance(s, Layer)]
+    [('conv2d 1x64x14x14 -> 128, k3 p1 s1', True)]
+    >>> [(s.name, s.ops) for s in read.layers if isinstance(s, CpuOp)]  # float in and out
+    ... # doctest: +NORMALIZE_WHITESPACE
+    [('c1.pack', 'reshape+transpose'), ('c1.quantize', 'multiply+round+clip'),
+     ('c1.cast', 'cast'), ('y.unpack', 'cast+transpose+reshape'),
+     ('y.dequantize', 'cast+multiply')]
+    >>> node = read.graph.node_of("c1")  # what the layer was read from
+    >>> node.op_type, [n.op_type for n in read.graph.consumers(node.output[0])]
+    ('Conv', ['Relu'])
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from vtatune.networks._layers import Layer, NetworkError
+from vtatune.networks._layers import CpuLayer, CpuOp, Layer, NetworkError
+from vtatune.networks._onnx_shapes import (
+    INT8_TYPES,
+    STANDARD,
+    Dims,
+    infer,
+    shapes_only,
+    tensor_dims,
+)
+from vtatune.networks._onnx_steps import ReadLayer, deployed_steps
 
-__all__ = ["OnnxModel", "layers_from_model", "read_onnx"]
+__all__ = ["LAYER_OPS", "LayerOp", "OnnxGraph", "OnnxModel", "layers_from_model",
+           "network_name", "read_onnx"]
 
-_OPS = ("Conv", "ConvTranspose", "Gemm", "MatMul")
+
+@dataclass(frozen=True)
+class LayerOp:
+    """How one kind of node is read: the layer it is (``conv2d``, ``conv2d_transpose``,
+    ``dense``), the input index of its activation and of its weight, and whether the node
+    itself computes in int8 (QOperator and integer operators)."""
+
+    operator: str
+    data: int
+    weight: int
+    int8: bool = False
+
+
+#: (domain, op_type) -> how it is read. ``""`` is the standard domain.
+LAYER_OPS: dict[tuple[str, str], LayerOp] = {
+    ("", "Conv"): LayerOp("conv2d", 0, 1),
+    ("", "ConvTranspose"): LayerOp("conv2d_transpose", 0, 1),
+    ("", "Gemm"): LayerOp("dense", 0, 1),
+    ("", "MatMul"): LayerOp("dense", 0, 1),
+    ("", "QLinearConv"): LayerOp("conv2d", 0, 3, int8=True),
+    ("", "ConvInteger"): LayerOp("conv2d", 0, 1, int8=True),
+    ("", "QLinearMatMul"): LayerOp("dense", 0, 3, int8=True),
+    ("", "MatMulInteger"): LayerOp("dense", 0, 1, int8=True),
+    ("com.microsoft", "QGemm"): LayerOp("dense", 0, 3, int8=True),
+}
+
+_GEMMS = ("Gemm", "QGemm")  # 2-D, with transA/transB; the others multiply like MatMul
+# Nodes a weight passes through unchanged in kind on its way from its initializer.
+_WEIGHT_PATH = ("DequantizeLinear", "QuantizeLinear", "Transpose", "Reshape", "Identity",
+                "Cast", "Squeeze", "Unsqueeze", "Flatten")
+
+
+@dataclass(frozen=True, eq=False)
+class OnnxGraph:
+    """The graph as the reader saw it: its nodes (weights stripped, shape arithmetic
+    folded), each tensor's producer, consumers, dims and element type, which tensors are
+    constants and the small ones' values (:meth:`value`). Each layer names its node
+    (:meth:`node_of`), so what follows a layer (bias, activation, requantization,
+    residual add) can be read from :meth:`consumers`."""
+
+    nodes: tuple[Any, ...]
+    producer: dict[str, Any] = field(repr=False)
+    consumer_map: dict[str, tuple[Any, ...]] = field(repr=False)
+    dims: dict[str, Dims | None] = field(repr=False)
+    elem_types: dict[str, int] = field(repr=False)
+    constants: frozenset[str] = field(repr=False)
+    layer_nodes: dict[str, Any] = field(repr=False)  # filled by the reader, layer by layer
+    inputs: tuple[str, ...] = ()  # the graph's inputs (its weights not among them)
+    outputs: tuple[str, ...] = ()
+    small: dict[str, Any] = field(default_factory=dict, repr=False)  # name -> TensorProto
+
+    @classmethod
+    def of(cls, model: Any, weights: frozenset[str]) -> OnnxGraph:
+        g = model.graph
+        dims: dict[str, Dims | None] = {}
+        types: dict[str, int] = {}
+        for vi in (*g.input, *g.value_info, *g.output):
+            dims[vi.name] = tensor_dims(vi)
+            types[vi.name] = vi.type.tensor_type.elem_type
+        for init in g.initializer:
+            dims[init.name], types[init.name] = tuple(init.dims), init.data_type
+        producer, consumers = {}, {}
+        constants = set(weights) | {i.name for i in g.initializer}
+        for node in g.node:
+            for out in node.output:
+                producer[out] = node
+            for name in node.input:
+                consumers.setdefault(name, []).append(node)
+            if node.op_type == "Constant" and node.domain in STANDARD:
+                constants.update(node.output)
+        return cls(tuple(g.node), producer, {k: tuple(v) for k, v in consumers.items()}, dims,
+                   types, frozenset(constants), {},
+                   tuple(i.name for i in g.input if i.name not in constants),
+                   tuple(o.name for o in g.output), {i.name: i for i in g.initializer})
+
+    def value(self, tensor: str) -> Any:
+        """A small constant's value (a numpy array: a scale, a zero point, a clip bound),
+        or None (a weight, an activation)."""
+        from onnx import numpy_helper
+
+        init = self.small.get(tensor)
+        try:
+            return None if init is None else numpy_helper.to_array(init)
+        except Exception:  # noqa: BLE001 - an external file that is not there
+            return None
+
+    def shape(self, tensor: str) -> tuple[int, ...] | None:
+        """The tensor's shape when every dimension is known, else None."""
+        dims = self.dims.get(tensor)
+        return dims if dims is not None and all(isinstance(d, int) for d in dims) else None
+
+    def consumers(self, tensor: str) -> tuple[Any, ...]:
+        return self.consumer_map.get(tensor, ())
+
+    def node_of(self, layer: str) -> Any:
+        """The node a layer was read from (by the layer's name)."""
+        return self.layer_nodes[layer]
+
+    def weight(self, tensor: str) -> tuple[str, bool] | None:
+        """The constant ``tensor`` comes from, through :data:`_WEIGHT_PATH` nodes, and
+        whether it is dequantized from int8 on the way; None for an activation."""
+        int8, name, seen = False, tensor, set()
+        while name and name not in seen:
+            seen.add(name)
+            if name in self.constants:
+                return name, int8
+            node = self.producer.get(name)
+            if node is None or node.domain not in STANDARD or node.op_type not in _WEIGHT_PATH:
+                return None
+            if node.op_type == "DequantizeLinear":
+                int8 = int8 or self.elem_types.get(node.input[0]) in INT8_TYPES
+            name = node.input[0]
+        return None
+
+    def dequantized_int8(self, tensor: str) -> bool:
+        """``tensor`` is an int8 tensor dequantized (QDQ)."""
+        node = self.producer.get(tensor)
+        return node is not None and node.op_type == "DequantizeLinear" and \
+            self.elem_types.get(node.input[0]) in INT8_TYPES
+
+    def unknown_shape(self, tensor: str) -> str:
+        """Why ``tensor``'s shape is unknown: the graph input or node it comes from."""
+        name, seen = tensor, set()
+        while name not in seen:
+            seen.add(name)
+            node = self.producer.get(name)
+            if node is None:
+                dims = self.dims.get(name)
+                what = "no shape" if dims is None else f"dynamic dimensions {_dims(dims)}"
+                return f"the shape of input {tensor} is unknown: graph input {name} has {what}"
+            unknown = [i for i in node.input if i and self.shape(i) is None]
+            if not unknown:
+                break
+            name = unknown[0]
+        return (f"the shape of input {tensor} is unknown: shape inference stops at "
+                f"{describe_node(node)}")
+
+
+def describe_node(node: Any) -> str:
+    """``op_type name`` (with the domain of a non-standard operator)."""
+    domain = "" if node.domain in STANDARD else f" (domain {node.domain})"
+    return f"{node.op_type} {node.name or '(unnamed, output ' + node.output[0] + ')'}{domain}"
+
+
+def _dims(dims: Dims | None) -> str:
+    return "?" if dims is None else "x".join("?" if d is None else str(d) for d in dims)
 
 
 @dataclass(frozen=True)
 class OnnxModel:
+    """What a model runs once deployed, in execution order: each layer (a :class:`Layer`,
+    adds included, or a :class:`CpuLayer` when vtatune cannot read it) and each
+    :class:`CpuOp` between them; ``graph`` is what they were read from."""
+
     name: str
     source: str
-    layers: list[Layer]
+    layers: list[Layer | CpuLayer | CpuOp]
     notes: tuple[str, ...]
+    graph: OnnxGraph | None = field(default=None, repr=False, compare=False)
 
 
 def _onnx() -> Any:
@@ -47,18 +237,26 @@ def _onnx() -> Any:
     return onnx
 
 
-def read_onnx(path: str | Path) -> OnnxModel:
-    """The compute layers of the ONNX model at ``path``; a file that is not a readable,
-    valid ONNX model (or has no such layer) raises :class:`NetworkError` in one line."""
+def network_name(path: str | Path) -> str:
+    """The network's name for a model file: its stem (letters, digits, ``_`` and ``-``;
+    the rest become ``_``), so each file has its own tasks, studies and default log."""
+    return re.sub(r"[^A-Za-z0-9_-]+", "_", Path(path).stem).strip("_") or "model"
+
+
+def read_onnx(path: str | Path, *, batch: int | None = None) -> OnnxModel:
+    """The deployed steps of the ONNX model at ``path`` (see the module docstring); a file
+    that is not a readable, valid ONNX model (or has no layer) raises
+    :class:`NetworkError`."""
     onnx = _onnx()
     path = Path(path)
     try:
-        model = onnx.load(str(path))
+        model = onnx.load(str(path), load_external_data=False)
     except FileNotFoundError:
         raise NetworkError(f"{path}: no such file") from None
     except Exception as exc:  # noqa: BLE001 - protobuf's decode errors have no common base
         raise NetworkError(f"{path}: not an ONNX model ({_first_line(exc)})") from None
-    return layers_from_model(model, str(path))
+    return layers_from_model(model, str(path), batch=batch, name=network_name(path),
+                             base_dir=str(path.parent))
 
 
 def _first_line(exc: BaseException) -> str:
@@ -66,108 +264,164 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
-def layers_from_model(model: Any, where: str = "model") -> OnnxModel:
-    """The compute layers of a loaded ``onnx.ModelProto`` (see the module docstring)."""
+def layers_from_model(model: Any, where: str = "model", *, batch: int | None = None,
+                      name: str | None = None, base_dir: str | None = None) -> OnnxModel:
+    """The deployed steps of a loaded ``onnx.ModelProto`` (see the module docstring);
+    ``model`` is not changed. ``name``: the network's (default the graph's); ``base_dir``: where its
+    external data would be (small constants are read from there when they can be)."""
     onnx = _onnx()
-    from onnx import shape_inference
-
+    light, weights = shapes_only(model, base_dir)
     try:
-        onnx.checker.check_model(model)
+        onnx.checker.check_model(light)
     except Exception as exc:  # noqa: BLE001 - ValidationError and friends
         raise NetworkError(f"{where}: invalid ONNX model ({_first_line(exc)})") from None
-    graph = model.graph
-    notes = []
-    inits = {i.name for i in graph.initializer}
-    for inp in graph.input:
-        if inp.name in inits or not inp.type.tensor_type.HasField("shape"):
-            continue
-        dims = inp.type.tensor_type.shape.dim
-        if dims and not dims[0].HasField("dim_value"):
-            dims[0].dim_value = 1
-            notes.append(f"input {inp.name}: symbolic batch read as 1")
+    notes = _set_batch(light, weights, batch, where)
     try:
-        model = shape_inference.infer_shapes(model)
+        light = infer(light)
     except Exception as exc:  # noqa: BLE001 - inference errors are the model's
         raise NetworkError(f"{where}: shape inference failed ({_first_line(exc)})") from None
-    graph = model.graph
-    shapes: dict[str, list[int] | None] = {}
-    for vi in (*graph.input, *graph.value_info, *graph.output):
-        t = vi.type.tensor_type
-        if t.HasField("shape"):
-            dims = [d.dim_value if d.HasField("dim_value") else None for d in t.shape.dim]
-            shapes[vi.name] = None if None in dims else dims
-    for init in graph.initializer:
-        shapes[init.name] = list(init.dims)
-    consts = {i.name: i for i in graph.initializer}
-    layers = []
-    for i, node in enumerate(graph.node):
-        if node.op_type not in _OPS:
+    graph = OnnxGraph.of(light, weights)
+    read: dict[int, ReadLayer] = {}
+    for i, node in enumerate(graph.nodes):
+        spec = LAYER_OPS.get(("" if node.domain in STANDARD else node.domain, node.op_type))
+        if spec is None:
             continue
-        name = node.name or f"{node.op_type.lower()}{i}"
-        attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+        layer = _read_layer(graph, node, node.name or f"{node.op_type.lower()}{i}", spec)
+        if isinstance(layer, str):
+            notes.append(layer)
+        else:
+            read[i] = ReadLayer(layer, spec.data)
+    if not read:
+        raise NetworkError(f"{where}: no Conv, ConvTranspose, Gemm or MatMul layer (float or "
+                           "quantized) to place")
+    steps = deployed_steps(graph, read)
+    layers = [x for x in steps if not isinstance(x, CpuOp)]
+    kinds = {_int8_kind(graph.node_of(x.name)): None for x in layers if x.quantized}
+    if kinds:
+        notes.append(f"int8: {sum(x.quantized for x in layers)} of {len(layers)} layers are "
+                     f"quantized in the model ({', '.join(kinds)})")
+    return OnnxModel(name or network_name(model.graph.name or "model"), f"ONNX model {where}",
+                     steps, tuple(notes), graph)
 
-        def shape(k: int, node: Any = node, name: str = name) -> list[int]:
-            s = shapes.get(node.input[k]) if len(node.input) > k else None
-            if s is None:
-                raise NetworkError(f"{where}: {node.op_type} {name}: the shape of input "
-                                   f"{node.input[k] if len(node.input) > k else k} is unknown")
-            return s
 
-        if node.op_type in ("Conv", "ConvTranspose"):
-            layers.append(_conv(node.op_type, name, shape(0), shape(1), attrs, where))
-        elif node.op_type == "Gemm":
-            a, b = shape(0), shape(1)
+def _int8_kind(node: Any) -> str:
+    """How a quantized layer is written: its operator, or ``QDQ <float operator>``."""
+    spec = LAYER_OPS.get(("" if node.domain in STANDARD else node.domain, node.op_type))
+    return node.op_type if (spec is not None and spec.int8) or \
+        node.op_type.startswith("QLinear") else f"QDQ {node.op_type}"
+
+
+def _set_batch(light: Any, weights: frozenset[str], batch: int | None,
+               where: str) -> list[str]:
+    """Give each graph input's dynamic batch axis ``batch`` (default 1), in place; refuse
+    a fixed batch other than ``batch``. The notes say what was set."""
+    notes = []
+    constants = weights | {i.name for i in light.graph.initializer}
+    for inp in light.graph.input:
+        t = inp.type.tensor_type
+        if inp.name in constants or not t.HasField("shape") or not t.shape.dim:
+            continue
+        first = t.shape.dim[0]
+        if first.HasField("dim_value") and first.dim_value > 0:
+            if batch is not None and first.dim_value != batch:
+                raise NetworkError(
+                    f"{where}: input {inp.name} has a fixed batch of {first.dim_value}, not "
+                    f"{batch} (export the model with a dynamic batch axis to choose it)")
+            continue
+        symbol = f" ({first.dim_param})" if first.dim_param else ""
+        first.dim_value = batch or 1
+        notes.append(f"input {inp.name}: dynamic batch{symbol} set to {batch or 1}")
+    return notes
+
+
+def _read_layer(graph: OnnxGraph, node: Any, name: str, spec: LayerOp
+                ) -> Layer | CpuLayer | str:
+    """The layer ``node`` is; a CpuLayer when it cannot be read; a note (str) when it is no
+    layer after all (a MatMul of two activations)."""
+    from onnx import helper
+
+    attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+    x = node.input[spec.data]
+    w = node.input[spec.weight] if len(node.input) > spec.weight else ""
+    weight = graph.weight(w)
+    int8 = spec.int8 or (graph.dequantized_int8(x) and weight is not None and weight[1])
+    shape_text = f"{node.op_type} {_dims(graph.dims.get(x))}, weight {_dims(graph.dims.get(w))}"
+
+    def cpu(operator: str, reason: str) -> CpuLayer:
+        return CpuLayer(name, operator, shape_text, reason, quantized=bool(int8))
+
+    if spec.operator == "dense":
+        if weight is None and node.op_type not in _GEMMS:
+            return (f"{name}: {node.op_type} of two activations (not a dense layer) left to "
+                    "the CPU")
+        unknown = next((t for t in (x, w) if graph.shape(t) is None), None)
+        if unknown is not None:
+            return cpu("dense", graph.unknown_shape(unknown))
+        a, b = graph.shape(x), graph.shape(w)
+        if node.op_type in _GEMMS:
             m, k = (a[1], a[0]) if attrs.get("transA") else (a[0], a[1])
             n = b[0] if attrs.get("transB") else b[1]
-            layers.append(Layer(name, "dense", m, k, n))
-        else:  # MatMul: a dense layer when the right side is a 2-D weight
-            a, b = shape(0), shape(1)
-            if node.input[1] not in consts or len(b) != 2 or len(a) < 2:
-                notes.append(f"{name}: MatMul of two activations (not a dense layer) left to "
-                             "the CPU")
-                continue
-            batch = 1
+        elif len(b) != 2:
+            return cpu("dense", f"{len(b)}-D weight (a dense layer's weight is 2-D)")
+        else:
+            m, k, n = 1, a[-1], b[1]
             for d in a[:-1]:
-                batch *= d
-            layers.append(Layer(name, "dense", batch, a[-1], b[1]))
-    if not layers:
-        raise NetworkError(f"{where}: no Conv, ConvTranspose, Gemm or MatMul layer to place")
-    name = graph.name or Path(where).stem
-    return OnnxModel(name, f"ONNX model {where}", layers, tuple(notes))
+                m *= d
+        return Layer(name, "dense", m, k, n, quantized=bool(int8))
+    op = spec.operator
+    rank = next((len(d) for d in (graph.dims.get(x), graph.dims.get(w)) if d is not None), 4)
+    if rank != 4:
+        return cpu(op.replace("2d", f"{rank - 2}d"),
+                   f"{rank - 2}-D convolution (VTA's templates take 2-D NCHW convolutions)")
+    unknown = next((t for t in (x, w) if graph.shape(t) is None), None)
+    if unknown is not None:
+        return cpu(op, graph.unknown_shape(unknown))
+    xs, ws = graph.shape(x), graph.shape(w)
+    geometry = _conv_geometry(node.op_type == "ConvTranspose", xs, ws, attrs)
+    if isinstance(geometry, str):
+        return cpu(op, geometry)
+    kernel, pad, stride, dilation, groups, output_padding = geometry
+    n, c, h, wd = xs
+    out_channels = ws[1] * groups if op == "conv2d_transpose" else ws[0]
+    return Layer(name, op, n, c, out_channels, h, wd, kernel, pad, stride, dilation, groups,
+                 output_padding, quantized=bool(int8))
 
 
-def _conv(op: str, name: str, x: list[int], w: list[int], attrs: dict[str, Any],
-          where: str) -> Layer:
-    if len(x) != 4 or len(w) != 4:
-        raise NetworkError(f"{where}: {op} {name}: only 2-D convolutions (NCHW) are "
-                           f"supported, got input shape {x}")
-    n, c, h, wd = x
+def _conv_geometry(transpose: bool, x: tuple[int, ...], w: tuple[int, ...],
+                   attrs: dict[str, Any]) -> tuple | str:
+    """(kernel, pads as (top, left, bottom, right), stride, dilation, groups, output
+    padding) of a 2-D Conv or ConvTranspose by ONNX's formulas, or why they cannot be."""
     groups = int(attrs.get("group", 1))
     kernel = tuple(attrs.get("kernel_shape", w[2:]))
     stride = tuple(attrs.get("strides", (1, 1)))
     dilation = tuple(attrs.get("dilations", (1, 1)))
+    output_padding = tuple(attrs.get("output_padding", (0, 0))) if transpose else (0, 0)
     auto_pad = attrs.get("auto_pad", b"NOTSET")
     auto_pad = auto_pad.decode() if isinstance(auto_pad, bytes) else auto_pad
-    if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
-        pads = []
-        for size, k, s, d in zip((h, wd), kernel, stride, dilation, strict=True):
-            out = -(-size // s)
-            total = max(0, (out - 1) * s + (k - 1) * d + 1 - size)
-            small, big = total // 2, total - total // 2
-            pads.append((small, big) if auto_pad == "SAME_UPPER" else (big, small))
-        pad = (pads[0][0], pads[1][0], pads[0][1], pads[1][1])
+    size = x[2:]
+    same = auto_pad in ("SAME_UPPER", "SAME_LOWER")
+    if transpose and ("output_shape" in attrs or same):
+        # ONNX ConvTranspose: total = stride (in - 1) + output_padding + (k - 1) dilation + 1
+        # - out, out = output_shape or in x stride (SAME).
+        out = tuple(attrs["output_shape"][-2:]) if "output_shape" in attrs else \
+            tuple(n * s for n, s in zip(size, stride, strict=True))
+        totals = [s * (n - 1) + op + (k - 1) * d + 1 - o for n, s, op, k, d, o in
+                  zip(size, stride, output_padding, kernel, dilation, out, strict=True)]
+        if min(totals) < 0:
+            return (f"output size {_dims(out)} needs negative padding "
+                    f"({_dims(tuple(totals))} in all)")
+        # The odd pixel goes to the end for SAME_UPPER, to the start otherwise.
+        begin = [t // 2 if auto_pad == "SAME_UPPER" else t - t // 2 for t in totals]
+    elif same:
+        totals = []
+        for n, k, s, d in zip(size, kernel, stride, dilation, strict=True):
+            out_size = -(-n // s)
+            totals.append(max(0, (out_size - 1) * s + (k - 1) * d + 1 - n))
+        begin = [t // 2 if auto_pad == "SAME_UPPER" else t - t // 2 for t in totals]
     elif auto_pad == "VALID":
-        pad = (0, 0, 0, 0)
+        totals, begin = [0, 0], [0, 0]
     else:
-        pad = tuple(attrs.get("pads", (0, 0, 0, 0)))
-    if op == "Conv":
-        out_channels = w[0]
-        return Layer(name, "conv2d", n, c, out_channels, h, wd, kernel, pad, stride, dilation,
-                     groups)
-    out_channels = w[1] * groups
-    if "output_shape" in attrs:
-        raise NetworkError(f"{where}: ConvTranspose {name}: output_shape is not supported; "
-                           "give pads and output_padding")
-    output_padding = tuple(attrs.get("output_padding", (0, 0)))
-    return Layer(name, "conv2d_transpose", n, c, out_channels, h, wd, kernel, pad, stride,
-                 dilation, groups, output_padding)
+        p = tuple(attrs.get("pads", (0, 0, 0, 0)))
+        totals, begin = [p[0] + p[2], p[1] + p[3]], [p[0], p[1]]
+    pad = (begin[0], begin[1], totals[0] - begin[0], totals[1] - begin[1])
+    return kernel, pad, stride, dilation, groups, output_padding

@@ -29,6 +29,7 @@ from __future__ import annotations
 import math
 import secrets
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,7 +37,8 @@ from typing import Any
 from simulator.hardware import HardwareConfig
 from vtatune.logging import optuna_verbosity
 from vtatune.networks._catalogue import load_network
-from vtatune.networks._layers import Network, Task
+from vtatune.networks._deployed import Applied, DeployedRun, deployed_run, schedules_from_logs
+from vtatune.networks._layers import CpuLayer, CpuOp, Network, Task
 from vtatune.networks.schedulers import TaskState, get_scheduler, objective
 from vtatune.records import RecordWriter
 from vtatune.tuning import (
@@ -97,7 +99,9 @@ class NetworkResult:
 
     ``trials`` counts the distinct legal configs the network's studies hold (resumed runs
     included); ``history`` is ``(trials, objective)`` after every round (objective: inf
-    until every task has a result). ``stopped`` says why tuning ended.
+    until every task has a result). ``stopped`` says why tuning ended. ``seed``: the
+    studies' sampler seed (None when they differ: a continued study keeps its own; every
+    record names its study's).
     """
 
     network: Network
@@ -114,6 +118,12 @@ class NetworkResult:
     history: tuple[tuple[int, float], ...]
     wall_seconds: float
     sim_seconds: float
+    #: the deployed model's VTA kernels run in order with these schedules (None when a task
+    #: has none: no legal config)
+    deployed: DeployedRun | None = None
+    #: where each task's schedule comes from: ``tuned``, a log record (``log:line``) or
+    #: ``fallback`` (TVM's fallback config: no record)
+    sources: tuple[tuple[str, str], ...] = ()
 
     @property
     def hw(self) -> HardwareConfig:
@@ -127,6 +137,12 @@ class NetworkResult:
     @property
     def total_ms(self) -> float:
         return self.total_cycles / (self.hw.clock_mhz * 1e3)
+
+    @property
+    def vta_cycles(self) -> int | None:
+        """The deployed model's VTA time: every VTA kernel in order (epilogues, ALU-only
+        kernels and the tokens one kernel leaves the next included)."""
+        return self.deployed.cycles if self.deployed else None
 
     def _speedup(self, attr: str) -> float | None:
         pairs = [(getattr(t, attr), t.best_cycles, t.task.multiplicity) for t in self.tasks
@@ -159,6 +175,9 @@ class NetworkResult:
             "tasks": [{
                 "name": t.task.name, "operator": t.task.operator,
                 "shape": t.task.workload.shape_args(), "multiplicity": t.task.multiplicity,
+                "epilogue": t.task.workload.epilogue.describe(),
+                "cycles": t.best_cycles, "schedule_source": dict(self.sources).get(
+                    t.task.name),
                 "layers": list(t.task.layers), "trials": t.trials,
                 "best_cycles": t.best_cycles, "default_cycles": t.default_cycles,
                 "tophub_cycles": t.tophub_cycles,
@@ -169,12 +188,26 @@ class NetworkResult:
             } for t in self.tasks],
             "cpu": [{"name": c.name, "operator": c.operator, "shape": c.shape,
                      "reason": c.reason} for c in self.network.cpu],
+            "cpu_ops": [cpu_op_dict(c) for c in self.network.cpu_ops],
+            "vta_cycles": self.vta_cycles,
+            "vta_ms": self.vta_cycles / (hw.clock_mhz * 1e3) if self.deployed else None,
+            "vta_counters": dict(self.deployed.counters) if self.deployed else None,
+            "vta_breakdown": self.deployed.as_dict()["breakdown"] if self.deployed else None,
             "total_cycles": total, "total_ms": self.total_ms,
             "speedup_default": self.speedup_default, "speedup_tophub": self.speedup_tophub,
             "log": self.log, "storage": self.storage,
             "history": [[n, v if math.isfinite(v) else None] for n, v in self.history],
             "wall_seconds": self.wall_seconds, "sim_seconds": self.sim_seconds,
         }
+
+
+def cpu_op_dict(op: CpuOp | CpuLayer) -> dict[str, Any]:
+    """One ``cpu_ops`` entry of ``network --json``: name, ops, shape, MACs or bytes."""
+    if isinstance(op, CpuOp):
+        return {"name": op.name, "ops": op.ops, "shape": op.shape, "macs": op.macs,
+                "bytes": op.bytes}
+    return {"name": op.name, "ops": op.operator, "shape": op.shape, "macs": op.macs,
+            "bytes": 0, "reason": op.reason}
 
 
 def default_network_log(network: Network, space: str = "full", bias: bool = False,
@@ -221,8 +254,9 @@ def tune_network(network: str | Path | Network, hw: HardwareConfig | str | None 
 
     if isinstance(network, Network):
         net = network
-    else:
-        net = load_network(network, hw, batch=batch)
+    else:  # AutoTVM's space tunes AutoTVM's tasks (one per key, TVM v0.14 applies them so)
+        net = load_network(network, hw, batch=batch,
+                           tasks="autotvm" if space == "autotvm" else "deployed")
     hw = net.hw
     tunable = [t for t in net.tasks if not t.skip]
     for name, v in (("trials", trials), ("trials_per_task", trials_per_task),
@@ -245,30 +279,34 @@ def tune_network(network: str | Path | Network, hw: HardwareConfig | str | None 
     log_path = Path(log) if log is not None else default_network_log(net, space, bias)
     if resume:
         check_log_belongs(log_path, [t.workload for t in tunable], hw, bias)
-    if seed is None and not resume:
-        seed = secrets.randbits(31)
+    # The studies created now share one seed (the one given, else drawn); a study that
+    # exists keeps its own (see OpenStudy).
+    new_seed = seed if seed is not None else secrets.randbits(31)
     t0 = time.perf_counter()
     if not tunable:
-        return _result(net, policy.name, total, [], {}, str(log_path), "", sampler, seed,
+        return _result(net, policy.name, total, [], {}, str(log_path), "", sampler, new_seed,
                        "no tunable task", False, (), t0)
     store = open_storage(storage, log_path)
     try:
-        return _tune(net, tunable, store, policy, total, log_path, sampler, seed, jobs, resume,
-                     space, bias, round_trials, patience, progress, t0, warmup_trials)
+        return _tune(net, tunable, store, policy, total, log_path, sampler, seed, new_seed,
+                     jobs, resume, space, bias, round_trials, patience, progress, t0,
+                     warmup_trials)
     finally:
         store.close()
 
 
 def _tune(net: Network, tunable: list[Task], store: Any, policy: Any, total: int,
-          log_path: Path, sampler: str, seed: int | None, jobs: int, resume: bool, space: str,
-          bias: bool, round_trials: int, patience: int | None, progress: bool,
-          t0: float, warmup_trials: int) -> NetworkResult:
+          log_path: Path, sampler: str, seed: int | None, new_seed: int, jobs: int,
+          resume: bool, space: str, bias: bool, round_trials: int, patience: int | None,
+          progress: bool, t0: float, warmup_trials: int) -> NetworkResult:
     from vtatune.tuning import Progress, parallel_pool
 
     hw = net.hw
     studies = [OpenStudy(t.workload, hw, store, log=log_path, sampler=sampler, seed=seed,
-                         jobs=jobs, resume=resume, space=space, bias=bias, allow_others=True,
-                         progress=False) for t in tunable]
+                         new_seed=new_seed, jobs=jobs, resume=resume, space=space, bias=bias,
+                         allow_others=True, progress=False) for t in tunable]
+    seeds = {study.search.seed for study in studies}
+    seed = seeds.pop() if len(seeds) == 1 else None  # None: each study has its own
     states = [TaskState(t.multiplicity, t.workload.macs, _tag(t)) for t in tunable]
     per_round = max(1, min(round_trials, total // len(tunable)))
     for st, study in zip(states, studies, strict=True):
@@ -331,6 +369,7 @@ def _result(net: Network, scheduler: str, total: int, tunable: list[Task],
             wall: float | None = None) -> NetworkResult:
     results = []
     sim = 0.0
+    schedules: dict[str, Applied] = {}
     for task in net.tasks:
         if task.name not in tuned:
             results.append(TaskResult(task, 0, None, None, _tophub(task, net.hw), "",
@@ -341,9 +380,65 @@ def _result(net: Network, scheduler: str, total: int, tunable: list[Task],
         sim += r.sim_seconds
         results.append(TaskResult(task, r.trials, r.best_cycles, r.default_cycles,
                                   _tophub(task, net.hw), st.dead, "", r))
+        if r.best_schedule is not None:
+            schedules[task.name] = Applied(r.best_schedule, "tuned")
     wall = time.perf_counter() - t0 if wall is None else wall
+    deployed, sources = _deploy(net, schedules)
     return NetworkResult(net, scheduler, total, sum(r.trials for r in results), tuple(results),
-                         log, storage, sampler, seed, stopped, interrupted, history, wall, sim)
+                         log, storage, sampler, seed, stopped, interrupted, history, wall, sim,
+                         deployed, sources)
+
+
+def _deploy(net: Network, schedules: dict[str, Applied]
+            ) -> tuple[DeployedRun | None, tuple[tuple[str, str], ...]]:
+    """The deployed run with ``schedules``, TVM's fallback config for a task without one
+    (None when some task cannot run at all)."""
+    from vtatune.errors import IllegalSchedule
+    from vtatune.schedule import tvm_fallback
+
+    chosen = dict(schedules)
+    for task in net.tasks:
+        if task.name not in chosen:
+            chosen[task.name] = Applied(tvm_fallback(task.workload, net.hw), "fallback")
+    sources = tuple((name, a.source) for name, a in chosen.items())
+    try:
+        return deployed_run(net, {k: a.schedule for k, a in chosen.items()}), sources
+    except IllegalSchedule:
+        return None, sources
+
+
+def network_from_logs(network: str | Path | Network, logs: Iterable[str | Path],
+                      hw: HardwareConfig | str | None = None, *,
+                      batch: int | None = None) -> NetworkResult:
+    """The network as TVM v0.14 deploys it with the records of ``logs`` (no tuning): each
+    task the schedule ``apply_history_best`` gives it (:func:`schedules_from_logs`; a task
+    the logs lack takes TVM's fallback config, flagged), scored, and the deployed model's
+    VTA kernels run in order.
+
+    Example:
+        >>> import tempfile, vtatune
+        >>> r = network_from_logs("resnet18", [], "sim")  # no log: every task falls back
+        >>> d = r.deployed  # GEMM kernels, their fused epilogues, the ALU-only adds
+        >>> d.gemm_kernels + d.epilogues + d.alu_kernels == r.vta_cycles, d.alu_kernels > 0
+        (True, True)
+        >>> dict(r.sources)["resnet18.C8"]
+        'fallback'
+    """
+    from vtatune.scoring import score
+
+    net = network if isinstance(network, Network) else load_network(network, hw, batch=batch)
+    t0 = time.perf_counter()
+    logs = [Path(p) for p in logs]
+    applied = schedules_from_logs(net, logs)
+    results = []
+    for task in net.tasks:
+        ev = score(task.workload, applied[task.name].schedule, net.hw)
+        results.append(TaskResult(task, 0, ev.cycles, None, _tophub(task, net.hw), "",
+                                  "" if ev.status == "ok" else ev.error or ev.status, None))
+    deployed, sources = _deploy(net, applied)
+    return NetworkResult(net, "", 0, 0, tuple(results), ", ".join(map(str, logs)), "", "",
+                         None, "from logs", False, (), time.perf_counter() - t0, 0.0,
+                         deployed, sources)
 
 
 def _tophub(task: Task, hw: HardwareConfig) -> int | None:

@@ -30,7 +30,7 @@ from typing import Any
 from simulator.hardware import HardwareConfig
 from vtatune.errors import VtatuneError
 from vtatune.schedule import Schedule
-from vtatune.workloads import WORKLOAD_CLASSES, Workload
+from vtatune.workloads import BENCHMARK, WORKLOAD_CLASSES, Epilogue, Workload
 
 SCHEMA = 1
 
@@ -44,8 +44,13 @@ class LogError(VtatuneError):
 
 
 def workload_fields(workload: Workload) -> dict[str, Any]:
-    return {"operator": workload.operator, "name": workload.name, "key": workload.key(),
-            "shape": workload.shape_args()}
+    """A record's ``workload``: operator, name, key, shape, and the epilogue's steps when it
+    is not a benchmark one (older records have none: theirs is the benchmark's)."""
+    out = {"operator": workload.operator, "name": workload.name, "key": workload.key(),
+           "shape": workload.shape_args()}
+    if not workload.epilogue.is_benchmark:
+        out["epilogue"] = workload.epilogue.to_list()
+    return out
 
 
 def hw_fields(hw: HardwareConfig) -> dict[str, Any]:
@@ -56,7 +61,9 @@ def hw_fields(hw: HardwareConfig) -> dict[str, Any]:
 def workload_from(record: dict[str, Any]) -> Workload:
     """The workload a record was tuned for."""
     w = record["workload"]
-    return WORKLOAD_CLASSES[w["operator"]](**w["shape"], name=w.get("name", ""))
+    epilogue = Epilogue.from_list(w["epilogue"]) if "epilogue" in w else BENCHMARK
+    return WORKLOAD_CLASSES[w["operator"]](**w["shape"], name=w.get("name", ""),
+                                           epilogue=epilogue)
 
 
 def hw_from(record: dict[str, Any]) -> HardwareConfig:

@@ -207,12 +207,12 @@ def _default_cycles(row: pd.Series) -> int | None:
     """Cycles of vtatune's default schedule for the row's workload and hardware."""
     from search_spaces import default_schedule
     from vtatune.scoring import score
-    from vtatune.workloads import WORKLOAD_CLASSES
+    from vtatune.workloads import WORKLOAD_CLASSES, shape_fields
 
     try:
         hw = HardwareConfig.from_target_model(row["hw_model"])
         cls = WORKLOAD_CLASSES[row["operator"]]
-        wl = cls(**{k: int(row[k]) for k in cls.__dataclass_fields__ if k != "name"})
+        wl = cls(**{k: int(row[k]) for k in shape_fields(cls)})
         ev = score(wl, default_schedule(wl, hw, bool(row["bias"])), hw,
                       bias=bool(row["bias"]))
     except Exception:  # an exotic hardware or shape: the column stays empty, never a crash

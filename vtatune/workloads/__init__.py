@@ -8,6 +8,9 @@ numpy reference of what each computes.
 - Named workloads (``_catalogue``): ResNet-18's ten VTA conv tasks ``resnet18.C2`` …
   ``C11``, the tutorials' layers, TVM's MobileNet grouped and DCGAN transposed benchmarks;
   :func:`resolve` names a workload by text as the command line and the Python API do.
+- Epilogue (``_epilogue``): the elementwise steps VTA's ALU applies to the accumulators
+  before the int8 store (shift, bias, ReLU, rounding, clip); a workload carries its own
+  (:data:`BENCHMARK` by default, what TVM's benchmarks and AutoTVM tune).
 - Reference (``_reference``): each operator in numpy on unpacked int8 operands, bit for
   bit what a VTA run must produce.
 
@@ -26,20 +29,37 @@ from vtatune.workloads._catalogue import (
     resnet18_layers,
     resolve,
 )
+from vtatune.workloads._epilogue import (
+    BENCHMARK,
+    BENCHMARK_BIAS,
+    DEPLOYED_SHIFT,
+    RESIDUAL,
+    Epilogue,
+    EpilogueOp,
+    benchmark,
+    deployed,
+    epilogue_name,
+    named_epilogues,
+)
 from vtatune.workloads._operators import (
     WORKLOAD_CLASSES,
+    AddWorkload,
     Conv2dTransposeWorkload,
     Conv2dWorkload,
+    ElementwiseWorkload,
     GemmWorkload,
     GroupConv2dWorkload,
+    MultiplyWorkload,
     VaddWorkload,
     Workload,
+    autotvm_key,
+    shape_fields,
 )
 from vtatune.workloads._reference import (
     Operands,
     conv2d_reference,
     conv2d_transpose_reference,
-    epilogue,
+    elementwise_reference,
     gemm_reference,
     group_conv2d_reference,
     operand_shapes,
@@ -48,9 +68,12 @@ from vtatune.workloads._reference import (
 )
 
 __all__ = [
-    "RESNET18_COUNTS", "WORKLOADS", "WORKLOAD_CLASSES", "Conv2dTransposeWorkload",
-    "Conv2dWorkload", "GemmWorkload", "GroupConv2dWorkload", "Operands", "VaddWorkload",
-    "Workload", "conv2d_reference", "conv2d_transpose_reference", "epilogue",
-    "gemm_reference", "get_workload", "group_conv2d_reference", "operand_shapes",
-    "random_operands", "reference_output", "resnet18_layers", "resolve",
+    "AddWorkload", "BENCHMARK", "BENCHMARK_BIAS", "Conv2dTransposeWorkload", "Conv2dWorkload",
+    "DEPLOYED_SHIFT", "ElementwiseWorkload", "Epilogue", "EpilogueOp", "GemmWorkload",
+    "GroupConv2dWorkload", "MultiplyWorkload", "Operands", "RESIDUAL", "RESNET18_COUNTS",
+    "VaddWorkload", "WORKLOADS", "WORKLOAD_CLASSES", "Workload", "autotvm_key", "benchmark",
+    "conv2d_reference", "conv2d_transpose_reference", "deployed", "elementwise_reference",
+    "epilogue_name", "gemm_reference", "get_workload", "group_conv2d_reference", "named_epilogues",
+    "operand_shapes", "random_operands", "reference_output", "resnet18_layers", "resolve",
+    "shape_fields",
 ]

@@ -12,10 +12,11 @@ Example:
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, fields, replace
 
 from simulator.hardware import HardwareConfig
 from vtatune.errors import WorkloadError
+from vtatune.workloads._epilogue import BENCHMARK, RESIDUAL, Epilogue
 
 
 def _require_positive(wl: object, keys: tuple[str, ...]) -> None:
@@ -56,16 +57,49 @@ def _conv_out(size: int, kernel: int, pad: int, stride: int) -> int:
 _CONV_FIELDS = ("batch", "height", "width", "in_channels", "out_channels", "kernel", "stride")
 
 
+#: Fields of a workload that are not its shape.
+_NOT_SHAPE = ("name", "epilogue")
+
+
 def _shape_args(wl: object) -> dict[str, int]:
-    d = asdict(wl)  # type: ignore[call-overload]
-    d.pop("name")
-    return d
+    return {f.name: getattr(wl, f.name) for f in fields(wl)  # type: ignore[arg-type]
+            if f.name not in _NOT_SHAPE}
+
+
+def shape_fields(cls: type) -> tuple[str, ...]:
+    """The shape fields of a workload class, in order (its constructor's first arguments)."""
+    return tuple(f.name for f in fields(cls) if f.name not in _NOT_SHAPE)
+
+
+def autotvm_key(wl: Workload) -> tuple[str, str]:
+    """A workload's AutoTVM task key as far as vtatune tells workloads apart: its operator
+    and shapes. TVM's key leaves out the fused epilogue (its template is the conv alone) and
+    types both operands of ``add.vta`` as int32 tensors, so neither tells two keys apart:
+    one tuned config serves every variant, as ``apply_history_best`` applies it."""
+    default = type(wl).__dataclass_fields__["epilogue"].default
+    if isinstance(wl, AddWorkload):
+        wl = replace(wl, rhs_bits=8)
+    return wl.operator, replace(wl, name="", epilogue=default).key()
 
 
 def _key(wl: object) -> str:
-    """A stable identifier of the shape (used to match tuning records)."""
-    return wl.operator + "." + ".".join(  # type: ignore[attr-defined]
+    """A stable identifier of the shape and the epilogue (used to match tuning records):
+    the shape alone for the benchmark epilogues, which a record's ``bias`` tells apart."""
+    shape = wl.operator + "." + ".".join(  # type: ignore[attr-defined]
         f"{k}{v}" for k, v in _shape_args(wl).items())
+    epilogue = wl.epilogue  # type: ignore[attr-defined]
+    default = type(wl).__dataclass_fields__["epilogue"].default
+    if epilogue == default or epilogue.is_benchmark and default.is_benchmark:
+        return shape  # a record's bias flag tells the two benchmark epilogues apart
+    return f"{shape}.{epilogue.key()}"
+
+
+def _with_epilogue(label: str, wl: object) -> str:
+    """``describe()`` with the epilogue when it is not the workload's default."""
+    epilogue: Epilogue = wl.epilogue  # type: ignore[attr-defined]
+    default = type(wl).__dataclass_fields__["epilogue"].default
+    plain = epilogue == default or epilogue.is_benchmark
+    return label if plain else f"{label}, epilogue {epilogue.describe()}"
 
 
 @dataclass(frozen=True)
@@ -81,6 +115,7 @@ class Conv2dWorkload:
     pad: int
     stride: int
     name: str = ""
+    epilogue: Epilogue = BENCHMARK
 
     operator = "conv2d"
 
@@ -113,8 +148,9 @@ class Conv2dWorkload:
 
     def describe(self) -> str:
         label = f"{self.name} " if self.name else ""
-        return (f"{label}conv2d {self.batch}x{self.in_channels}x{self.height}x{self.width} -> "
-                f"{self.out_channels}, k{self.kernel} p{self.pad} s{self.stride}")
+        return _with_epilogue(
+            f"{label}conv2d {self.batch}x{self.in_channels}x{self.height}x{self.width} -> "
+            f"{self.out_channels}, k{self.kernel} p{self.pad} s{self.stride}", self)
 
     def key(self) -> str:
         """A stable identifier of the shape (used to match tuning records)."""
@@ -132,6 +168,7 @@ class GemmWorkload:
     in_channels: int
     out_channels: int
     name: str = ""
+    epilogue: Epilogue = BENCHMARK
 
     operator = "gemm"
 
@@ -147,15 +184,15 @@ class GemmWorkload:
 
     def as_conv(self) -> Conv2dWorkload:
         return Conv2dWorkload(self.batch, 1, 1, self.in_channels, self.out_channels, 1, 0, 1,
-                              self.name)
+                              self.name, self.epilogue)
 
     def shape_args(self) -> dict[str, int]:
         return _shape_args(self)
 
     def describe(self) -> str:
         label = f"{self.name} " if self.name else ""
-        return (f"{label}gemm {self.batch}x{self.in_channels} * "
-                f"{self.in_channels}x{self.out_channels}")
+        return _with_epilogue(f"{label}gemm {self.batch}x{self.in_channels} * "
+                              f"{self.in_channels}x{self.out_channels}", self)
 
     def key(self) -> str:
         return _key(self)
@@ -184,6 +221,7 @@ class GroupConv2dWorkload:
     stride: int
     groups: int
     name: str = ""
+    epilogue: Epilogue = BENCHMARK
 
     operator = "group_conv2d"
 
@@ -230,9 +268,10 @@ class GroupConv2dWorkload:
 
     def describe(self) -> str:
         label = f"{self.name} " if self.name else ""
-        return (f"{label}group_conv2d {self.batch}x{self.in_channels}x{self.height}x"
-                f"{self.width} -> {self.out_channels}, k{self.kernel} p{self.pad} "
-                f"s{self.stride} g{self.groups}")
+        return _with_epilogue(
+            f"{label}group_conv2d {self.batch}x{self.in_channels}x{self.height}x"
+            f"{self.width} -> {self.out_channels}, k{self.kernel} p{self.pad} "
+            f"s{self.stride} g{self.groups}", self)
 
     def key(self) -> str:
         """A stable identifier of the shape (used to match tuning records)."""
@@ -269,6 +308,7 @@ class Conv2dTransposeWorkload:
     stride: int
     output_padding: int
     name: str = ""
+    epilogue: Epilogue = BENCHMARK
 
     operator = "conv2d_transpose"
 
@@ -312,9 +352,10 @@ class Conv2dTransposeWorkload:
     def describe(self) -> str:
         label = f"{self.name} " if self.name else ""
         opad = f" op{self.output_padding}" if self.output_padding else ""
-        return (f"{label}conv2d_transpose {self.batch}x{self.in_channels}x{self.height}x"
-                f"{self.width} -> {self.out_channels}, k{self.kernel} p{self.pad} "
-                f"s{self.stride}{opad}")
+        return _with_epilogue(
+            f"{label}conv2d_transpose {self.batch}x{self.in_channels}x{self.height}x"
+            f"{self.width} -> {self.out_channels}, k{self.kernel} p{self.pad} "
+            f"s{self.stride}{opad}", self)
 
     def key(self) -> str:
         """A stable identifier of the shape (used to match tuning records)."""
@@ -347,10 +388,77 @@ class VaddWorkload:
         return {"elements": self.elements}
 
 
-Workload = Conv2dWorkload | GemmWorkload | GroupConv2dWorkload | Conv2dTransposeWorkload
+@dataclass(frozen=True)
+class AddWorkload:
+    """An elementwise add of two packed tensors on VTA's ALU alone (TVM's ``add.vta``, the
+    residual add of a deployed network): ``lhs`` int8 and ``rhs`` int8 (or int32: a tensor
+    still in its quantized int32 form) loaded into the accumulators, one ALU ADD, then the
+    epilogue (by default the deployed residual's ReLU and clip to [-127, 127]) and the int8
+    store. NCHW shapes; the channels a whole number of BLOCK_OUT blocks."""
+
+    batch: int
+    channels: int
+    height: int
+    width: int
+    rhs_bits: int = 8
+    name: str = ""
+    epilogue: Epilogue = RESIDUAL
+
+    operator = "add"
+    alu_op = "add"
+
+    def __post_init__(self) -> None:
+        _require_positive(self, ("batch", "channels", "height", "width"))
+        if self.rhs_bits not in (8, 32):
+            raise WorkloadError(f"rhs_bits is 8 (int8) or 32 (int32), got {self.rhs_bits!r}")
+
+    # The output's shape, as the conv workloads name it.
+    out_channels = property(lambda self: self.channels)
+    out_height = property(lambda self: self.height)
+    out_width = property(lambda self: self.width)
+
+    @property
+    def macs(self) -> int:
+        return 0  # no multiply-accumulate: the work is its elements
+
+    @property
+    def elements(self) -> int:
+        return self.batch * self.channels * self.height * self.width
+
+    def check(self, hw: HardwareConfig) -> None:
+        _check_blocks(hw, (("batch", self.batch, hw.batch, "BATCH"),
+                           ("channels", self.channels, hw.block_out, "BLOCK_OUT")))
+
+    def shape_args(self) -> dict[str, int]:
+        return _shape_args(self)
+
+    def describe(self) -> str:
+        label = f"{self.name} " if self.name else ""
+        rhs = "" if self.rhs_bits == 8 else f" (rhs int{self.rhs_bits})"
+        return _with_epilogue(f"{label}{self.operator} {self.batch}x{self.channels}x"
+                              f"{self.height}x{self.width}{rhs}", self)
+
+    def key(self) -> str:
+        return _key(self)
+
+
+@dataclass(frozen=True)
+class MultiplyWorkload(AddWorkload):
+    """An elementwise product on VTA's ALU alone (TVM's ``multiply.vta``): as
+    :class:`AddWorkload` with an ALU MUL (fsim's; the HLS and Chisel ALUs have none)."""
+
+    operator = "multiply"
+    alu_op = "mul"
+
+
+#: The operators that run on VTA's ALU alone (no GEMM).
+ElementwiseWorkload = AddWorkload | MultiplyWorkload
+Workload = (Conv2dWorkload | GemmWorkload | GroupConv2dWorkload | Conv2dTransposeWorkload
+            | AddWorkload | MultiplyWorkload)
 
 #: The workload class of each operator name (``Workload.operator``).
 WORKLOAD_CLASSES: dict[str, type] = {
     cls.operator: cls
-    for cls in (Conv2dWorkload, GemmWorkload, GroupConv2dWorkload, Conv2dTransposeWorkload)
+    for cls in (Conv2dWorkload, GemmWorkload, GroupConv2dWorkload, Conv2dTransposeWorkload,
+                AddWorkload, MultiplyWorkload)
 }

@@ -15,25 +15,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from vtatune.workloads._epilogue import BENCHMARK, Epilogue
 from vtatune.workloads._operators import (
+    AddWorkload,
     Conv2dTransposeWorkload,
     Conv2dWorkload,
     GemmWorkload,
     GroupConv2dWorkload,
     Workload,
 )
-
-SHIFT = 8
-
-
-def epilogue(acc: np.ndarray, bias: np.ndarray | None, out_width: int = 8) -> np.ndarray:
-    """int32 accumulate -> arithmetic shift right 8 -> (+ bias) -> clip [0, 127] -> int8."""
-    x = (acc.astype(np.int64) >> SHIFT)
-    x = _wrap32(x)
-    if bias is not None:
-        x = _wrap32(x.astype(np.int64) + bias.astype(np.int64))
-    hi = (1 << (out_width - 1)) - 1
-    return np.clip(x, 0, hi).astype(np.int8)
 
 
 def _wrap32(x: np.ndarray) -> np.ndarray:
@@ -50,17 +40,19 @@ def _conv_acc(data: np.ndarray, kernel: np.ndarray, k: int, p: int, s: int, oh: 
     return np.einsum("nchwij,ocij->nohw", win, kernel.astype(np.float64), optimize=True)
 
 
-def _finish(acc: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
-    """int32 accumulators (wrapping) -> the fused epilogue with a per-channel bias."""
-    b = None if bias is None else bias.reshape(1, -1, 1, 1)
-    return epilogue(_wrap32(acc.astype(np.int64)), b)
+def _finish(acc: np.ndarray, bias: np.ndarray | None, epilogue: Epilogue,
+            channel_axis_shape: tuple[int, ...] = (1, -1, 1, 1)) -> np.ndarray:
+    """int32 accumulators (wrapping) -> ``epilogue`` (with a per-channel ``bias`` when one is
+    given: the benchmark epilogue gains it) -> int8."""
+    tensors = {} if bias is None else {"bias": bias.reshape(channel_axis_shape)}
+    return epilogue.with_bias(bias is not None).apply(_wrap32(acc.astype(np.int64)), tensors)
 
 
 def conv2d_reference(data: np.ndarray, kernel: np.ndarray, wl: Conv2dWorkload,
                      bias: np.ndarray | None = None) -> np.ndarray:
     """NCHW int8 data, OIHW int8 kernel, per-channel int32 bias -> NCHW int8 output."""
     return _finish(_conv_acc(data, kernel, wl.kernel, wl.pad, wl.stride, wl.out_height,
-                             wl.out_width), bias)
+                             wl.out_width), bias, wl.epilogue)
 
 
 def group_conv2d_reference(data: np.ndarray, kernel: np.ndarray, wl: GroupConv2dWorkload,
@@ -72,7 +64,7 @@ def group_conv2d_reference(data: np.ndarray, kernel: np.ndarray, wl: GroupConv2d
         _conv_acc(data[:, g * ci:(g + 1) * ci], kernel[g * co:(g + 1) * co], wl.kernel,
                   wl.pad, wl.stride, wl.out_height, wl.out_width)
         for g in range(wl.groups)], axis=1)
-    return _finish(acc, bias)
+    return _finish(acc, bias, wl.epilogue)
 
 
 def conv2d_transpose_reference(data: np.ndarray, kernel: np.ndarray,
@@ -91,14 +83,14 @@ def conv2d_transpose_reference(data: np.ndarray, kernel: np.ndarray,
         for b in range(k):
             acc[:, :, a:a + (wl.height - 1) * s + 1:s, b:b + (wl.width - 1) * s + 1:s] += \
                 np.einsum("nchw,co->nohw", x, w[:, :, a, b], optimize=True)
-    return _finish(acc[:, :, p:p + wl.out_height, p:p + wl.out_width], bias)
+    return _finish(acc[:, :, p:p + wl.out_height, p:p + wl.out_width], bias, wl.epilogue)
 
 
-def gemm_reference(data: np.ndarray, weight: np.ndarray,
-                   bias: np.ndarray | None = None) -> np.ndarray:
+def gemm_reference(data: np.ndarray, weight: np.ndarray, bias: np.ndarray | None = None,
+                   epilogue: Epilogue = BENCHMARK) -> np.ndarray:
     """(N, I) int8 times (O, I) int8 -> (N, O) int8 with the fused epilogue."""
-    acc = _wrap32((data.astype(np.float64) @ weight.astype(np.float64).T).astype(np.int64))
-    return epilogue(acc, None if bias is None else bias.reshape(1, -1))
+    acc = (data.astype(np.float64) @ weight.astype(np.float64).T).astype(np.int64)
+    return _finish(acc, bias, epilogue, (1, -1))
 
 
 @dataclass(frozen=True)
@@ -115,6 +107,9 @@ def operand_shapes(workload: Workload) -> dict[str, tuple[int, ...]]:
     group_conv2d: (O, I / groups, K, K); conv2d_transpose: IOHW); bias one per output
     channel."""
     wl = workload
+    if isinstance(wl, AddWorkload):  # the two operands, NCHW; no bias
+        shape = (wl.batch, wl.channels, wl.height, wl.width)
+        return {"data": shape, "weight": shape, "bias": (wl.channels,)}
     if isinstance(wl, GemmWorkload):
         shapes = {"data": (wl.batch, wl.in_channels),
                   "weight": (wl.out_channels, wl.in_channels)}
@@ -131,17 +126,33 @@ def operand_shapes(workload: Workload) -> dict[str, tuple[int, ...]]:
 
 
 def random_operands(workload: Workload, bias: bool, seed: int = 0) -> Operands:
+    """Seeded random int8 data and weights, and an int32 bias when ``bias`` or the
+    workload's epilogue reads one."""
+    bias = bias or workload.epilogue.bias
     rng = np.random.default_rng(seed)
     shapes = operand_shapes(workload)
     data = rng.integers(-128, 128, shapes["data"], dtype=np.int8)
-    weight = rng.integers(-128, 128, shapes["weight"], dtype=np.int8)
+    if getattr(workload, "rhs_bits", 8) == 32:  # an int32 operand of an ALU-only add
+        weight = rng.integers(-(1 << 12), 1 << 12, shapes["weight"], dtype=np.int32)
+    else:
+        weight = rng.integers(-128, 128, shapes["weight"], dtype=np.int8)
     b = rng.integers(-(1 << 12), 1 << 12, shapes["bias"], dtype=np.int32) if bias else None
     return Operands(data, weight, b)
 
 
+def elementwise_reference(lhs: np.ndarray, rhs: np.ndarray, wl: AddWorkload) -> np.ndarray:
+    """An ALU-only add (or product) of two NCHW tensors, widened to int32, then its
+    epilogue, as VTA's ALU computes it."""
+    acc = lhs.astype(np.int64)
+    acc = acc + rhs if wl.alu_op == "add" else acc * rhs
+    return _finish(acc, None, wl.epilogue)
+
+
 def reference_output(workload: Workload, ops: Operands) -> np.ndarray:
+    if isinstance(workload, AddWorkload):
+        return elementwise_reference(ops.data, ops.weight, workload)
     if isinstance(workload, GemmWorkload):
-        return gemm_reference(ops.data, ops.weight, ops.bias)
+        return gemm_reference(ops.data, ops.weight, ops.bias, workload.epilogue)
     if isinstance(workload, GroupConv2dWorkload):
         return group_conv2d_reference(ops.data, ops.weight, workload, ops.bias)
     if isinstance(workload, Conv2dTransposeWorkload):

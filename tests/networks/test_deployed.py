@@ -1,0 +1,93 @@
+"""The deployed network against TVM v0.14's own deployment of ResNet-18 (fsim): every VTA
+function's counters, in execution order, for the sim target (convs and residual adds on
+VTA) and pynq (adds on the CPU), with a tuned AutoTVM log applied and with none (TVM's
+fallback configs); TVM's own streams timed; and how a log is applied."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from simulator.hardware import PRESETS
+from vtatune.cli import main
+from vtatune.networks import load_network, network_from_logs, schedules_from_logs
+from vtatune.schedule import tvm_fallback
+
+DATA = Path(__file__).resolve().parent / "data"
+LOG = DATA / "resnet18-f4385aa.autotvm.log"  # what TVM applied (exported at f4385aa)
+REFERENCES = json.loads((DATA / "tvm014_resnet18.json").read_text())["cases"]
+SHARED = Path(__file__).resolve().parents[3] / "shared" / "data" / \
+    "tvm014_resnet18_deployed.json"
+
+
+def _vta_nodes(result):
+    return [(k.step, k.counters) for k in result.deployed.kernels]
+
+
+@pytest.mark.parametrize("case", sorted(REFERENCES))
+def test_every_vta_function_counts_as_tvms_fsim(case):
+    target, schedules = case.split("-")
+    ref = REFERENCES[case]
+    r = network_from_logs("resnet18", [LOG] if schedules == "vtatunelog" else [], target)
+    got = _vta_nodes(r)
+    assert len(got) == len(ref["vta_nodes"])
+    for (step, counters), node in zip(got, ref["vta_nodes"], strict=True):
+        assert ("add" in step) == node["relay_ops"].startswith("cast"), (step, node)
+        assert counters == node["counters"], (step, node["relay_ops"])
+    assert r.deployed.counters == ref["whole_network_fsim"]
+    falls_back = {name for name, source in r.sources if source == "fallback"}
+    adds = {t.name for t in r.network.tasks if t.operator == "add"}
+    assert falls_back == ({t.name for t in r.network.tasks} if schedules == "fallback"
+                          else adds)  # the log has no add.vta record
+
+
+def test_sim_streams_time_as_tvms_own():
+    """The shared reference times TVM's own instruction stream of each function (with
+    vtatune's timing model): ours, built from the same configs, takes the same cycles."""
+    if not SHARED.exists():
+        pytest.skip(f"{SHARED} not found")
+    ref = json.loads(SHARED.read_text())
+    r = network_from_logs("resnet18", [LOG], "sim")
+    nodes = [n for n in ref["nodes"] if n["device"] == "VTA"]
+    assert r.deployed.counters == ref["whole_network_fsim"]
+    diffs = [k.cycles - n["tvm_stream_cycles"] for k, n in zip(r.deployed.kernels, nodes,
+                                                               strict=True)]
+    # conv+ReLU kernels after an add: TVM's stream was timed with one primed token,
+    # ours with the token the add leaves; a few cycles apart
+    assert max(map(abs, diffs)) <= 5 and sum(d == 0 for d in diffs) >= len(diffs) // 2
+    assert abs(r.vta_cycles - sum(n["tvm_stream_cycles"] for n in nodes)) <= 10
+
+
+def test_a_log_applies_as_apply_history_best(tmp_path):
+    net = load_network("resnet18", "sim")
+    applied = schedules_from_logs(net, [LOG])
+    # pynq records apply to sim (same VTA configuration); the best record per key
+    assert applied["resnet18.C2"].source == f"{LOG}:10"
+    assert applied["resnet18.A1"].source == "fallback"
+    assert applied["resnet18.A1"].schedule == tvm_fallback(
+        next(t.workload for t in net.tasks if t.name == "resnet18.A1"), net.hw)
+    # an exact-target record wins over a faster one of another target of the same config
+    line = LOG.read_text().splitlines()[9]
+    sim_line = line.replace("-model=pynq_", "-model=sim_")
+    record = json.loads(sim_line)
+    record["result"][0] = [1.0]  # far slower than the pynq record
+    mine = tmp_path / "sim.log"
+    mine.write_text(json.dumps(record) + "\n")
+    both = schedules_from_logs(net, [LOG, mine])
+    assert both["resnet18.C2"].source == f"{mine}:1"
+    # another board of the same VTA configuration takes them; another configuration never
+    ultra96 = schedules_from_logs(load_network("resnet18", "ultra96"), [LOG])
+    assert ultra96["resnet18.C2"].source == f"{LOG}:10"
+    other = schedules_from_logs(load_network("resnet18", PRESETS["4x8"], batch=4), [LOG])
+    assert other and all(a.source == "fallback" for a in other.values())
+
+
+def test_cli_reports_a_log_as_deployed(capsys):
+    assert main(["network", "resnet18", "--hw", "sim", "--trials-per-task", "0",
+                 "--log", str(LOG), "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    r = network_from_logs("resnet18", [LOG], "sim")
+    assert d["vta_counters"] == r.deployed.counters and d["vta_cycles"] == r.vta_cycles
+    sources = {t["name"]: t["schedule_source"] for t in d["tasks"]}
+    assert sources["resnet18.A1"] == "fallback"
+    assert sources["resnet18.C8"].startswith(f"{LOG}:")

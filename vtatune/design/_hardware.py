@@ -1,0 +1,83 @@
+"""What building a design takes, written beside its ``vta_config.json``: the Chisel
+parameters, the instruction and micro-op field layout, and whether the Chisel RTL's stock
+decoder reads it (:mod:`simulator.chisel`); and the files of ``design --out``, written
+whole or not at all."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from simulator.chisel import core_params, decoder_check
+from simulator.hardware import HardwareConfig
+from simulator.isa import Opcode, insn_layout, uop_layout
+from vtatune.design._inner import DesignError
+from vtatune.design._space import toolchain
+
+#: The file ``design --out`` writes per Pareto design beside ``vta_config.json``.
+BUILD_FILE = "hardware_build.json"
+
+
+def _fields(layout: tuple[tuple[str, int, int], ...]) -> list[dict[str, Any]]:
+    return [{"field": name, "offset": off, "width": width} for name, off, width in layout]
+
+
+def hardware_build(hw: HardwareConfig) -> dict[str, Any]:
+    """What building ``hw`` on the Chisel RTL takes, as JSON: the ``CoreParams`` and the
+    shell's bus width, every instruction field's offset and width per opcode and the
+    micro-op's, whether the stock decoder reads them (and, if not, every field it reads
+    elsewhere, with the Chisel source line), and the TVM toolchain change, if any.
+
+    Example:
+        >>> from simulator.hardware import DEFAULT
+        >>> build = hardware_build(DEFAULT)
+        >>> build["decoder"]["summary"], build["chisel"]["CoreParams"]["inpMemDepth"]
+        ('stock', 2048)
+        >>> build["layout"]["uop"]
+        [{'field': 'dst', 'offset': 0, 'width': 11}, {'field': 'src', 'offset': 11, 'width': 11}, \
+{'field': 'wgt', 'offset': 22, 'width': 10}]
+    """
+    layout = {op.name: _fields(insn_layout(hw, op)) for op in Opcode}
+    layout["uop"] = _fields(uop_layout(hw))
+    return {"bitstream": hw.bitstream, "target_model": hw.target_model,
+            "vta_config": hw.to_dict(), "chisel": core_params(hw),
+            "decoder": decoder_check(hw).to_dict(), "layout": layout,
+            "tvm_toolchain": toolchain(hw)}
+
+
+def build_file_text(hw: HardwareConfig) -> str:
+    return json.dumps(hardware_build(hw), indent=1) + "\n"
+
+
+def write_atomically(files: dict[Path, bytes], what: str) -> None:
+    """Write every file of ``files`` whole or leave it as it was: each goes to a temporary
+    file beside it first, and only when all are written are they renamed into place (a
+    rename neither needs space nor leaves half a file). On a read-only or full file system
+    nothing new is left behind and DesignError says which path failed, in one line."""
+    temps: list[tuple[str, Path]] = []
+    current: Path | None = None
+    umask = os.umask(0)  # read it (mkstemp makes 0600 files; the designs are 0666 - umask)
+    os.umask(umask)
+    try:
+        for current, data in files.items():
+            current.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=current.parent, prefix=f".{current.name}.",
+                                       suffix=".tmp")
+            temps.append((tmp, current))
+            os.fchmod(fd, 0o666 & ~umask)
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+        for tmp, current in temps:
+            os.replace(tmp, current)
+    except OSError as exc:
+        for tmp, _ in temps:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+        raise DesignError(f"cannot write {what} to {current}: {exc.strerror or exc}") \
+            from None

@@ -1,0 +1,232 @@
+"""The epilogue of an operator: the elementwise steps VTA's ALU applies to the int32
+accumulators of an output tile before the store casts them to int8.
+
+An :class:`Epilogue` is an ordered tuple of :class:`EpilogueOp`, each one ALU instruction
+(a ``clip`` is two: ``min`` then ``max``, or the other order when a schedule says
+``clip_order="max_min"``), with an immediate or an extra input tensor:
+
+- ``bias``: one int32 per output channel (and batch row), DMA-loaded into the accumulator
+  buffer just before the first step that reads it (TVM's ``cache_read`` of the bias);
+- ``residual``: int8 shaped like the output, loaded into the accumulators with the DMA's
+  sign-extending int8 mode (TVM's ``MEM_ID_ACC_8BIT``).
+
+Two families are named:
+
+- :data:`BENCHMARK` / :func:`benchmark`: the epilogue of TVM's VTA benchmarks and of
+  ``tune_relay_vta.py``'s tuning template (``right_shift 8``, clip to [0, 127]), with a
+  per-channel bias added after the shift under ``--bias``. vtatune's logs and the AutoTVM
+  tasks are scored with it.
+- :func:`deployed`: what ``relay.quantize`` fuses into every conv of a deployed network
+  (``nn.conv2d + add + [nn.relu] + add + right_shift + clip + cast``): the bias first, then
+  ReLU, the rounding ``2^(s-1)`` and the shift ``s``, then clip to [-127, 127]. Without a
+  ReLU, Relay folds the rounding into the bias (one add).
+
+Example:
+    >>> deployed(shift=6, relu=True).describe()
+    'add(bias) max(0) add(32) shr(6) clip(-127,127)'
+    >>> import numpy as np
+    >>> acc = np.array([[-300, 10_000, 40]], np.int32)
+    >>> deployed(shift=6, relu=True).apply(acc, {"bias": np.array([[8, 8, 8]], np.int32)})
+    array([[  0, 127,   1]], dtype=int8)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from vtatune.errors import WorkloadError
+
+#: The ALU's operations an epilogue step may use (``clip`` is a min and a max).
+OPS = ("add", "max", "min", "shr", "mul", "clip")
+#: The extra inputs a step may read instead of an immediate.
+TENSORS = ("bias", "residual")
+
+
+@dataclass(frozen=True)
+class EpilogueOp:
+    """One step: ``op`` with an immediate ``imm`` (``clip``: ``imm`` is the low bound and
+    ``hi`` the high one) or with the extra input ``tensor``."""
+
+    op: str
+    imm: int | None = None
+    tensor: str | None = None
+    hi: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.op not in OPS:
+            raise WorkloadError(f"unknown epilogue op {self.op!r} (known: {', '.join(OPS)})")
+        if self.tensor is not None:
+            if self.tensor not in TENSORS or self.op not in ("add", "mul"):
+                raise WorkloadError(f"epilogue op {self.op} cannot read tensor "
+                                    f"{self.tensor!r} (add or mul of: {', '.join(TENSORS)})")
+            if self.imm is not None:
+                raise WorkloadError("an epilogue op reads an immediate or a tensor, not both")
+        elif not isinstance(self.imm, int) or isinstance(self.imm, bool):
+            raise WorkloadError(f"epilogue op {self.op} needs an integer immediate, "
+                                f"got {self.imm!r}")
+        if self.op == "clip" and (self.hi is None or self.hi < self.imm):
+            raise WorkloadError(f"clip needs a low bound <= its high bound, got "
+                                f"{self.imm}, {self.hi}")
+        if self.op == "shr" and not 0 <= self.imm < 32:
+            raise WorkloadError(f"shr by {self.imm}: a shift is 0..31")
+
+    def describe(self) -> str:
+        if self.op == "clip":
+            return f"clip({self.imm},{self.hi})"
+        return f"{self.op}({self.tensor if self.tensor else self.imm})"
+
+    def alu_steps(self, clip_order: str = "min_max") -> tuple[tuple[str, int | None, str | None],
+                                                               ...]:
+        """The ALU instructions of this step: ``(op, immediate, tensor)`` each."""
+        if self.op != "clip":
+            return ((self.op, self.imm, self.tensor),)
+        lo, hi = ("max", self.imm, None), ("min", self.hi, None)
+        return (hi, lo) if clip_order == "min_max" else (lo, hi)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in (("op", self.op), ("imm", self.imm), ("tensor", self.tensor),
+                                  ("hi", self.hi)) if v is not None}
+
+
+@dataclass(frozen=True)
+class Epilogue:
+    """The ordered steps applied to a tile's int32 accumulators before the int8 store."""
+
+    ops: tuple[EpilogueOp, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.ops, tuple) or not all(isinstance(o, EpilogueOp)
+                                                      for o in self.ops):
+            raise WorkloadError("an epilogue is a tuple of EpilogueOp")
+
+    @property
+    def tensors(self) -> tuple[str, ...]:
+        """The extra inputs it reads, in the order first read."""
+        return tuple(dict.fromkeys(o.tensor for o in self.ops if o.tensor))
+
+    @property
+    def bias(self) -> bool:
+        """It reads a per-channel bias."""
+        return "bias" in self.tensors
+
+    @property
+    def is_benchmark(self) -> bool:
+        return self in (BENCHMARK, BENCHMARK_BIAS)
+
+    def with_bias(self, bias: bool) -> Epilogue:
+        """This epilogue as a run with the ``bias`` flag (``--bias``, a log record's
+        ``bias``) has it: the benchmark epilogue gains its bias; any other epilogue names its
+        own tensors and is returned as it is (a flag asking for a bias it lacks is an
+        error)."""
+        if self.is_benchmark:
+            return BENCHMARK_BIAS if bias or self.bias else BENCHMARK
+        if bias and not self.bias:
+            raise WorkloadError(f"bias asked of an epilogue that reads none: {self.describe()}")
+        return self
+
+    def alu_steps(self, clip_order: str = "min_max") -> tuple[tuple[str, int | None,
+                                                                    str | None], ...]:
+        """Every ALU instruction, in order: ``(op, immediate, tensor)``."""
+        return tuple(s for o in self.ops for s in o.alu_steps(clip_order))
+
+    def describe(self) -> str:
+        return " ".join(o.describe() for o in self.ops) or "none"
+
+    def key(self) -> str:
+        """The epilogue's part of a workload key: ``epi_`` and its steps."""
+        return "epi_" + "_".join(
+            o.op + (o.tensor or (f"{o.imm}" if o.op != "clip" else f"{o.imm}to{o.hi}"))
+            for o in self.ops).replace("-", "m")
+
+    def to_list(self) -> list[dict[str, Any]]:
+        return [o.to_dict() for o in self.ops]
+
+    @classmethod
+    def from_list(cls, data: Any) -> Epilogue:
+        """The inverse of :meth:`to_list` (a log record's ``epilogue``)."""
+        if not isinstance(data, list):
+            raise WorkloadError(f"an epilogue is a list of steps, got {data!r}")
+        try:
+            return cls(tuple(EpilogueOp(**d) for d in data))
+        except TypeError as exc:
+            raise WorkloadError(f"bad epilogue step in {data!r}: {exc}") from None
+
+    def apply(self, acc: np.ndarray, tensors: dict[str, np.ndarray] | None = None,
+              clip_order: str = "min_max") -> np.ndarray:
+        """The int8 result of the steps on int32 accumulators, as VTA's ALU computes them
+        (32-bit wrapping adds and products, arithmetic shifts), then the store's int8
+        truncation. ``tensors`` hold the extra inputs broadcastable to ``acc``."""
+        x = acc.astype(np.int64)
+        for op, imm, name in self.alu_steps(clip_order):
+            y = np.asarray((tensors or {})[name], np.int64) if name else np.int64(imm)
+            if op == "add":
+                x = _wrap32(x + y)
+            elif op == "mul":
+                x = _wrap32(x * y)
+            elif op == "max":
+                x = np.maximum(x, y)
+            elif op == "min":
+                x = np.minimum(x, y)
+            else:  # shr: arithmetic
+                x = x >> y
+        return (x & 0xFF).astype(np.uint8).view(np.int8)
+
+
+def _wrap32(x: np.ndarray) -> np.ndarray:
+    return ((x + (1 << 31)) & 0xFFFFFFFF) - (1 << 31)
+
+
+#: TVM's benchmark epilogue (``right_shift 8``, clip to [0, 127]); what AutoTVM tunes.
+BENCHMARK = Epilogue((EpilogueOp("shr", 8), EpilogueOp("clip", 0, hi=127)))
+#: The same with a per-channel bias added after the shift (``--bias``).
+BENCHMARK_BIAS = Epilogue((EpilogueOp("shr", 8), EpilogueOp("add", tensor="bias"),
+                           EpilogueOp("clip", 0, hi=127)))
+
+
+def benchmark(bias: bool = False) -> Epilogue:
+    """:data:`BENCHMARK` or :data:`BENCHMARK_BIAS`."""
+    return BENCHMARK_BIAS if bias else BENCHMARK
+
+
+def deployed(shift: int, relu: bool, clip: int = 127) -> Epilogue:
+    """The epilogue ``relay.quantize`` fuses into a conv of a deployed network: the bias
+    (per channel, BN folded), ReLU, round and shift right by ``shift``, clip to
+    [-clip, clip]. Without a ReLU the rounding ``2^(shift-1)`` is folded into the bias (one
+    add: Relay's SimplifyExpr), so the bias tensor then holds it."""
+    ops = [EpilogueOp("add", tensor="bias")]
+    if relu:
+        ops.append(EpilogueOp("max", 0))
+        if shift:
+            ops.append(EpilogueOp("add", 1 << (shift - 1)))
+    ops += [EpilogueOp("shr", shift), EpilogueOp("clip", -clip, hi=clip)]
+    return Epilogue(tuple(ops))
+
+
+#: The rounding shift of a deployed network's epilogues: a model's weights decide it (VTA's
+#: deploy tutorial quantizes with ``global_scale`` 8.0: 8); counters and cycles do not
+#: depend on it.
+DEPLOYED_SHIFT = 8
+
+
+def named_epilogues() -> dict[str, Epilogue]:
+    """The epilogues the command line names (``--epilogue``): ``benchmark`` (the workload's
+    own default, ``--bias`` adds the bias), ``deployed`` and ``deployed-relu`` (what a conv
+    of a deployed network fuses: :func:`deployed` with :data:`DEPLOYED_SHIFT`)."""
+    return {"benchmark": BENCHMARK, "deployed": deployed(DEPLOYED_SHIFT, relu=False),
+            "deployed-relu": deployed(DEPLOYED_SHIFT, relu=True)}
+
+
+def epilogue_name(epilogue: Epilogue) -> str | None:
+    """The name :func:`named_epilogues` gives ``epilogue`` (the benchmark epilogue with its
+    bias: ``benchmark``), or None."""
+    if epilogue.is_benchmark:
+        return "benchmark"
+    return next((n for n, e in named_epilogues().items() if e == epilogue), None)
+
+
+#: The residual add of a deployed network (``cast + add + nn.relu + clip + cast``): ReLU and
+#: clip to [-127, 127] after the add (:class:`~vtatune.workloads.AddWorkload`'s default).
+RESIDUAL = Epilogue((EpilogueOp("max", 0), EpilogueOp("clip", -127, hi=127)))

@@ -17,7 +17,8 @@ The optimum of each (layer, hardware) is exhaustive over vtatune's full space, w
 compute lower bound (:func:`vtatune.tuning.cost_model.compute_bound`, <= the simulated
 cycles; checked on every config simulated here) skipping the configs that cannot beat an
 upper bound found first (the best of a 300-trial guided study, seed 1000): the optimum is
-exact. It is computed once per timing model and kept in
+exact. It is computed once per timing profile and scoring source (:func:`_model`: the
+lowering's streams change cycles too) and kept in
 ``scripts/results/generalization_optima.json`` (committed); every simulated config's cycles
 go to ``scripts/results/cache/generalization/`` (git-ignored: ``<hw>/<timing>/<key>.npz``,
 the config's index in the template's product order and its cycles), chunk by chunk, so an
@@ -38,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import hashlib
 import json
 import random
 import statistics
@@ -174,10 +176,28 @@ def _describe(layer: dict[str, Any]) -> str:
 
 # --- exhaustive optima -------------------------------------------------------------------------
 
+#: What a config's cycles depend on besides the profile: the streams the lowering builds
+#: (main's TVM-v0.14 streams moved the optima by a few cycles under the same profile).
+_SCORING_SOURCES = ("simulator", "search_spaces", "vtatune/lowering", "vtatune/scoring",
+                    "vtatune/workloads", "vtatune/schedule.py")
+
+
+@functools.cache
+def _scoring_hash() -> str:
+    h = hashlib.sha256()
+    for src in _SCORING_SOURCES:
+        path = ROOT / src
+        for f in sorted(path.rglob("*.py")) if path.is_dir() else [path]:
+            h.update(f.relative_to(ROOT).as_posix().encode() + b"\0" + f.read_bytes())
+    return h.hexdigest()[:12]
+
+
 def _model(hw: Any) -> str:
+    """The timing profile's fingerprint and the scoring sources' hash: the optima and the
+    cached cycles are recomputed when either changes."""
     from simulator.timing import TimingProfile
 
-    return TimingProfile.for_hw(hw).fingerprint()
+    return f"{TimingProfile.for_hw(hw).fingerprint()}+{_scoring_hash()}"
 
 
 def _cache_dir(hw: Any) -> Path:

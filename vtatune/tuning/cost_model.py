@@ -40,11 +40,9 @@ compiled loop, about 1 µs a shape).
 Measured against the exhaustive optima of 69 (board, layer) pairs no catalogue holds
 (``scripts/bench_generalization.py``: conv2d of every kernel size, stride and batch,
 dense, grouped and transposed, on pynq, ultra96, de10nano, 4x8 and 1x32) and of
-ResNet-50's 22 tasks (``scripts/results/resnet50_optima.json``): the median error near
-the optimum is 0.2%, and the six warm starts hold a config within 0.07% of the optimum
-for every one of the 91 (the exact optimum for 88); the earlier model, partly fitted on
-the catalogue, erred by 1.4% near the optimum, and its best tile shape was up to 10x off
-(a 16x512x1024 dense) with the first legal loop orders. See ``docs/search.md``.
+ResNet-50's 22 tasks (``scripts/bench_cost_model.py``); the earlier model, partly fitted
+on the catalogue, erred by 1.4% near the optimum, and its best tile shape was up to 10x
+off (a 16x512x1024 dense) with the first legal loop orders. Figures: ``docs/generalization.md``.
 
 It is only used to rank: the warm starts of the ``guided`` sampler, its startup draws, and
 its candidates' acquisition. Every score the study sees comes from the simulator.

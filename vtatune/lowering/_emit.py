@@ -21,7 +21,7 @@ from vtatune.lowering._carry import FRESH, Carry
 from vtatune.lowering._context import context
 from vtatune.lowering._dma import pattern_2d, window
 from vtatune.lowering._ir import Dep, For, Stage, Threaded, expand_threads, insert_deps, loop
-from vtatune.lowering._plan import Plan, _alu_kernels, _fold_kernel
+from vtatune.lowering._plan import Plan, _alu_kernels
 from vtatune.lowering._runtime import (
     _D_COEF,
     _D_DRAM,
@@ -255,7 +255,8 @@ def emit(plan: Plan, carry: Carry = FRESH, stream: str = "tvm"
                    tuple(store_slots), tile_b)
     windows = _input_windows(g.p, g.s, g.k, g.oh, g.ow, g.h, g.w, sch.tile_h, sch.tile_w,
                              plan.inp_channels, split, g.in_pack)
-    kproto, kuops, kbias = _kernel_prototypes(plan)
+    reset_axes, reset_folds, gemm_axes, gemm_folds, alu_rows, alu_uops, kbias = (
+        _kernel_prototypes(plan))
     kk = g.k * g.k
     pv = np.array((
         sch.oc_nthread, sch.h_nthread, tile_b, sch.tile_co, sch.tile_ci, sch.tile_h,
@@ -266,7 +267,8 @@ def emit(plan: Plan, carry: Carry = FRESH, stream: str = "tvm"
         *pattern_2d([(tile_b, g.cob), (sch.tile_co, 1)]), *plan.store_pattern, *store,
         *extents), np.int64)
     ops, dmas, kernels, kernel_uops, capacity = _queue_tables(
-        pv, sk.ops, sk.call_slots, sk.dmas, kproto, kuops, kbias)
+        pv, sk.ops, sk.call_slots, sk.dmas, reset_axes, reset_folds, gemm_axes, gemm_folds,
+        alu_rows, alu_uops, kbias)
     pending = np.zeros(8, np.int64)
     for src, dst in carry.pending:
         pending[2 * dst + (0 if src < dst else 1)] = 1
@@ -361,30 +363,106 @@ def _skeleton(looped: tuple[str, ...], leaves: tuple[str, ...], nthreads: int, v
     return _Skeleton(*parts, after_sync)
 
 
-def _kernel_prototypes(plan: Plan) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Thread 0's first reset, GEMM and ALU kernels (every thread and batch row shares a
-    kernel's loops and uop offsets; only its SRAM bases move them): their kernel table rows
-    (uop count, is ALU, fields, first uop), their uops, and per ALU kernel whether it reads
-    the bias tile."""
-    return _prototypes(plan.reset_axes, plan.reset_folds, plan.gemm_axes, plan.gemm_folds,
-                       plan.bias_base(0) if plan.bias else None, plan.alu_flat, plan.alu_bias,
-                       plan.alu_steps)
+def _kernel_prototypes(plan: Plan) -> tuple[np.ndarray, int, np.ndarray, int, np.ndarray,
+                                             np.ndarray, np.ndarray]:
+    """What :func:`_queue_tables` builds thread 0's first reset, GEMM and ALU kernels from
+    (every thread and batch row shares a kernel's loops and uop offsets; only its SRAM bases
+    move them): the reset's and the GEMM's axes (:func:`_axes_table`) and folds, and the
+    ALU kernels (:func:`_alu_prototypes`)."""
+    return (_axes_table(plan.reset_axes), plan.reset_folds, _axes_table(plan.gemm_axes),
+            plan.gemm_folds, *_alu_prototypes(plan.bias_base(0) if plan.bias else None,
+                                              plan.alu_flat, plan.alu_bias, plan.alu_steps))
+
+
+@lru_cache(maxsize=4096)
+def _axes_table(axes) -> np.ndarray:
+    """A kernel's axes (name, extent, (dst, src, wgt) coefficients) as (extent, dst, src,
+    wgt) rows, outermost first."""
+    table = np.array([(e, *c) for _, e, c in axes], np.int64).reshape(-1, 4)
+    table.flags.writeable = False
+    return table
 
 
 @lru_cache(maxsize=1024)
-def _prototypes(reset_axes, reset_folds: int, gemm_axes, gemm_folds: int, bias_at: int | None,
-                alu_flat, alu_bias, alu_steps) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    kernels = (_fold_kernel(reset_axes, reset_folds, (0, 0, 0), True),
-               _fold_kernel(gemm_axes, gemm_folds, (0, 0, 0), False),
-               *_alu_kernels(0, bias_at, alu_flat, alu_bias, alu_steps))
+def _alu_prototypes(bias_at: int | None, alu_flat, alu_bias, alu_steps
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Thread 0's ALU kernels: their kernel table rows (uop count, is ALU, fields, first
+    uop in their uops), their uops, and per kernel whether it reads the bias tile."""
+    kernels = _alu_kernels(0, bias_at, alu_flat, alu_bias, alu_steps)
     rows = np.zeros((len(kernels), _K_WIDTH), np.int64)
-    rows[:, :_K_UOPS] = [_table_row(k) for k in kernels]
-    rows[1:, _K_UOPS] = np.cumsum(rows[:-1, 0])
-    parts = (rows, np.concatenate([k.uop_table for k in kernels]),
+    if kernels:
+        rows[:, :_K_UOPS] = [_table_row(k) for k in kernels]
+        rows[1:, _K_UOPS] = np.cumsum(rows[:-1, 0])
+    parts = (rows, np.concatenate([k.uop_table for k in kernels]) if kernels
+             else np.zeros((0, 3), np.int64),
              np.array([tensor is not None for _, _, tensor in alu_steps], np.int64))
     for part in parts:
         part.flags.writeable = False
     return parts
+
+
+@njit(cache=True)
+def _unrolled_count(axes, folds):
+    """Uops of a kernel over ``axes`` with ``folds`` of them folded."""
+    count = 1
+    for j in range(min(folds, axes.shape[0]), axes.shape[0]):
+        count *= axes[j, 0]
+    return count
+
+
+@njit(cache=True)
+def _fold_prototype(axes, folds, reset, row, uops, at):
+    """A reset or GEMM kernel over ``axes`` (:func:`_axes_table`) at SRAM bases 0, as
+    :func:`~vtatune.lowering._plan._fold_kernel` builds it: the ``folds`` (at most two)
+    outermost axes fold into the instruction's loops, the rest unroll into uops (innermost
+    fastest; a reset's uops name only their ACC row). Writes its kernel table row into
+    ``row`` and its uops into ``uops`` from ``at`` on; returns the next free uop."""
+    n = axes.shape[0]
+    nf = min(folds, n)
+    count = _unrolled_count(axes, folds)
+    for u in range(count):
+        rem = u
+        d = s = w = 0
+        for j in range(n - 1, nf - 1, -1):
+            e = axes[j, 0]
+            idx = rem % e
+            rem //= e
+            d += idx * axes[j, 1]
+            if not reset:
+                s += idx * axes[j, 2]
+                w += idx * axes[j, 3]
+        uops[at + u, 0] = d
+        uops[at + u, 1] = s
+        uops[at + u, 2] = w
+    # (uop count, is ALU, reset, iter_out, iter_in, dst_o, dst_i, src_o, src_i, wgt_o,
+    # wgt_i, 0, first uop): a missing loop is (1, 0, 0, 0)
+    row[:] = 0
+    row[0], row[2], row[3], row[4], row[_K_UOPS] = count, reset, 1, 1, at
+    for j in range(nf):
+        row[3 + j] = axes[j, 0]
+        row[5 + j] = axes[j, 1]
+        if not reset:
+            row[7 + j] = axes[j, 2]
+            row[9 + j] = axes[j, 3]
+    return at + count
+
+
+@njit(cache=True)
+def _prototypes(reset_axes, reset_folds, gemm_axes, gemm_folds, alu_rows, alu_uops):
+    """Thread 0's reset, GEMM and ALU kernels: kernel table rows (the last column: the
+    kernel's first uop) and their uops, in that order."""
+    nalu = alu_rows.shape[0]
+    total = (_unrolled_count(reset_axes, reset_folds) + _unrolled_count(gemm_axes, gemm_folds)
+             + alu_uops.shape[0])
+    rows = np.zeros((2 + nalu, _K_WIDTH), np.int64)
+    uops = np.zeros((total, 3), np.int64)
+    at = _fold_prototype(reset_axes, reset_folds, 1, rows[0], uops, 0)
+    at = _fold_prototype(gemm_axes, gemm_folds, 0, rows[1], uops, at)
+    for i in range(nalu):
+        rows[2 + i, :] = alu_rows[i, :]
+        rows[2 + i, _K_UOPS] += at
+    uops[at:] = alu_uops
+    return rows, uops
 
 
 # The plan vector :func:`_queue_tables` reads (see :func:`emit`).
@@ -395,12 +473,16 @@ def _prototypes(reset_axes, reset_folds: int, gemm_axes, gemm_folds: int, bias_a
 
 
 @njit(cache=True)
-def _queue_tables(pv, template, call_slots, dma_ops, kproto, kuops, kbias):
+def _queue_tables(pv, template, call_slots, dma_ops, reset_axes, reset_folds, gemm_axes,
+                  gemm_folds, alu_rows, alu_uops, kbias):
     """The queue program of a schedule (the command queue's ops, DMA table, kernel table,
     kernels' micro-ops and first table size) from its loop structure's skeleton and the
     plan vector ``pv``. Every DRAM address is affine in the loop variables (slots) and the
     thread's coordinates (t_h, t_oc) = divmod(thread, oc_nthread); each kernel is thread
-    0's prototype moved by the thread's and the batch row's SRAM bases."""
+    0's prototype (:func:`_prototypes`) moved by the thread's and the batch row's SRAM
+    bases."""
+    kproto, kuops = _prototypes(reset_axes, reset_folds, gemm_axes, gemm_folds, alu_rows,
+                                alu_uops)
     ext = pv[_P_EXTENTS:]
     ops = template.copy()
     for r in range(ops.shape[0]):

@@ -231,7 +231,7 @@ def emit(plan: Plan, carry: Carry = FRESH, stream: str = "tvm"
     bases = _bases(plan.workload, hw, plan.bias)
     tile_b, counts = sch.tile_b, g.counts
     # --- the loop structure (its queue program is cached) and this schedule's extents ----
-    extents = [1] * (NSLOTS + 1)  # the last: 1, the skeleton's padding
+    extents = [1] * NSLOTS
     for axis in sch.outer_order:
         extents[_SLOT[axis]] = counts[axis]
     extents[_BI], extents[_K0] = tile_b, g.cib // sch.tile_ci
@@ -241,18 +241,13 @@ def emit(plan: Plan, carry: Carry = FRESH, stream: str = "tvm"
         extents[_G], extents[_C] = g.groups, plan.group_loop
     looped = tuple(axis for axis in (*outer, "bi", "k0") if extents[_SLOT[axis]] > 1)
     # A tile is stored by one DMA per element of its looped dims (outermost first): one
-    # store inside those loops, on the slots after the tile loops'.
+    # store inside those loops, on the slots after the tile loops' (see _expand).
     store = [0] * 15  # (size, DRAM stride, ACC stride) of each store dim
-    store_slots = []
     for j, (size, d_st, a_st) in enumerate(plan.store_loops):
         store[3 * j:3 * j + 3] = size, d_st, a_st
-        if size > 1:
-            store_slots.append(len(_SLOT) + j)
-            extents[len(_SLOT) + j] = size
     split = g.p > 0 or plan.inp_split
     nchan = plan.inp_channels // g.in_pack if split else 1  # input loads per load step
-    sk = _skeleton(looped, epilogue_leaves(plan.alu_steps), plan.nthreads, v01, nchan,
-                   tuple(store_slots), tile_b)
+    sk = _skeleton(looped, epilogue_leaves(plan.alu_steps), plan.nthreads, v01)
     windows = _input_windows(g.p, g.s, g.k, g.oh, g.ow, g.h, g.w, sch.tile_h, sch.tile_w,
                              plan.inp_channels, split, g.in_pack)
     reset_axes, reset_folds, gemm_axes, gemm_folds, alu_rows, alu_uops, kbias = (
@@ -265,9 +260,9 @@ def emit(plan: Plan, carry: Carry = FRESH, stream: str = "tvm"
         plan.acc_tile, plan.bias_tile, plan.nthreads, g.eh * g.ew * g.in_pack, int(sch.reuse),
         *pattern_2d([(sch.tile_co, g.cib * kk), (sch.tile_ci, kk), (kk, 1)]),
         *pattern_2d([(tile_b, g.cob), (sch.tile_co, 1)]), *plan.store_pattern, *store,
-        *extents), np.int64)
+        nchan, *extents), np.int64)
     ops, dmas, kernels, kernel_uops, capacity = _queue_tables(
-        pv, sk.ops, sk.call_slots, sk.dmas, reset_axes, reset_folds, gemm_axes, gemm_folds,
+        pv, sk.ops, reset_axes, reset_folds, gemm_axes, gemm_folds,
         alu_rows, alu_uops, kbias)
     pending = np.zeros(8, np.int64)
     for src, dst in carry.pending:
@@ -280,87 +275,138 @@ def emit(plan: Plan, carry: Carry = FRESH, stream: str = "tvm"
 class _Skeleton(NamedTuple):
     """A loop structure's queue program (see :func:`_skeleton`)."""
 
-    ops: np.ndarray  # the queue's ops, loops' extents 0
-    call_slots: np.ndarray  # per runtime call, the slots of the loops around it (padded)
-    dmas: np.ndarray  # per DMA op, in order: (kind, thread, channel block)
+    ops: np.ndarray  # the queue's ops with leaves as macros (:func:`_expand`)
     after_sync: tuple[tuple[int, int], ...]  # the pops TVM issues after the synchronize
 
 
 # The DMA calls of a leaf: one row of the queue's DMA table each.
 _DMA_INP, _DMA_WGT, _DMA_BIAS, _DMA_STORE = range(4)
+# The skeleton's leaf macros (after the queue's op codes), [code, thread, ALU step, 0]: an
+# input load step (one load per channel block), a weight, a bias load, a tile's store
+# (inside its own loops), a reset, a GEMM (their kernel chosen by the bi loop), an ALU step.
+_M_INP, _M_WGT, _M_BIAS, _M_STORE, _M_RESET, _M_GEMM, _M_ALU = range(10, 17)
+_LEAF_MACROS = {"load_inp": _M_INP, "load_wgt": _M_WGT, "load_bias": _M_BIAS,
+                "store": _M_STORE, "reset": _M_RESET, "gemm": _M_GEMM}
 
 
 @lru_cache(maxsize=4096)
-def _skeleton(looped: tuple[str, ...], leaves: tuple[str, ...], nthreads: int, v01: bool,
-              nchan: int, store_slots: tuple[int, ...], tile_b: int) -> _Skeleton:
-    """The queue program of a loop structure (:func:`_steps`): what recording its steps
-    into a :class:`CommandQueue` gives, as arrays, with the loops' extents left to fill in
-    (every schedule with the same structure shares it). ``nchan``: input loads per load
-    step; ``store_slots``: the slots of the store's loops; kernel ids are laid out as
-    :func:`_queue_tables` builds them: reset (thread, batch row), GEMM (thread, batch row),
-    ALU (thread, step)."""
+def _skeleton(looped: tuple[str, ...], leaves: tuple[str, ...], nthreads: int, v01: bool
+              ) -> _Skeleton:
+    """The queue program of a loop structure (:func:`_steps`) with its leaves as macros
+    that :func:`_expand` turns into runtime calls for a schedule (every schedule with the
+    same loop structure shares it): loops' extents and matching ops left to fill in."""
     steps, after_sync = _steps(looped, leaves, nthreads, v01)
-    nalu = sum(leaf.startswith("alu") for leaf in leaves)
-    select = _BI if tile_b > 1 else -1  # the kernel of a batch row: first id + v[bi]
-    ops: list[list[int]] = []
-    dmas: list[tuple[int, int, int]] = []
-    calls: list[list[int]] = []  # per runtime call: the slots of the open loops
-    open_loops: list[int] = []
-
-    def call(op: list[int]) -> None:
-        calls.append([ops[i][1] for i in open_loops])
-        ops.append(op)
-
-    def begin(slot: int) -> None:
-        open_loops.append(len(ops))
-        ops.append([_OP_LOOP, slot, 0, -1])
-
-    def end() -> None:
-        start = open_loops.pop()
-        ops[start][3] = len(ops)
-        ops.append([_OP_END, ops[start][1], 0, start])
-
-    def dma(kind: int, t: int, c: int = 0) -> None:
-        call([_OP_DMA, len(dmas), 0, 0])
-        dmas.append((kind, t, c))
-
+    ops: list[tuple[int, int, int, int]] = []
     for kind, a, b in steps:
         if kind == _LEAF:
-            t = b
-            if a == "load_inp":
-                for c in range(nchan):
-                    dma(_DMA_INP, t, c)
-            elif a == "load_wgt":
-                dma(_DMA_WGT, t)
-            elif a == "load_bias":
-                dma(_DMA_BIAS, t)
-            elif a == "store":
-                for slot in store_slots:
-                    begin(slot)
-                dma(_DMA_STORE, t)
-                for _ in store_slots:
-                    end()
-            elif a == "reset":
-                call([_OP_KERNEL, t * tile_b, select, 0])
-            elif a == "gemm":
-                call([_OP_KERNEL, (nthreads + t) * tile_b, select, 0])
-            else:  # alu<i>
-                call([_OP_KERNEL, 2 * nthreads * tile_b + t * nalu + int(a[3:]), -1, 0])
+            if a.startswith("alu"):
+                ops.append((_M_ALU, b, int(a[3:]), 0))
+            else:
+                ops.append((_LEAF_MACROS[a], b, 0, 0))
         elif kind == _LOOP:
-            begin(a)
+            ops.append((_OP_LOOP, a, 0, 0))
         elif kind == _END:
-            end()
+            ops.append((_OP_END, 0, 0, 0))
         else:
-            call([_OP_PUSH if kind == _PUSH else _OP_POP, a, b, 0])
-    call([_OP_SYNC, 0, 0, 0])
-    depth = max(map(len, calls))
-    parts = (np.array(ops, np.int64),
-             np.array([c + [NSLOTS] * (depth - len(c)) for c in calls],
-                      np.int64).reshape(len(calls), depth),
-             np.array(dmas, np.int64).reshape(-1, 3))
-    for part in parts:
-        part.flags.writeable = False
-    return _Skeleton(*parts, after_sync)
+            ops.append((_OP_PUSH if kind == _PUSH else _OP_POP, a, b, 0))
+    ops.append((_OP_SYNC, 0, 0, 0))
+    table = np.array(ops, np.int64)
+    table.flags.writeable = False
+    return _Skeleton(table, after_sync)
+
+
+@njit(cache=True)
+def _expand(template, ext, nchan, store_sizes, tile_b, nthreads, nalu):
+    """A skeleton's queue program for a schedule: its ops (loops with their extents and
+    matching ends), per DMA op (kind, thread, channel block) in order, and the table's
+    first size (one row per executed call, plus a synchronize's). ``ext``: each slot's
+    extent; ``nchan``: input loads per load step; ``store_sizes``: per store dim its size
+    (a dim of size > 1 is a loop, on slot ``_NLOOPS + dim``). Kernel ids: reset (thread,
+    batch row), GEMM (thread, batch row), ALU (thread, step), as :func:`_queue_tables`
+    lays them out."""
+    nstore = 0
+    for j in range(store_sizes.shape[0]):
+        if store_sizes[j] > 1:
+            nstore += 1
+    m = nd = 0
+    for r in range(template.shape[0]):
+        code = template[r, 0]
+        if code == _M_INP:
+            m += nchan
+            nd += nchan
+        elif code == _M_STORE:
+            m += 2 * nstore + 1
+            nd += 1
+        else:
+            m += 1
+            if code == _M_WGT or code == _M_BIAS:
+                nd += 1
+    ops = np.zeros((m, 4), np.int64)
+    dmas = np.zeros((nd, 3), np.int64)
+    open_at = np.zeros(m + 1, np.int64)  # the open loops' LOOP ops
+    runs = np.ones(m + 1, np.int64)  # runs[depth]: times a call at that depth runs
+    depth = w = d = 0
+    capacity = 2 * _OP_MAX_ROWS
+    select = _BI if tile_b > 1 else -1  # the kernel of a batch row: first id + v[bi]
+    for r in range(template.shape[0]):
+        code, t = template[r, 0], template[r, 1]
+        if code == _OP_LOOP:
+            slot = template[r, 1]
+            ops[w, 0], ops[w, 1], ops[w, 2], ops[w, 3] = _OP_LOOP, slot, ext[slot], -1
+            open_at[depth] = w
+            depth += 1
+            runs[depth] = runs[depth - 1] * ext[slot]
+            w += 1
+        elif code == _OP_END:
+            depth -= 1
+            start = open_at[depth]
+            ops[start, 3] = w
+            ops[w, 0], ops[w, 1], ops[w, 2], ops[w, 3] = (_OP_END, ops[start, 1],
+                                                          ops[start, 2], start)
+            w += 1
+        elif code == _M_STORE:
+            base = depth
+            for j in range(store_sizes.shape[0]):
+                if store_sizes[j] > 1:
+                    ops[w, 0], ops[w, 1], ops[w, 2], ops[w, 3] = (_OP_LOOP, _NLOOPS + j,
+                                                                  store_sizes[j], -1)
+                    open_at[depth] = w
+                    depth += 1
+                    runs[depth] = runs[depth - 1] * store_sizes[j]
+                    w += 1
+            ops[w, 0], ops[w, 1] = _OP_DMA, d
+            dmas[d, 0], dmas[d, 1] = _DMA_STORE, t
+            capacity += runs[depth]
+            w += 1
+            d += 1
+            while depth > base:
+                depth -= 1
+                start = open_at[depth]
+                ops[start, 3] = w
+                ops[w, 0], ops[w, 1], ops[w, 2], ops[w, 3] = (_OP_END, ops[start, 1],
+                                                              ops[start, 2], start)
+                w += 1
+        elif code == _M_INP or code == _M_WGT or code == _M_BIAS:
+            kind = _DMA_INP if code == _M_INP else (_DMA_WGT if code == _M_WGT else _DMA_BIAS)
+            for c in range(nchan if code == _M_INP else 1):
+                ops[w, 0], ops[w, 1] = _OP_DMA, d
+                dmas[d, 0], dmas[d, 1], dmas[d, 2] = kind, t, c
+                capacity += runs[depth]
+                w += 1
+                d += 1
+        else:
+            if code == _M_RESET:
+                ops[w, 0], ops[w, 1], ops[w, 2] = _OP_KERNEL, t * tile_b, select
+            elif code == _M_GEMM:
+                ops[w, 0], ops[w, 1], ops[w, 2] = _OP_KERNEL, (nthreads + t) * tile_b, select
+            elif code == _M_ALU:
+                ops[w, 0], ops[w, 1], ops[w, 2] = (
+                    _OP_KERNEL, 2 * nthreads * tile_b + t * nalu + template[r, 2], -1)
+            else:  # push, pop, synchronize
+                ops[w, 0], ops[w, 1], ops[w, 2] = code, template[r, 1], template[r, 2]
+            capacity += runs[depth]
+            w += 1
+    return ops, dmas, capacity
 
 
 def _kernel_prototypes(plan: Plan) -> tuple[np.ndarray, int, np.ndarray, int, np.ndarray,
@@ -469,11 +515,11 @@ def _prototypes(reset_axes, reset_folds, gemm_axes, gemm_folds, alu_rows, alu_uo
 (_P_OCN, _P_HN, _P_TB, _P_TCO, _P_TCI, _P_TH, _P_TW, _P_CIB, _P_COB, _P_GH, _P_GW, _P_PK, _P_KK,
  _P_OH, _P_OW, _P_OPK, _P_INB, _P_GLOOP, _P_PERTILE, _P_GROUPS, _P_INP0, _P_WGT0, _P_BIAS0,
  _P_OUT0, _P_INPT, _P_WGTT, _P_ACCT, _P_BIAST, _P_NT, _P_CHAN, _P_REUSE, _P_WGT2D, _P_BIAS2D,
- _P_OUT2D, _P_STORE, _P_EXTENTS) = (*range(31), 31, 34, 37, 40, 55)
+ _P_OUT2D, _P_STORE, _P_NCHAN, _P_EXTENTS) = (*range(31), 31, 34, 37, 40, 55, 56)
 
 
 @njit(cache=True)
-def _queue_tables(pv, template, call_slots, dma_ops, reset_axes, reset_folds, gemm_axes,
+def _queue_tables(pv, template, reset_axes, reset_folds, gemm_axes,
                   gemm_folds, alu_rows, alu_uops, kbias):
     """The queue program of a schedule (the command queue's ops, DMA table, kernel table,
     kernels' micro-ops and first table size) from its loop structure's skeleton and the
@@ -483,17 +529,9 @@ def _queue_tables(pv, template, call_slots, dma_ops, reset_axes, reset_folds, ge
     bases."""
     kproto, kuops = _prototypes(reset_axes, reset_folds, gemm_axes, gemm_folds, alu_rows,
                                 alu_uops)
-    ext = pv[_P_EXTENTS:]
-    ops = template.copy()
-    for r in range(ops.shape[0]):
-        if ops[r, 0] == _OP_LOOP or ops[r, 0] == _OP_END:
-            ops[r, 2] = ext[ops[r, 1]]
-    capacity = 2 * _OP_MAX_ROWS
-    for c in range(call_slots.shape[0]):
-        runs = 1
-        for j in range(call_slots.shape[1]):
-            runs *= ext[call_slots[c, j]]
-        capacity += runs
+    ops, dma_ops, capacity = _expand(template, pv[_P_EXTENTS:], pv[_P_NCHAN],
+                                     pv[_P_STORE:_P_STORE + 15:3], pv[_P_TB], pv[_P_NT],
+                                     alu_rows.shape[0])
     oc_n, h_n, tile_b, tile_co = pv[_P_OCN], pv[_P_HN], pv[_P_TB], pv[_P_TCO]
     tile_ci, cib, cob = pv[_P_TCI], pv[_P_CIB], pv[_P_COB]
     kk, ohw, opk = pv[_P_KK], pv[_P_OH] * pv[_P_OW], pv[_P_OPK]

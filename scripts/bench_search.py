@@ -21,8 +21,8 @@ Outputs: ``runs.jsonl`` (one line per study, with its best-so-far trajectory), `
 ``layers.csv``, ``summary.json``, ``search_quality.md`` and ``convergence.png``, written to
 ``--out`` (default ``scripts/results/local/``, git-ignored), so a partial run (a few layers,
 samplers or seeds) never overwrites the published report. ``--publish`` writes them to
-``scripts/results/`` instead and splices ``search_quality.md`` into the README between the
-``search-quality`` markers: use it for the complete run only. Studies already published
+``scripts/results/`` instead and splices ``search_quality.md`` into ``docs/search.md``
+between the ``search-quality`` markers: use it for the complete run only. Studies already published
 (``scripts/results/runs.jsonl``) are reused, never run again.
 
 Evaluations are deterministic, so they are memoized on disk (``scripts/results/cache/``,
@@ -438,11 +438,12 @@ def plot(layers: list[str], samplers: list[str], runs: list[dict[str, Any]],
 
 
 def splice_readme(md: str) -> None:
-    readme = ROOT / "README.md"
+    """Put the table into docs/search.md between its ``search-quality`` markers."""
+    readme = ROOT / "docs" / "search.md"
     text = readme.read_text()
     begin, end = "<!-- search-quality:begin -->", "<!-- search-quality:end -->"
     if begin not in text or end not in text:
-        print("README has no search-quality markers: not updated")
+        print("docs/search.md has no search-quality markers: not updated")
         return
     head, rest = text.split(begin, 1)
     _, tail = rest.split(end, 1)
@@ -468,10 +469,10 @@ def main(argv: list[str] | None = None) -> int:
                     help="where to write the outputs (default scripts/results/local/, "
                          "git-ignored)")
     ap.add_argument("--publish", action="store_true",
-                    help="write scripts/results/ and the README's search-quality table (the "
-                         "complete run only)")
+                    help="write scripts/results/ and docs/search.md's search-quality table "
+                         "(the complete run only)")
     ap.add_argument("--no-readme", action="store_true",
-                    help="with --publish: leave the README alone")
+                    help="with --publish: leave docs/search.md alone")
     ap.add_argument("--report-only", action="store_true",
                     help="run nothing new: summarize the studies already in runs.jsonl")
     args = ap.parse_args(argv)

@@ -9,7 +9,9 @@ as the tuner scores it — except the configs that provably cannot be within ``-
 the optimum: a config whose compute lower bound (``_prior.compute_bound``: the compute
 module's own in-order work, ≤ the simulated cycles; tests check it) exceeds
 ``(1 + margin) × threshold`` is skipped, where ``threshold`` is the best cycles known
-beforehand (``--threshold-from``: the ``known`` of ``network.json``, simulated configs) or,
+beforehand (``--threshold-from``: the ``known`` of ``network.json``, or an earlier optima
+file, whose recorded configs are simulated again now and the best still-legal one of each task
+bounds it, so an optima file stays a valid start after the model or the tasks change) or,
 without one, infinity. The optimum found is exact when it is ≤ the threshold (checked and
 recorded: ``exact``), and every config within ``margin`` of the optimum is simulated, so
 ``within_margin`` counts them exactly.
@@ -90,6 +92,24 @@ def plan_task(network: str, hw: str, task: str, threshold: float, margin: float
     return legal, keep
 
 
+def _rescored(net: Any, names: list[str], configs: list[dict[str, Any]]) -> dict[str, float]:
+    """Each task's best cycles now over the earlier ``configs`` its template holds."""
+    from search_spaces import get_template
+    from vtatune.scoring import score
+
+    best: dict[str, float] = {}
+    for task in net.tunable:
+        if task.name not in names:
+            continue
+        tpl = get_template(task.workload, net.hw)
+        for c in configs:
+            if tpl.legal(c):
+                ev = score(task.workload, tpl.to_schedule(c), net.hw)
+                if ev.status == "ok":
+                    best[task.name] = min(best.get(task.name, math.inf), ev.cycles)
+    return best
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--network", default="resnet50")
@@ -112,7 +132,9 @@ def main() -> int:
         names = [n for n in names if n in args.tasks.split(",")]
     known: dict[str, float] = {}
     if args.threshold_from and Path(args.threshold_from).exists():
-        known = json.loads(Path(args.threshold_from).read_text()).get("known", {})
+        earlier = json.loads(Path(args.threshold_from).read_text())
+        known = (earlier["known"] if "known" in earlier
+                 else _rescored(net, names, [t["config"] for t in earlier["tasks"].values()]))
     LOCAL.mkdir(parents=True, exist_ok=True)
     partial = LOCAL / f"{args.network}_optima.partial.jsonl"
     cyc_dir = LOCAL / f"{args.network}_cycles"

@@ -5,20 +5,28 @@ lower or time a program (``--help``, ``best``, ``analyze``, a bad option's error
 not pay it. :func:`njit` marks a function; the first call of any marked function of a module
 imports numba and replaces every marked function of that module, in definition order, by its
 compiled dispatcher, so compiled functions calling each other see dispatchers.
+
+The first run after install compiles the engines (10-15 s; numba caches them on disk).
+:func:`on_first_compile` lets a caller say so right before numba compiles (a cache miss), and
+only then: a run that compiles nothing (a refusal, a listing, cached engines) says nothing.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 __all__ = [
-    "engines_to_compile", "njit",
+    "announce_compile", "engines_to_compile", "njit", "on_first_compile",
 ]
 
 _PENDING: dict[str, list[_Lazy]] = {}  # module name -> its marked functions, in order
+
+_notice: Callable[[], None] | None = None  # said before the process's first compilation
+_listening = False  # a listener of numba's compile event is registered
 
 
 class _Lazy:
@@ -33,6 +41,7 @@ class _Lazy:
 def _compile(module_name: str) -> dict[str, Any]:
     from numba import njit as numba_njit
 
+    _listen()
     namespace = vars(sys.modules[module_name])
     for lazy in _PENDING.pop(module_name, ()):
         namespace[lazy.py_func.__name__] = numba_njit(**lazy.options)(lazy.py_func)
@@ -46,11 +55,52 @@ def njit(**options: Any):
     return mark
 
 
+def on_first_compile(callback: Callable[[], None] | None) -> None:
+    """Call ``callback`` once, right before numba first compiles a function in this process:
+    a cache miss, not the load of a cached engine (numba's ``numba:compile`` event). None
+    forgets it. The command line says "compiling the engines" with it."""
+    global _notice
+    _notice = callback
+    if callback is not None and "numba" in sys.modules:
+        _listen()
+
+
+def announce_compile(prefixes: tuple[str, ...]) -> None:
+    """Give the :func:`on_first_compile` notice now if a marked function of the imported
+    modules named ``prefix...`` is not in numba's cache: for work that other processes
+    (``--jobs`` workers) are about to compile, which this one would not see."""
+    global _notice
+    if _notice is not None and any(name.startswith(prefixes) for name in engines_to_compile()):
+        callback, _notice = _notice, None
+        callback()
+
+
+def _listen() -> None:
+    global _listening
+    if _listening:
+        return
+    from numba.core import event
+
+    class _FirstCompile(event.Listener):
+        def on_start(self, _: Any) -> None:
+            global _notice
+            callback, _notice = _notice, None
+            if callback is not None:
+                callback()
+
+        def on_end(self, _: Any) -> None:
+            pass
+
+    event.register("numba:compile", _FirstCompile())
+    _listening = True
+
+
 def engines_to_compile() -> list[str]:
     """The marked, not yet compiled functions of the imported modules that numba's on-disk
     cache does not hold (``__pycache__/<file>.<function>-<line>.py<version>.nbi``): the
-    first run after install compiles them (about 10-15 s). Cheap: looks for files only. Empty
-    when ``NUMBA_CACHE_DIR`` moves the cache elsewhere (not guessed)."""
+    first run after install compiles them (about 10-15 s), if it calls them. Cheap: looks
+    for files only. Empty when ``NUMBA_CACHE_DIR`` moves the cache elsewhere (not
+    guessed)."""
     if os.environ.get("NUMBA_CACHE_DIR"):
         return []
     tag = f"py{sys.version_info.major}{sys.version_info.minor}.nbi"

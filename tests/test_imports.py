@@ -154,6 +154,9 @@ def test_the_package_face_imports_nothing_of_its_own():
     ("vtatune.lowering", ("search_spaces", "vtatune.scoring", "vtatune.tuning", "optuna")),
     ("vtatune.scoring", ("vtatune.records", "vtatune.tuning", "optuna")),
     ("vtatune.records", ("vtatune.tuning", "vtatune.networks", "optuna")),
+    ("vtatune.networks", ("vtatune.deploy", "vtatune.cli")),
+    ("vtatune.builds", ("vtatune.deploy", "vtatune.cli")),
+    ("vtatune.deploy", ("vtatune.design", "vtatune.cli")),
 ])
 def test_layers_import_downward_only(lower, upper):
     bad = sorted((m, t) for m, p in MODULES.items() if m == lower or m.startswith(lower + ".")
@@ -161,10 +164,51 @@ def test_layers_import_downward_only(lower, upper):
     assert bad == []
 
 
-def test_tvm_is_imported_by_no_module():
-    bad = [m for m, p in MODULES.items()
-           if any(t == "tvm" or t.startswith("tvm.") for t in _imports(p))]
-    assert bad == []
+def _import_time_modules(path: Path) -> set[str]:
+    """The modules ``path`` imports when it is imported: every import statement outside a
+    function body (a class body runs at import time too)."""
+    found: set[str] = set()
+
+    def walk(node: ast.AST) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+                continue
+            if isinstance(child, ast.Import):
+                found.update(a.name for a in child.names)
+            elif isinstance(child, ast.ImportFrom) and not child.level:
+                found.add(child.module or "")
+            walk(child)
+
+    walk(ast.parse(path.read_text()))
+    return found
+
+
+def _is_tvm(module: str) -> bool:
+    return module == "tvm" or module.startswith("tvm.")
+
+
+def test_tvm_is_imported_by_the_deploy_package_only_and_lazily():
+    """Apache TVM is an extra: only ``vtatune.deploy`` imports it, and only inside the
+    functions that need it, so ``import vtatune`` (and ``import vtatune.deploy``) never
+    does."""
+    outside = [m for m, p in MODULES.items() if not m.startswith("vtatune.deploy")
+               and any(_is_tvm(t) for t in _imports(p))]
+    assert outside == []
+    eager = [m for m, p in MODULES.items() if any(_is_tvm(t) for t in _import_time_modules(p))]
+    assert eager == []
+    users = [m for m, p in MODULES.items() if any(_is_tvm(t) for t in _imports(p))]
+    assert "vtatune.deploy._tvm" in users  # the rule checks something
+
+
+def test_importing_vtatune_imports_no_tvm():
+    import subprocess
+    import sys
+
+    code = ("import sys, vtatune, vtatune.deploy, vtatune.cli; "
+            "print(sorted(m for m in sys.modules if m == 'tvm' or m.startswith('tvm.')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=ROOT, check=True)
+    assert out.stdout.strip() == "[]"
 
 
 def test_optuna_internals_only_in_the_compat_module():

@@ -101,12 +101,14 @@ def test_piped_to_head_has_no_traceback():
     assert done.stdout.startswith("usage: vtatune") and "Traceback" not in done.stderr
 
 
-@pytest.mark.parametrize("content", [b"", b"\x00\xff garbage\n" * 20])
-def test_replay_without_ok_records_exits_2(content, tmp_path, capsys):
+@pytest.mark.parametrize("content, message", [
+    (b"", "has no ok record to replay"),
+    (b"\x00\xff garbage\n" * 20, "is not a vtatune log (none of its 20 lines is a record)")])
+def test_replay_without_ok_records_exits_2(content, message, tmp_path, capsys):
     log = tmp_path / "l.jsonl"
     log.write_bytes(content)
     code, out, err = run_cli(capsys, "replay", log)
-    assert code == 2 and "has no ok record to replay" in one_error_line(err)
+    assert code == 2 and message in one_error_line(err)
     assert "identical" not in out
 
 
@@ -217,7 +219,7 @@ def test_build_takes_a_dict_of_knobs():
 
 # --- 10: help pages -----------------------------------------------------------------------
 COMMANDS = ("simulate", "conv2d", "gemm", "build", "replay", "best", "analyze", "export",
-            "import")
+            "import", "deploy")
 
 
 def help_of(capsys, *argv) -> str:
@@ -279,16 +281,43 @@ def test_progress_is_tqdm_with_the_best_so_far(tmp_path):
     assert "20/20" in text and "best=980" in text
 
 
-def test_compile_notice_when_the_engines_are_not_cached(monkeypatch, capsys):
+@pytest.fixture
+def uncached_engine(tmp_path, monkeypatch):
+    """A marked function numba has not compiled (no cache): the state of a first run."""
     import simulator
-    from vtatune.cli import say_if_compiling
+    from simulator import jit as _jit
 
-    monkeypatch.setattr(simulator, "engines_to_compile", lambda: ["simulator.timing._engine"])
-    say_if_compiling()
-    assert "compiling the engines" in capsys.readouterr().err
-    monkeypatch.setattr(simulator, "engines_to_compile", lambda: [])
-    say_if_compiling()
-    assert capsys.readouterr().err == ""
+    module = tmp_path / "fresh_engine.py"
+    module.write_text("from simulator.jit import njit\n\n\n@njit()\ndef twice(x):\n"
+                      "    return 2 * x\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import fresh_engine
+
+    monkeypatch.setattr(_jit, "_PENDING", {"fresh_engine": _jit._PENDING.pop("fresh_engine")})
+    monkeypatch.setattr(simulator, "engines_to_compile", lambda: ["fresh_engine.twice"])
+    yield fresh_engine
+    _jit.on_first_compile(None)
+    sys.modules.pop("fresh_engine", None)
+
+
+@pytest.mark.parametrize("argv", [["network", "resnet18", "--list"], ["gemm", "--trials", "0"],
+                                  ["conv2d", "--network", "resnet18", "--workload", "C2"],
+                                  ["simulate", "gemm", "--elements", "64"],
+                                  ["design", "--network", "resnet18", "--board", "pynq",
+                                   "--jobs", "0"]])
+def test_no_compile_notice_on_runs_that_compile_nothing(argv, uncached_engine, capsys):
+    code, _, err = run_cli(capsys, *argv)
+    assert "compiling" not in err
+    assert code == 0 or err.count("\n") == 1
+
+
+def test_compile_notice_right_before_numba_compiles(uncached_engine, capsys):
+    assert main(["simulate", "vadd", "--elements", "64"]) == 0  # installs the notice
+    assert "compiling" not in capsys.readouterr().err
+    assert uncached_engine.twice(21) == 42  # a compilation (no cache): the notice, once
+    assert uncached_engine.twice(2.5) == 5.0  # another signature: compiled, not said again
+    err = capsys.readouterr().err
+    assert err == "vtatune: compiling the engines (once after install, 10-15 s)...\n"
 
 
 def test_engines_to_compile_reads_numbas_cache_index(tmp_path, monkeypatch):
@@ -351,10 +380,11 @@ def test_best_so_far_keeps_the_problem_columns(mixed_frame):
 
 # --- 4: the README's regeneration commands start from a fresh file ------------------------
 def test_readme_regeneration_commands_remove_the_tracked_logs_first():
-    from tests.test_readme import BLOCKS
+    from tests.test_readme import PAGE_BLOCKS
 
-    block = next(code for _, lang, code, _ in BLOCKS
-                 if lang == "sh" and "--log logs/resnet18-pynq.jsonl" in code)
+    block = next(code for blocks in PAGE_BLOCKS.values() for _, lang, code, _ in blocks
+                 if lang == "sh" and "--log logs/resnet18-pynq.jsonl" in code
+                 and "--trials" in code)
     lines = block.splitlines()
     removed = set(lines[0].split()[2:]) if lines[0].startswith("rm -f ") else set()
     written = set(re.findall(r"--log (\S+)", block))
@@ -364,7 +394,8 @@ def test_readme_regeneration_commands_remove_the_tracked_logs_first():
 # --- 2: a partial benchmark run leaves the published report alone -------------------------
 @pytest.mark.slow
 def test_partial_bench_search_does_not_touch_the_published_report(tmp_path):
-    published = [ROOT / "README.md", *(ROOT / "scripts" / "results").glob("*.*")]
+    published = [ROOT / "README.md", ROOT / "docs" / "search.md",
+                 *(ROOT / "scripts" / "results").glob("*.*")]
     before = {p: p.read_bytes() for p in published}
     done = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_search.py"),
                            "--layers", "gemm.dense128", "--samplers", "random", "--seeds", "1",
@@ -374,3 +405,178 @@ def test_partial_bench_search_does_not_touch_the_published_report(tmp_path):
     assert {p: p.read_bytes() for p in published} == before
     assert {"runs.jsonl", "layers.csv", "search_quality.md"} <= {p.name for p in
                                                                  tmp_path.iterdir()}
+
+
+# --- issue 27 (second pass), 9: bruteforce runs AutoTVM's space to its end ---------------
+@pytest.mark.parametrize("trials", [28, 40])
+def test_bruteforce_ends_normally_when_autotvms_space_is_used_up(trials, tmp_path, capsys):
+    from search_spaces import get_template
+    from simulator.hardware import DEFAULT
+    from vtatune.workloads import WORKLOADS
+
+    template = get_template(WORKLOADS["gemm"]["dense128"], DEFAULT, space="autotvm")
+    legal = [template.to_schedule(c) for c in template.legal_configs()]
+    log = tmp_path / "bf.jsonl"
+    code, out, err = run_cli(capsys, "gemm", "--workload", "dense128", "--space", "autotvm",
+                             "--sampler", "bruteforce", "--trials", trials, "--log", log,
+                             "--quiet")
+    assert code == 0 and "Traceback" not in err, err
+    from vtatune.records import read_records
+    from vtatune.schedule import Schedule
+
+    tuned = [Schedule.from_dict(r["schedule"]) for _, r in read_records(log)]
+    assert sorted(map(repr, tuned)) == sorted(map(repr, legal))  # each legal config once
+    assert f"all {len(legal)} legal configs of the space were tuned" in out
+
+
+# --- 27.10: a file that holds no record is refused in one line by every reader -----------
+GARBAGE = {"binary": bytes(range(256)) * 16, "text": b"\x00\xff garbage\n" * 20}
+
+
+@pytest.mark.parametrize("kind", [*GARBAGE, "empty"])
+def test_build_refuses_a_log_without_records(kind, tmp_path, capsys):
+    log = tmp_path / "l.jsonl"
+    log.write_bytes(GARBAGE.get(kind, b""))
+    code, _, err = run_cli(capsys, "build", "gemm", "--workload", "dense128", "--log", log,
+                           "--out", tmp_path / "out")
+    assert code == 2 and err.count("\n") == 1
+    assert f"{log} is not a vtatune log" in one_error_line(err)
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("kind", GARBAGE)
+@pytest.mark.parametrize("argv", [["replay"], ["best"], ["analyze", "--no-default"],
+                                  ["export", "-o", "x.log"], ["import", "-o", "x.jsonl"]])
+def test_readers_refuse_a_file_without_records_in_one_line(argv, kind, tmp_path, capsys):
+    path = tmp_path / "l.jsonl"
+    path.write_bytes(GARBAGE[kind])
+    code, out, err = run_cli(capsys, argv[0], path,
+                             *(tmp_path / a if a.startswith("x.") else a for a in argv[1:]))
+    assert code == 2 and err.count("\n") == 1 and out == ""
+    assert [p.name for p in tmp_path.iterdir()] == ["l.jsonl"]  # nothing written
+    what = "an AutoTVM log" if argv[0] == "import" else "a vtatune log"
+    assert f"{path} is not {what}" in one_error_line(err)
+
+
+
+# --- 27.13: a network's log resumes any of its layers; a later run keeps the seed; wall ---
+def test_resume_accepts_a_log_that_holds_the_workload_after_others(tmp_path, capsys):
+    from simulator.hardware import DEFAULT
+    from tests._logs import record, write_log
+    from vtatune.schedule import tutorial_schedule
+    from vtatune.tuning import TunerError, check_log_belongs
+    from vtatune.workloads import WORKLOADS
+
+    c2, c8, c11 = (WORKLOADS["conv2d"][f"resnet18.C{i}"] for i in (2, 8, 11))
+    log = write_log(tmp_path / "r18.jsonl", [record(w, tutorial_schedule(w, DEFAULT), DEFAULT,
+                                                    0, study=w.name) for w in (c2, c11)])
+    check_log_belongs(log, [c11], DEFAULT, False)  # the second record is C11's
+    with pytest.raises(TunerError, match="cannot resume: .* holds resnet18.C2, resnet18.C11 "
+                                         "on pynq_1x16_i8w8a32_15_15_18_17, not resnet18.C8"):
+        check_log_belongs(log, [c8], DEFAULT, False)
+    code, out, err = run_cli(capsys, "conv2d", "--workload", "C11", "--log", log, "--resume",
+                             "--trials", 2, "--quiet")
+    assert code == 0 and out.splitlines()[1].split()[:2] == ["resnet18.C11", "2"], err
+
+
+def test_a_later_run_without_resume_keeps_the_studys_seed(tmp_path):
+    from vtatune.records import read_records
+    from vtatune.tuning import tune
+
+    def pair(log):
+        first = tune("C8", trials=10, sampler="random", seed=5, log=log)
+        later = tune("C8", trials=20, sampler="random", log=log)
+        assert first.seed == later.seed == 5 and later.new_trials == 10
+        assert {r["seed"] for _, r in read_records(log)} == {5}
+        return later, [r["config"] for _, r in read_records(log)]
+
+    later, configs = pair(tmp_path / "a.jsonl")
+    # The later run's sampler does not replay the first run's draws (all repeats, before).
+    assert later.duplicate_asks <= 1
+    assert pair(tmp_path / "b.jsonl")[1] == configs  # and the pair of runs reproduces
+
+
+def test_network_table_reports_the_commands_wall_time(tmp_path, capsys):
+    import time
+
+    t0 = time.perf_counter()
+    code, out, _ = run_cli(capsys, "conv2d", "--network", "resnet18", "--trials", 1, "--seed", 0,
+                           "--log", tmp_path / "n.jsonl", "--quiet")
+    elapsed = time.perf_counter() - t0
+    assert code == 0
+    wall = float(re.search(r"; ([\d.]+) s wall, ", out).group(1))
+    assert wall <= elapsed + 0.05  # one clock, not the sum of ten studies' spans
+    build = next(line for line in out.splitlines() if line.startswith("build "))
+    assert "build conv2d --workload resnet18.C" in build and "likewise the other 9" in build
+
+
+# --- 27.14: the next steps after tuning are printed, and they run -------------------------
+def test_the_printed_next_steps_run(tmp_path, monkeypatch, capsys):
+    import shlex
+
+    monkeypatch.chdir(tmp_path)
+    code, out, _ = run_cli(capsys, "gemm", "--workload", "dense128", "--hw", "ultra96",
+                           "--bias", "--trials", 3, "--seed", 0, "--log", "runs/d.jsonl",
+                           "--quiet")
+    assert code == 0
+    steps = {line.split()[0]: shlex.split(line, comments=True)[1:]
+             for line in out.splitlines()[-3:]}
+    assert list(steps) == ["replay", "build", "export"]
+    for step, argv in steps.items():
+        assert argv[:3] == ["python", "-m", "vtatune"]
+        code, done, err = run_cli(capsys, *argv[3:])
+        assert code == 0, (step, err)
+        if step == "build":  # the tuned record, on the hardware and with the bias it had
+            assert "from       runs/d.jsonl:" in done
+            assert "hardware   ultra96_" in done and "--bias" in argv
+    assert (tmp_path / "build" / "dense128" / "program.bin").is_file()
+    assert (tmp_path / "runs" / "d.autotvm.log").is_file()
+
+
+@pytest.mark.parametrize("command", ["conv2d", "gemm", "group_conv2d", "conv2d_transpose",
+                                     "build"])
+def test_help_explains_every_token_of_a_schedules_line(command, capsys):
+    from vtatune.schedule import Schedule
+
+    line = Schedule(tile_b=1, tile_h=7, tile_w=14, tile_co=2, tile_ci=1, oc_nthread=2,
+                    h_nthread=2, reuse=True, tvm_strict=True).short()
+    text = help_of(capsys, command)
+    notation = text.split(f"{line}:\n")[1].splitlines()
+    keys = " ".join(row[:21].strip() for row in notation if row.startswith("  ")
+                    and not row.startswith("   "))
+    assert keys.split() == line.split()  # each token has its line, in order
+
+
+# --- 27.15: every command's help reads well ------------------------------------------------
+def all_commands():
+    import argparse
+
+    from vtatune.cli import build_parser
+
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    return sub.choices
+
+
+@pytest.mark.parametrize("command", sorted(all_commands()))
+def test_every_command_reads_well(command, capsys):
+    parser = all_commands()[command]
+    formatter = parser._get_formatter()
+    for action in parser._actions:
+        assert action.help, (command, action.dest)
+        text = formatter._expand_help(action)
+        assert len(re.findall(r"\(default", text)) <= 1, (command, text)  # said once
+        assert not re.search(r"\(default \w", text), (command, text)  # "(default: x)" form
+    page = help_of(capsys, command)
+    description = page.split("\n\n")[1]
+    assert max(map(len, description.splitlines())) <= 79  # wrapped
+    examples = page.split("examples:\n")[1].split("\n\n")[0].splitlines()
+    assert len([e for e in examples if e.startswith("  python ")]) >= 2
+    assert all(len(e) <= 79 or "#" in e or "'" in e for e in examples), examples
+
+
+def test_design_help_names_the_networks_it_takes(capsys):
+    from vtatune.networks import NETWORKS
+
+    text = " ".join(help_of(capsys, "design").split())
+    assert f"--network NAME|MODEL.onnx a catalogue network ({', '.join(NETWORKS)}) or an ONNX" \
+        in text

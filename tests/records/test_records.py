@@ -6,6 +6,7 @@ import pytest
 
 from vtatune.cli import main
 from vtatune.records import (
+    LogError,
     RecordPrefix,
     RecordWarning,
     RecordWriter,
@@ -84,17 +85,40 @@ def test_replay_detects_tampered_line(log, tmp_path, capsys):
     assert f"{bad}:{n + 1}: cycles" in err and f"lines {n + 1})" in err
 
 
-def test_a_file_of_garbage_gets_a_bounded_number_of_warnings(tmp_path):
+def test_a_file_of_garbage_is_refused_in_one_error_without_warnings(tmp_path):
+    import warnings
+
     from vtatune.records import MAX_WARNINGS
 
     junk = tmp_path / "junk.jsonl"
     junk.write_text("".join(f"not json {i}\n" for i in range(MAX_WARNINGS + 15)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(LogError, match=f"^{junk} is not a vtatune log \\(none of its "
+                                           f"{MAX_WARNINGS + 15} lines is a record\\)$"):
+            list(read_records(junk))
+
+
+def test_garbage_around_records_gets_a_bounded_number_of_warnings(tmp_path):
+    from vtatune.records import MAX_WARNINGS
+
+    log = tmp_path / "l.jsonl"
+    log.write_text("".join(f"not json {i}\n" for i in range(MAX_WARNINGS + 5))
+                   + '{"schema": 1, "status": "ok"}\n' + "x\n" * 10)
     with pytest.warns(RecordWarning) as caught:
-        assert list(read_records(junk)) == []
+        assert [n for n, _ in read_records(log)] == [MAX_WARNINGS + 6]
     messages = [str(w.message) for w in caught]
     assert len(messages) == MAX_WARNINGS + 1
-    assert messages[0].startswith(f"{junk}:1: skipped a corrupt or truncated record")
-    assert messages[-1] == f"{junk}: 15 more lines skipped (it holds no vtatune record)"
+    assert messages[0].startswith(f"{log}:1: skipped a corrupt or truncated record")
+    assert messages[-1] == f"{log}: 15 more lines skipped"
+
+
+def test_an_empty_log_reads_as_no_record_unless_records_are_required(tmp_path):
+    log = tmp_path / "e.jsonl"
+    log.write_text("\n")
+    assert list(read_records(log)) == []
+    with pytest.raises(LogError, match=f"^{log} is not a vtatune log \\(it is empty\\)$"):
+        list(read_records(log, empty_ok=False))
 
 
 def test_a_records_score_reads_back_as_the_evaluation(tmp_path):

@@ -220,6 +220,33 @@ def test_a_dead_workers_trial_is_failed_and_its_config_freed(tmp_path, monkeypat
     assert states[TrialState.FAIL] == 1
 
 
+def test_a_dead_workers_slot_is_taken_once_this_worker_fails_it(tmp_path, monkeypatch):
+    """A dead worker's RUNNING trial counts towards the study's total until it is failed;
+    the worker that fails it (its own write: no other worker wrote) must see it freed, not
+    wait for it forever."""
+    monkeypatch.setenv("VTATUNE_HEARTBEAT_SECONDS", "0.2")
+    log = tmp_path / "d.jsonl"
+    tune(CONV, trials=2, seed=0, log=log)
+    store = open_storage(None, log)
+    study = study_of(store.storage)
+    done = study.trials[0]
+    study.add_trial(optuna.trial.create_trial(state=TrialState.RUNNING, params=done.params,
+                                              distributions=done.distributions))
+    store.close()
+
+    def too_long(*_):
+        raise TimeoutError("the worker waits for a trial it failed itself")
+
+    old = signal.signal(signal.SIGALRM, too_long)
+    signal.alarm(30)
+    try:
+        r = tune(CONV, trials=3, log=log)  # needs the dead trial's slot
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+    assert r.trials == 3 and r.new_trials == 1
+
+
 def test_stale_lock_of_a_killed_process_is_no_wait(tmp_path):
     path = tmp_path / "j.journal"
     JournalFile(path).close()
@@ -318,6 +345,9 @@ def test_full_filesystem_is_one_line_and_resumable(tmp_path, tiny_fs, capsys, mo
     journal = log.with_suffix(".journal")
     shutil.move(log, tmp_path / "f.jsonl")
     shutil.move(journal, tmp_path / "f.journal")
+    # When the journal filled first, the trial in flight stayed RUNNING: it is failed once
+    # stale (three heartbeats), and its slot taken.
+    monkeypatch.setenv("VTATUNE_HEARTBEAT_SECONDS", "0.5")
     r = tune(CONV, trials=len(kept) + 2, log=tmp_path / "f.jsonl", resume=True)
     assert r.trials == len([x for x in kept if x["status"] != "illegal"]) + 2 or \
         r.trials == len(kept) + 2

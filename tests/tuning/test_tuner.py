@@ -124,8 +124,9 @@ def test_main_command_ends_with_table(tmp_path, capsys):
     assert out[0].split()[:4] == ["workload", "trials", "best", "cycles"]
     assert out[1].startswith("tutorial") and out[1].split()[1] == "2"
     assert "vs tutorial" in out[0] and out[1].endswith("x")
-    assert out[-2] == f"log       {log}"
-    assert out[-1] == f"replay    python -m vtatune replay {log} --best"
+    assert out[-4] == f"log       {log}"
+    assert out[-3] == f"replay    python -m vtatune replay {log} --best"
+    assert [line.split()[0] for line in out[-2:]] == ["build", "export"]
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -168,3 +169,33 @@ def test_gp_without_torch_is_one_line(tmp_path, capsys):
 def test_other_samplers_run(tmp_path, sampler):
     r = tune(CONV, trials=4, seed=0, sampler=sampler, log=tmp_path / f"{sampler}.jsonl")
     assert r.trials == 4 and r.best_cycles
+
+
+@pytest.mark.parametrize("sampler", ["guided", "cmaes", "tpe"])
+def test_trials_show_tile_sizes_where_params_are_indices(sampler, tmp_path):
+    """optuna-dashboard and trials_dataframe() show the params, which are indices into the
+    tile choices for guided and cmaes: each trial also holds the size as ``knob:<name>``."""
+    from vtatune.tuning import KNOB_ATTR
+
+    log = tmp_path / "k.jsonl"
+    r = tune(CONV, trials=6, sampler=sampler, seed=0, log=log)
+    tpl = get_template(CONV, DEFAULT)
+    storage = optuna.storages.journal.JournalStorage(
+        optuna.storages.journal.JournalFileBackend(str(log.with_suffix(".journal"))))
+    study = optuna.load_study(study_name=r.study, storage=storage)
+    tiles = [k.name for k in tpl.knobs if k.name.startswith("tile_") and len(k.choices) > 1]
+    checked = 0
+    for t in study.get_trials(states=(optuna.trial.TrialState.COMPLETE,)):
+        for name in tiles:
+            if sampler == "tpe":  # the value encoding: the params are the sizes
+                assert KNOB_ATTR + name not in t.user_attrs
+                assert t.params[name] == t.user_attrs["config"][name]
+                continue
+            size = t.user_attrs[KNOB_ATTR + name]
+            assert size == tpl.knob(name).choices[t.params[name]]
+            assert size == t.user_attrs["config"][name]
+            checked += 1
+    assert checked >= 6 * len(tiles) or sampler == "tpe"
+    frame = study.trials_dataframe()
+    if sampler != "tpe":
+        assert f"user_attrs_{KNOB_ATTR}tile_h" in frame.columns

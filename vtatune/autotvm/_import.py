@@ -92,31 +92,28 @@ def import_autotvm(path: str | Path, *, best: bool = False,
     outer x inner is not the axis length is applied with its inner factor (:func:`tvm_splits`,
     one warning); corrupt lines and unusable records are skipped with a warning naming the
     line (the first ten, then a count). A file without any usable record raises
-    AutotvmError. ``best``: keep only the lowest-cost record per task (what AutoTVM's
-    apply_history_best would pick). ``simulate=False``: read the configs only (``score``
-    None).
+    AutotvmError, in one line (the lines it skipped are counted there, not warned about).
+    ``best``: keep only the lowest-cost record per task (what AutoTVM's apply_history_best
+    would pick). ``simulate=False``: read the configs only (``score`` None).
     """
     try:
         lines = Path(path).read_text(encoding="utf-8", errors="replace").splitlines()
     except OSError as exc:
         raise AutotvmError(f"cannot read {path}: {exc.strerror}") from None
     parsed = []
-    skipped = 0
+    skipped: list[str] = []  # warned about only when some record is usable
+    records = 0  # lines that are AutoTVM records, usable or not
     unsupported: Counter[str] = Counter()
     first_unsupported = 0
     resplit: list[tuple[int, str]] = []
-
-    def skip(message: str) -> None:
-        nonlocal skipped
-        skipped += 1
-        if skipped <= MAX_WARNINGS:
-            warnings.warn(message, RecordWarning, stacklevel=3)
+    skip = skipped.append
 
     for n, text in enumerate(lines, 1):
         if not text.strip() or text.lstrip().startswith("#"):
             continue
         try:
             d = json.loads(text)
+            records += isinstance(d, dict) and "input" in d and "config" in d
             task, wl, hw, knobs, index, cost, error_no = parse_record(d, n)
             if error_no != 0:
                 continue  # a failed measurement: AutoTVM ignores it too
@@ -134,9 +131,16 @@ def import_autotvm(path: str | Path, *, best: bool = False,
             continue
         resplit += [(n, note) for note in notes]
         parsed.append((n, task, wl, hw, knobs, index, cost, schedule))
-    if skipped > MAX_WARNINGS:
-        warnings.warn(f"{path}: {skipped - MAX_WARNINGS} more lines skipped", RecordWarning,
-                      stacklevel=2)
+    if not records:
+        lines_ = "it holds no record" if not skipped else "its only line is not a record" \
+            if len(skipped) == 1 else f"none of its {len(skipped)} lines is a record"
+        raise AutotvmError(f"{path} is not an AutoTVM log ({lines_})")
+    if parsed:
+        for message in skipped[:MAX_WARNINGS]:
+            warnings.warn(message, RecordWarning, stacklevel=2)
+        if len(skipped) > MAX_WARNINGS:
+            warnings.warn(f"{path}: {len(skipped) - MAX_WARNINGS} more lines skipped",
+                          RecordWarning, stacklevel=2)
     what = ""
     if unsupported:
         total = sum(unsupported.values())
@@ -154,7 +158,10 @@ def import_autotvm(path: str | Path, *, best: bool = False,
     if not parsed:
         raise AutotvmError(f"{path}: no usable AutoTVM VTA record (one of "
                            f"{', '.join(TASKS)} on a VTA target, with error_no 0)"
-                           + (f"; {what}" if what else ""))
+                           + (f"; {what}" if what else "")
+                           + (f"; {len(skipped)} line{'s' * (len(skipped) != 1)} skipped "
+                              f"(first: {skipped[0].removeprefix(f'{path}:')})"
+                              if skipped else ""))
     if best:
         keep: dict[tuple, tuple] = {}
         for p in parsed:

@@ -8,7 +8,10 @@ on real tensors (``build.run(data, weight[, bias])``) and exports
 
 Which record a build uses: the fastest ``ok`` record whose workload shape, hardware config
 (every ``vta_config.json`` key, so never a record tuned for another bitstream or board) and
-bias flag match the request; ties keep the earliest. With none, the build falls back to
+bias flag match the request; ties keep the earliest. ``any_epilogue=True`` then takes the
+fastest record of the same operator and shapes whatever its epilogue and bias flag, as TVM's
+``apply_history_best`` applies one record per AutoTVM key (a deployed layer's epilogue is
+its own; the log was tuned on another). With none, the build falls back to
 :func:`search_spaces.default_schedule` and warns once (:class:`FallbackWarning`).
 
 Example:
@@ -44,10 +47,10 @@ from vtatune.builds._c_source import write_c
 from vtatune.builds._program_files import ExportError, _write, header_path, write_bin, write_json
 from vtatune.errors import BuildError, VtatuneError
 from vtatune.lowering import Lowered, lower
-from vtatune.records import read_records
+from vtatune.records import read_records, workload_from
 from vtatune.schedule import Schedule
 from vtatune.scoring import Simulation, simulate
-from vtatune.workloads import Workload, resolve
+from vtatune.workloads import Workload, autotvm_key, resolve
 
 __all__ = ["Build", "BuildError", "FallbackWarning", "HistoryBest", "Provenance", "Simulation",
            "apply_history_best", "build", "simulate"]
@@ -165,16 +168,20 @@ class HistoryBest:
     best: dict[tuple, tuple[int, str, int, dict[str, Any]]]
     # what else the logs hold per workload key, to explain a fallback
     seen: dict[str, set[str]]
+    # (AutoTVM key: operator and shapes, hw config items) -> the fastest, any epilogue
+    by_shape: dict[tuple, tuple[int, str, int, dict[str, Any]]] = field(default_factory=dict)
 
     @classmethod
     def load(cls, logs: str | Path | Iterable[str | Path]) -> HistoryBest:
         paths = [logs] if isinstance(logs, str | Path) else list(logs)
         best: dict[tuple, tuple[int, str, int, dict[str, Any]]] = {}
+        by_shape: dict[tuple, tuple[int, str, int, dict[str, Any]]] = {}
         seen: dict[str, set[str]] = {}
         for path in paths:
-            for line, r in read_records(path):
+            for line, r in read_records(path, empty_ok=False):
                 try:
                     key = _record_key(r)
+                    shape_key = (autotvm_key(workload_from(r)), key[1])
                 except (KeyError, TypeError, ValueError, VtatuneError):
                     continue  # a record of another shape of schema: not usable for builds
                 seen.setdefault(key[0], set()).add(
@@ -184,12 +191,27 @@ class HistoryBest:
                     continue
                 if key not in best or cycles < best[key][0]:
                     best[key] = (cycles, str(path), line, r)
-        return cls(tuple(str(p) for p in paths), best, seen)
+                if shape_key not in by_shape or cycles < by_shape[shape_key][0]:
+                    by_shape[shape_key] = (cycles, str(path), line, r)
+        return cls(tuple(str(p) for p in paths), best, seen, by_shape)
 
-    def lookup(self, workload: Workload, hw: HardwareConfig, bias: bool
-               ) -> tuple[Provenance, Schedule | None]:
+    def hardware(self) -> tuple[str, ...]:
+        """The target models the logs' ``ok`` records were tuned on, sorted."""
+        return tuple(sorted({r["hw"].get("model", "?") for _, _, _, r in self.best.values()}))
+
+    def covers(self, hw: HardwareConfig) -> bool:
+        """Whether any ``ok`` record was tuned on ``hw``."""
+        items = _hw_items(hw.to_dict())
+        return any(key[1] == items for key in self.best)
+
+    def lookup(self, workload: Workload, hw: HardwareConfig, bias: bool,
+               any_epilogue: bool = False) -> tuple[Provenance, Schedule | None]:
+        """The schedule of the fastest record for ``workload`` on ``hw`` with ``bias`` (with
+        ``any_epilogue``, else of its operator and shapes: see the module docstring)."""
         key = (workload.key(), _hw_items(hw.to_dict()), bool(bias))
         hit = self.best.get(key)
+        if hit is None and any_epilogue:
+            hit = self.by_shape.get((autotvm_key(workload), key[1]))
         if hit is None:
             logs = ", ".join(self.logs) or "no log"
             others = sorted(self.seen.get(workload.key(), ()))
@@ -235,7 +257,8 @@ def apply_history_best(logs: str | Path | Iterable[str | Path]) -> Iterator[Hist
 
 def build(workload: Workload | str, hw: HardwareConfig | str | None = None, *,
           log: str | Path | Iterable[str | Path] | None = None, bias: bool = False,
-          schedule: Schedule | dict[str, Any] | str | None = None) -> Build:
+          schedule: Schedule | dict[str, Any] | str | None = None,
+          any_epilogue: bool = False) -> Build:
     """Lower ``workload`` on ``hw`` with the best tuned schedule.
 
     ``workload``: a Workload or ``"conv2d:resnet18.C8"`` / ``"gemm"``. ``hw``: a
@@ -243,6 +266,8 @@ def build(workload: Workload | str, hw: HardwareConfig | str | None = None, *,
     log(s) to take the schedule from; without it, the enclosing :func:`apply_history_best`
     blocks. ``schedule``: skip the logs and use this one (a Schedule, a dict of knobs such
     as ``{"tile_h": 14}`` or a string as ``--schedule`` takes it; ScheduleError if bad).
+    ``any_epilogue``: a record of the operator and shapes serves whatever its epilogue
+    (:meth:`HistoryBest.lookup`).
     """
     wl, hw = resolve(workload, hw)
     if schedule is not None:
@@ -255,7 +280,7 @@ def build(workload: Workload | str, hw: HardwareConfig | str | None = None, *,
         prov, chosen = Provenance("fallback", reason="no log given (use log=... or "
                                                      "apply_history_best)"), None
         for history in reversed(histories):
-            prov, chosen = history.lookup(wl, hw, bias)
+            prov, chosen = history.lookup(wl, hw, bias, any_epilogue)
             if chosen is not None:
                 break
         if chosen is None and len(histories) > 1:

@@ -16,13 +16,15 @@ import argparse
 import importlib
 import os
 import sys
+import time
 
 from simulator.errors import VTAError
+from simulator.jit import on_first_compile
 from vtatune import __version__
-from vtatune.cli._common import Parser, UsageError, say_if_compiling
+from vtatune.cli._common import Parser, UsageError, say_compiling
 
 #: The command modules, in the order their commands are listed by ``--help``.
-MODULES = ("simulate", "tune", "network", "design", "build", "logs", "autotvm")
+MODULES = ("simulate", "tune", "network", "design", "build", "logs", "autotvm", "deploy")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -36,12 +38,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    started = time.perf_counter()  # the command's wall time, which tuning tables report
     parser = build_parser()
+    on_first_compile(say_compiling)  # said right before numba compiles, if it does
     try:
         args = parser.parse_args(argv)
         if args.command is None:
             parser.print_help()
             return 2
+        args.started = started
         status = args.func(args)
         sys.stdout.flush()  # a closed pipe shows here, not at interpreter exit
         return status
@@ -58,4 +63,4 @@ def main(argv: list[str] | None = None) -> int:
         return 141
 
 
-__all__ = ["MODULES", "UsageError", "build_parser", "main", "say_if_compiling"]
+__all__ = ["MODULES", "UsageError", "build_parser", "main", "say_compiling"]

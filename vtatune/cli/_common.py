@@ -4,9 +4,13 @@ the help layout, the shape, workload and hardware flags, and workload resolution
 from __future__ import annotations
 
 import argparse
+import re
+import shlex
 import sys
 import textwrap
 import warnings
+from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 from simulator.hardware import DEFAULT, PRESETS, HardwareConfig
@@ -46,18 +50,62 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
 
     def _get_help_string(self, action: argparse.Action) -> str:
         text = action.help or ""
-        if ("%(default)" not in text and action.default not in (None, False, [])
+        if ("%(default)" not in text and action.default is not None
+                and action.default is not False and action.default != []
                 and action.default is not argparse.SUPPRESS
                 and (action.option_strings or action.nargs in ("?", "*"))):
             text += " (default: %(default)s)"
         return text
 
 
+def _example_lines(example: str, width: int = 79) -> str:
+    """A shell example indented, and continued with a backslash past ``width`` columns (one
+    with quotes or a comment stays whole: a break there could change what it means)."""
+    if len(example) + 2 <= width or any(c in example for c in "'\"#"):
+        return f"  {example}"
+    units: list[str] = []  # words, an option with its value kept together
+    for word in example.split():
+        if units and units[-1].startswith("-") and " " not in units[-1] \
+                and not word.startswith("-"):
+            units[-1] += f" {word}"
+        else:
+            units.append(word)
+    lines, line = [], " "
+    for word in units:
+        if len(line) + 1 + len(word) + 2 > width and line.strip():
+            lines.append(f"{line} \\")
+            line = "     "
+        line += f" {word}"
+    return "\n".join([*lines, line])
+
+
+#: How a schedule reads in one line (``Schedule.short``: the ``best`` line of a tuning table,
+#: the ``schedule`` line of ``build`` and ``import``), for the help of the commands that print
+#: it; docs/first-hour.md says the same.
+SCHEDULE_NOTATION = """\
+how a schedule reads (the table's best line), e.g.
+b1 h7 w14 co2 ci1 vt2x2 bhcw [ci,w,kw,kh,co,h] store=tile reuse tvm:
+  b1 h7 w14 co2 ci1  one tile: 1 batch block, 7 output rows (per thread), 14 output
+                     columns, 2 output-channel blocks (per thread); ci1: 1 input-channel
+                     block per load step (blocks of BATCH, BLOCK_OUT, BLOCK_IN elements:
+                     1, 16, 16 on pynq)
+  vt2x2              virtual threads: 2 on the output channels x 2 on the rows
+  bhcw               the outer tile loops, outermost first (b batch, h rows, c output
+                     channels, w columns)
+  [ci,w,kw,kh,co,h]  the loops inside a load step, outermost first: the first two fold into
+                     the GEMM instruction's loops, the rest unroll into micro-ops
+  store=tile         one 2D DMA per output tile stored (store=element: one per element)
+  reuse              a load whose tile is already in its SRAM slot is skipped
+  tvm                TVM's own lowering limits (a point of AutoTVM's template)"""
+
+
 def add_command(sub: Any, name: str, summary: str, description: str,
-                examples: tuple[str, ...]) -> argparse.ArgumentParser:
+                examples: tuple[str, ...], notes: str = "") -> argparse.ArgumentParser:
     """A subcommand whose help reads like a small man page: ``summary`` in the command
-    list, ``description`` on top, ``examples`` (shell lines) in the epilog."""
-    epilog = "examples:\n" + "\n".join(f"  {e}" for e in examples)
+    list, ``description`` on top, ``examples`` (shell lines) in the epilog, then ``notes``
+    (kept as written)."""
+    epilog = "examples:\n" + "\n".join(map(_example_lines, examples)) \
+        + (f"\n\n{notes}" if notes else "")
     return sub.add_parser(name, help=summary, description=textwrap.fill(description, 79),
                           epilog=epilog,
                           formatter_class=HelpFormatter)
@@ -78,17 +126,25 @@ def operator_shape_fields(operator: str) -> tuple[str, ...]:
     return workloads.shape_fields(type(base_workload(operator)))
 
 
+def _natural(name: str) -> tuple[Any, ...]:
+    """Sort key: the tutorial first, then numbers by value (C2 ... C9, C10, C11)."""
+    return (name != "tutorial", *(int(t) if t.isdigit() else t
+                                  for t in re.split(r"(\d+)", name)))
+
+
 def add_workload_flags(p: argparse.ArgumentParser, operators: tuple[str, ...]) -> None:
     """``--workload`` (the operators' named workloads) and their shape flags, in a group."""
-    names = sorted({n for op in operators for n in WORKLOADS[op]},
-                   key=lambda n: (n != "tutorial", len(n), n))
+    def listed(op: str) -> str:
+        return ", ".join(sorted(WORKLOADS[op], key=_natural))
+
+    names = listed(operators[0]) if len(operators) == 1 else \
+        "; ".join(f"{op}: {listed(op)}" for op in operators)
     g = p.add_argument_group("workload", textwrap.fill(
         "a named workload or shape flags, not both (shape flags left out take the "
         "tutorial's values)", 77))
-    short = (" (the resnet18 layers also as C2 ... C11)"
-             if any(n.startswith("resnet18.") for n in names) else "")
+    short = (" (the resnet18 layers also as C2 ... C11)" if "resnet18." in names else "")
     g.add_argument("--workload", metavar="NAME",
-                   help=f"{', '.join(names)}{short}; default: tutorial")
+                   help=f"{names}{short}; default: tutorial")
     seen: set[str] = set()
     for op in operators:
         base = base_workload(op).shape_args()
@@ -100,6 +156,13 @@ def add_workload_flags(p: argparse.ArgumentParser, operators: tuple[str, ...]) -
             where = "" if len(users) == len(operators) else f" ({', '.join(users)})"
             g.add_argument(f"--{name.replace('_', '-')}", type=int, dest=name, metavar="N",
                            help=f"{name.replace('_', ' ')}{where}; tutorial: {base[name]}")
+    g.add_argument("--epilogue", choices=tuple(workloads.named_epilogues()),
+                   default="benchmark",
+                   help="what runs on the accumulators before the int8 store: benchmark "
+                        "(TVM's VTA benchmarks: shift 8, clip [0, 127]; --bias adds a bias), "
+                        "deployed (a conv of a deployed network: bias, round, shift, clip "
+                        "[-127, 127]), deployed-relu (the same with a ReLU: what `network` "
+                        "tunes); default: %(default)s")
 
 
 def hw_help() -> str:
@@ -175,9 +238,16 @@ def resolve_workload(operator: str, args: argparse.Namespace) -> Workload:
         raise UsageError(f"give --workload or shape flags, not both (--workload "
                          f"{args.workload} with --{next(iter(given)).replace('_', '-')})")
     if not given:
-        return get_workload(operator, args.workload or "tutorial")
-    base = base_workload(operator)
-    return type(base)(**{**base.shape_args(), **given}, name="")
+        wl = get_workload(operator, args.workload or "tutorial")
+    else:
+        base = base_workload(operator)
+        wl = type(base)(**{**base.shape_args(), **given}, name="")
+    epilogue = getattr(args, "epilogue", "benchmark")
+    if epilogue == "benchmark":
+        return wl
+    if getattr(args, "bias", False):
+        raise UsageError(f"--epilogue {epilogue} reads its own bias: drop --bias")
+    return replace(wl, epilogue=workloads.named_epilogues()[epilogue])
 
 
 def warnings_one_line() -> None:
@@ -190,15 +260,47 @@ def warnings_one_line() -> None:
     warnings.showwarning = show
 
 
-def say_if_compiling() -> None:
-    """One line on stderr when this run will compile engines (the first run after install:
-    the simulator's, and the guided sampler's once the tuner is imported, 10-15 s): the
-    wait is then explained, not silent."""
-    import simulator.functional  # noqa: F401  (importing registers their compiled engines)
-    import simulator.timing  # noqa: F401
-    from simulator import engines_to_compile
-    from vtatune.lowering import _runtime  # noqa: F401
+def say_compiling() -> None:
+    """The line that explains the wait of the first run after install (numba compiles the
+    simulator's engines, and the guided sampler's once the tuner samples, 10-15 s): said
+    right before the first compilation (:func:`simulator.jit.on_first_compile`), never on a
+    run that compiles nothing. Above a progress bar when one is shown."""
+    message = "vtatune: compiling the engines (once after install, 10-15 s)..."
+    if "tqdm" in sys.modules:
+        from tqdm import tqdm
 
-    if engines_to_compile():
-        print("vtatune: compiling the engines (once after install, 10-15 s)...",
-              file=sys.stderr, flush=True)
+        tqdm.write(message, file=sys.stderr)
+        sys.stderr.flush()
+    else:
+        print(message, file=sys.stderr, flush=True)
+
+
+def workload_flags(workload: Workload) -> str:
+    """The flags that name ``workload`` on the command line: ``--workload NAME`` for one of
+    the catalogue's, else its shape flags; then ``--epilogue NAME`` unless it is the
+    benchmark epilogue."""
+    default = type(workload).__dataclass_fields__["epilogue"].default
+    shape = replace(workload, epilogue=default)
+    if workload.name and WORKLOADS.get(workload.operator, {}).get(workload.name) == shape:
+        flags = f"--workload {workload.name}"
+    else:
+        flags = " ".join(f"--{k.replace('_', '-')} {v}" for k, v in shape.shape_args().items())
+    name = workloads.epilogue_name(workload.epilogue)
+    return flags + (f" --epilogue {name}" if name and name != "benchmark" else "")
+
+
+def next_steps(log: str, workload: Workload, hw: str | None, bias: bool,
+               others: int = 0) -> list[str]:
+    """The table lines that end a tuning run: the commands to run next on its log (replay,
+    build the best schedule of ``workload``, and of the ``others`` tuned with it likewise;
+    export them for TVM v0.14), each ready to paste (what follows ``#`` says why)."""
+    q = shlex.quote
+    flags = workload_flags(workload) + (f" --hw {q(hw)}" if hw else "") \
+        + (" --bias" if bias else "")
+    out = f"build/{workload.name or workload.operator}"
+    exported = str(Path(log).with_suffix(".autotvm.log"))
+    return [f"replay    python -m vtatune replay {q(log)} --best",
+            f"build     python -m vtatune build {workload.operator} {flags} --log {q(log)} "
+            f"--out {q(out)}  # the program" + (f"; likewise the other {others}" if others
+                                                 else ""),
+            f"export    python -m vtatune export {q(log)} -o {q(exported)}  # for TVM v0.14"]

@@ -8,11 +8,11 @@ from typing import Any
 
 from vtatune.cli._common import (
     OPERATORS,
+    SCHEDULE_NOTATION,
     add_command,
     add_hw_flag,
     add_workload_flags,
     resolve_workload,
-    say_if_compiling,
     warnings_one_line,
 )
 
@@ -33,15 +33,19 @@ def register(sub: Any) -> None:
          "build/c11",
          "python -m vtatune build gemm --workload dense128 --hw ultra96 --log "
          "logs/gemm-ultra96.jsonl --out build/dense128 --verify",
-         "python -m vtatune simulate --program build/c11/program.bin"))
-    b.add_argument("operator", choices=OPERATORS, help=", ".join(OPERATORS))
+         "python -m vtatune simulate --program build/c11/program.bin"), SCHEDULE_NOTATION)
+    b.add_argument("operator", choices=OPERATORS,
+                   help="the operator; its workload: --workload or shape flags")
     add_workload_flags(b, OPERATORS)
     add_hw_flag(b)
     b.add_argument("--bias", action="store_true", help="add the per-channel int32 bias")
     b.add_argument("--log", action="append", default=[], metavar="LOG",
                    help="tuning log (repeatable); the best ok record for this workload and "
-                        "hardware is used, else the default schedule (with a warning)")
-    b.add_argument("--out", required=True, metavar="DIR", help="output directory")
+                        "hardware is used, else the default schedule (with a warning); a "
+                        "file with no record (empty, or not a log) is refused")
+    b.add_argument("--out", required=True, metavar="DIR",
+                   help="directory for program.json, .bin, .c and vta_runtime.h (created; "
+                        "those files replaced)")
     b.add_argument("--verify", action="store_true",
                    help="run the build on random data and compare with numpy (exit 1 if it "
                         "differs)")
@@ -54,7 +58,6 @@ def cmd_build(args: argparse.Namespace) -> int:
     from vtatune.scoring import simulate
 
     warnings_one_line()
-    say_if_compiling()
 
     hw = HardwareConfig.resolve(args.hw)
     wl = resolve_workload(args.operator, args)

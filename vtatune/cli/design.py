@@ -7,23 +7,25 @@ import argparse
 import json
 from typing import Any
 
-from vtatune.cli._common import UsageError, say_if_compiling, seed_arg, warnings_one_line
+from vtatune.cli._common import UsageError, add_command, seed_arg, warnings_one_line
 
 __all__ = [
     "register",
 ]
 
-_EPILOG = """\
-examples:
-  python -m vtatune design --network resnet18 --board ultra96
-  python -m vtatune design --network resnet18 --board pynq --trials-per-task 30 --jobs 2 \\
-      --plot front.png --out designs/pynq
-  python -m vtatune design --network resnet18 --board de10nano --objective latency-area \\
-      --candidates 16 --json
+_EXAMPLES = (
+    "python -m vtatune design --network resnet18 --board ultra96",
+    "python -m vtatune design --network resnet18 --board pynq --trials-per-task 30 --jobs 2 "
+    "--plot front.png --out designs/pynq",
+    "python -m vtatune design --network resnet18 --board de10nano --objective latency-area "
+    "--candidates 16 --json",
+)
 
+_TABLE = """\
 The table lists the Pareto designs (network latency against the mean share of the board's
 LUT, block RAM and DSP): bitstream name, resources in percent of the board, the binding
-resource, network cycles and ms at the board's clock, the speed-up over the stock 1x16
+resource, the deployed network's VTA cycles (every kernel in order, epilogues and ALU-only
+kernels included) and ms at the board's clock, the speed-up over the stock 1x16
 design tuned the same way, and whether the Chisel RTL's stock instruction decoder reads the
 design's instructions ("stock", or the index field widths it must change, "+ padding" when
 fields move further); a design marked * needs a change to TVM's VTA toolchain (said below
@@ -32,41 +34,42 @@ the table: BLOCK_IN != BLOCK_OUT). --out gets, per Pareto design,
 instruction and micro-op field's offset and width, and the decoder fields that differ from
 the stock RTL's, with their Chisel source lines) and <bitstream>/<network>.jsonl (its tuned
 log), plus the design study and every tuning log; the design files are written whole or not
-at all.
-"""
+at all."""
 
 
 def register(sub: Any) -> None:
     from simulator.resources import DEVICES
     from vtatune.design import OBJECTIVES
+    from vtatune.networks import NETWORKS
 
-    p = sub.add_parser("design", help="search VTA configurations with their schedules",
-                       description="Hardware and schedule co-design: search VTA "
-                       "configurations (BATCH, BLOCK_IN, BLOCK_OUT, buffer sizes) for a "
-                       "network on a board, tuning every layer's schedule on each, under the "
-                       "board's FPGA budget.",
-                       epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--network", required=True, metavar="NAME",
-                   help="network to run (resnet18)")
+    p = add_command(sub, "design", "search VTA configurations with their schedules",
+                    "Hardware and schedule co-design: search VTA configurations (BATCH, "
+                    "BLOCK_IN, BLOCK_OUT, buffer sizes) for a network on a board, tuning every "
+                    "layer's schedule on each, under the board's FPGA budget. Exit status: 0, "
+                    "2 on bad input.", _EXAMPLES, _TABLE)
+    p.add_argument("--network", required=True, metavar="NAME|MODEL.onnx",
+                   help=f"a catalogue network ({', '.join(NETWORKS)}) or an ONNX model "
+                        "file; a design must run on VTA the layers the stock design runs")
     p.add_argument("--board", required=True, choices=tuple(DEVICES),
                    help="board whose FPGA budget and clock apply")
     p.add_argument("--trials-per-task", type=int, default=20, metavar="N",
-                   help="legal schedules tuned per layer on each design (default 20)")
+                   help="legal schedules tuned per layer on each design")
     p.add_argument("--objective", choices=OBJECTIVES, default="latency",
                    help="latency: exhaustive over the largest buffers of each shape; "
                         "latency-area: NSGA-II over every knob, each proposal evaluated as "
-                        "the nearest feasible design (default latency)")
+                        "the nearest feasible design")
     p.add_argument("--candidates", type=int, metavar="N",
                    help="at most N designs besides the stock one (default: the whole "
                         "exhaustive walk for latency, 24 for latency-area)")
     p.add_argument("--seed", type=seed_arg, default=0, metavar="N",
-                   help="seed of every search (default 0)")
+                   help="seed of every search")
     p.add_argument("--jobs", type=int, default=1, metavar="N",
-                   help="designs tuned in parallel processes (default 1)")
+                   help="designs tuned in parallel processes")
     p.add_argument("--out", metavar="DIR",
-                   help="output directory (default runs/design-<network>-<board>)")
+                   help="output directory (default: runs/design-<network>-<board>)")
     p.add_argument("--storage", metavar="URL",
-                   help="Optuna storage URL of the design study (default DIR/design.journal)")
+                   help="Optuna storage URL of the design study, or journal:FILE (default: "
+                        "DIR/design.journal)")
     p.add_argument("--resume", action="store_true",
                    help="continue the design study: designs evaluated are not re-tuned")
     p.add_argument("--plot", metavar="FILE.png", help="draw the front (needs matplotlib)")
@@ -82,7 +85,6 @@ def cmd_design(args: argparse.Namespace) -> int:
                         ("--candidates", args.candidates)):
         if value is not None and value < 1:
             raise UsageError(f"{flag} must be at least 1, got {value}")
-    say_if_compiling()
     result = co_design(args.network, args.board, trials_per_task=args.trials_per_task,
                        objective=args.objective, candidates=args.candidates, jobs=args.jobs,
                        seed=args.seed, out=args.out, storage=args.storage, resume=args.resume)

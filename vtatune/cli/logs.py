@@ -8,13 +8,7 @@ import json
 import sys
 from typing import Any
 
-from vtatune.cli._common import (
-    UsageError,
-    add_command,
-    hw_flag,
-    say_if_compiling,
-    warnings_one_line,
-)
+from vtatune.cli._common import UsageError, add_command, hw_flag, warnings_one_line
 
 __all__ = [
     "register",
@@ -67,7 +61,6 @@ def cmd_replay(args: argparse.Namespace) -> int:
     from vtatune.records import replay
 
     warnings_one_line()
-    say_if_compiling()
     if args.jobs < 1:
         raise UsageError(f"--jobs must be at least 1, got {args.jobs}")
     report = replay(args.log, best=args.best, jobs=args.jobs)

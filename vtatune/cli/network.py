@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import time
 from typing import Any
 
 from vtatune.cli._common import (
@@ -12,7 +13,7 @@ from vtatune.cli._common import (
     add_command,
     add_hw_flag,
     add_study_flags,
-    say_if_compiling,
+    next_steps,
     warnings_one_line,
 )
 
@@ -56,11 +57,11 @@ def register(sub: Any) -> None:
     add_hw_flag(p)
     p.add_argument("--batch", type=int, metavar="N",
                    help="batch of a catalogue network, or of an ONNX model's dynamic batch "
-                        "axis (default 1; a model with a fixed batch takes only that one)")
+                        "axis (default: 1; a model with a fixed batch takes only that one)")
     p.add_argument("--trials", type=int, metavar="N",
                    help="the network's total trials (default: --trials-per-task x tasks)")
     p.add_argument("--trials-per-task", type=int, metavar="N",
-                   help=f"average trials per tunable task (default {DEFAULT_TRIALS_PER_TASK}); "
+                   help=f"average trials per tunable task (default: {DEFAULT_TRIALS_PER_TASK}); "
                         "0 with --log: no tuning, the network as TVM v0.14 deploys it with the "
                         "log's records (tasks the log lacks take TVM's fallback config)")
     p.add_argument("--scheduler", choices=tuple(SCHEDULERS), default="gradient",
@@ -69,10 +70,11 @@ def register(sub: Any) -> None:
                    help="trials a task gets per turn")
     p.add_argument("--warmup", type=int, default=DEFAULT_WARMUP, metavar="N",
                    dest="warmup_trials",
-                   help="trials of each task's first round (default: one round)")
+                   help="trials of each task's first round, at least one round "
+                        "(default: %(default)s, one round of the default --round)")
     p.add_argument("--patience", type=int, default=DEFAULT_PATIENCE, metavar="N",
                    help="rounds without improvement after which a task has converged "
-                        "(0: never)")
+                        "(0: never; default: %(default)s)")
     add_study_flags(p, log_default=f"{RUNS_DIR}/<network>-<hw model>.jsonl")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--plot", metavar="FILE.png",
@@ -89,7 +91,6 @@ def cmd_network(args: argparse.Namespace) -> int:
         for name, spec in NETWORKS.items():
             print(f"{name:<{width}}  {spec.source}")
         return 0
-    say_if_compiling()
     from_log = args.trials_per_task == 0
     if from_log and not args.log:
         raise UsageError("--trials-per-task 0 reports a network from a log: give --log")
@@ -125,7 +126,7 @@ def cmd_network(args: argparse.Namespace) -> int:
         if args.json:
             print(json.dumps(result.as_dict()))
         else:
-            print_result(result)
+            print_result(result, time.perf_counter() - args.started, args.hw)
         return 0
     if args.plot:
         from vtatune.networks import check_matplotlib
@@ -145,7 +146,7 @@ def cmd_network(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(result.as_dict()))
     else:
-        print_result(result)
+        print_result(result, time.perf_counter() - args.started, args.hw)
         if args.plot:
             print(f"plot      {args.plot}")
     return 130 if result.interrupted else 0
@@ -214,11 +215,17 @@ def print_network(net: Any) -> None:
     _print_cpu(net)
 
 
+def _seed(seed: int | None) -> str:
+    return "each study its own seed" if seed is None else f"seed {seed}"
+
+
 def _fmt(v: float | None, spec: str, unit: str = "") -> str:
     return "-" if v is None else format(v, spec) + unit
 
 
-def print_result(r: Any) -> None:
+def print_result(r: Any, wall_seconds: float, hw_flag: str | None = None) -> None:
+    """The network's table; ``wall_seconds``: the command's time so far; ``hw_flag``: the
+    --hw given (for the commands it prints)."""
     net, hw = r.network, r.hw
     total = r.total_cycles
     rows = []
@@ -264,12 +271,18 @@ def print_result(r: Any) -> None:
         print(f"schedules from {r.log} as TVM's apply_history_best applies them (no tuning)")
         return
     print(f"search    {r.trials} trials ({r.requested} asked; {r.scheduler}, sampler "
-          f"{r.sampler}, seed {r.seed}); stopped: {r.stopped}; {r.wall_seconds:.1f} s wall, "
+          f"{r.sampler}, {_seed(r.seed)}); stopped: {r.stopped}; {wall_seconds:.1f} s wall, "
           f"{r.sim_seconds:.1f} s simulating")
     if r.interrupted:
         print("note      interrupted; every finished trial is kept (--resume continues)")
     if r.storage:
         print(f"log       {r.log}")
-        print(f"replay    python -m vtatune replay {r.log} --best")
+        tuned = sorted((t for t in r.tasks if t.best_cycles), key=lambda t: -t.network_cycles)
+        if tuned:  # the build line names the task that weighs most
+            for line in next_steps(r.log, tuned[0].task.workload, hw_flag,
+                                   tuned[0].result.bias, len(tuned) - 1):
+                print(line)
+        else:
+            print(f"replay    python -m vtatune replay {r.log} --best")
     if not math.isfinite(r.history[-1][1] if r.history else 0.0):
         print("note      some task found no legal config")

@@ -18,7 +18,6 @@ from vtatune.cli._common import (
     add_hw_flag,
     add_workload_flags,
     resolve_workload,
-    say_if_compiling,
     shape_flags_given,
 )
 from vtatune.lowering import lower, lower_vadd
@@ -62,7 +61,8 @@ def register(sub: Any) -> None:
     sim.add_argument("--verify", action="store_true",
                      help="run on random data and check bit-exactly against numpy (exit 1 "
                           "if it differs)")
-    sim.add_argument("--seed", type=int, default=0, help="random data seed for --verify")
+    sim.add_argument("--seed", type=int, default=0, metavar="N",
+                     help="random data seed for --verify")
     sim.add_argument("--json", action="store_true", help="print one JSON object")
     sim.add_argument("--profile", metavar="FILE.json",
                      help="timing profile overrides (fields of simulator.timing.TimingProfile)")
@@ -77,7 +77,6 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    say_if_compiling()
     if args.program is not None or args.operator is None:
         return cmd_simulate_program(args)
     return cmd_simulate(args)

@@ -4,16 +4,18 @@ workload (or every layer of a network)."""
 from __future__ import annotations
 
 import argparse
+import time
 from typing import Any
 
 from vtatune.cli._common import (
+    SCHEDULE_NOTATION,
     UsageError,
     add_command,
     add_hw_flag,
     add_study_flags,
     add_workload_flags,
+    next_steps,
     resolve_workload,
-    say_if_compiling,
     shape_flags_given,
     warnings_one_line,
 )
@@ -63,9 +65,11 @@ def register(sub: Any) -> None:
             sub, op, summary,
             f"Tune {op} schedules with an Optuna study: every distinct legal config is "
             f"simulated and appended to a JSON-lines log; a table of the best schedule ends "
-            f"the run. Default workload: {default}. Exit status: 0, 2 on bad input, 130 when "
+            f"the run, with the commands to run next on the log: replay it, build the best "
+            f"schedule (program.json, .bin, .c), export it as AutoTVM records for TVM v0.14. "
+            f"Default workload: {default}. Exit status: 0, 2 on bad input, 130 when "
             "interrupted (Ctrl-C keeps every finished trial; --resume continues).",
-            examples)
+            examples, SCHEDULE_NOTATION)
         p.set_defaults(operator=op)
         p.add_argument("--trials", type=int, default=200, metavar="N",
                        help="distinct legal configs the study should hold in all (every "
@@ -93,7 +97,6 @@ def cmd_tune(args: argparse.Namespace) -> int:
     warnings_one_line()
     if args.log is not None:
         check_log_target(args.log)
-    say_if_compiling()
     if args.trials < 1:
         raise UsageError(f"--trials must be at least 1, got {args.trials}")
     if args.jobs < 1:
@@ -115,7 +118,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
         wl = resolve_workload(args.operator, args)
         wl.check(hw)
         results = [tune(wl, hw, log=args.log, **common)]
-    print_table(results)
+    print_table(results, time.perf_counter() - args.started, args.hw)
     return 130 if any(r.interrupted for r in results) else 0
 
 
@@ -123,7 +126,10 @@ def _fmt(v: float | None, spec: str, unit: str = "") -> str:
     return "-" if v is None else format(v, spec) + unit
 
 
-def print_table(results: list[Any]) -> None:
+def print_table(results: list[Any], wall_seconds: float, hw: str | None = None) -> None:
+    """The table that ends a tuning run; ``wall_seconds``: the command's time so far (one
+    clock: not the sum of a network's studies, which run in turn); ``hw``: the --hw given
+    (for the commands it prints)."""
     if not results:
         return
     head = ("workload", "trials", "best cycles", "time", "GOPS", "util", "vs default",
@@ -149,13 +155,16 @@ def print_table(results: list[Any]) -> None:
         print("  ".join(c.ljust(w) if i == 0 else c.rjust(w)
                         for i, (c, w) in enumerate(zip(row, widths, strict=True))))
     first = results[0]
+    seeds = {r.seed for r in results}
+    seed = f"seed {first.seed}" if len(seeds) == 1 else "each study its own seed"
     print(f"hardware  {first.hw.target_model} at {first.hw.clock_mhz:g} MHz, "
-          f"template {first.template}, sampler {first.sampler}, seed {first.seed}")
+          f"template {first.template}, sampler {first.sampler}, {seed}")
     for r in results:
         label = r.workload.name or r.workload.describe()
-        if r.exhausted and r.trials < r.requested:
-            print(f"note      {label}: the legal space has only {r.trials} configs; "
-                  f"all were tuned")
+        if r.exhausted:
+            print(f"note      {label}: all {r.trials} legal configs of the space were tuned"
+                  + (f" (fewer than --trials {r.requested})" if r.trials < r.requested
+                     else ""))
         if r.best_schedule is not None and len(results) == 1:
             print(f"best      {r.best_schedule.short()}")
         if r.interrupted:
@@ -167,16 +176,16 @@ def print_table(results: list[Any]) -> None:
             print(f"study     {r.study} (id {r.study_id[:12]}) in {r.storage}")
     asks = sum(r.asks for r in results)
     wasted = sum(r.illegal_asks + r.duplicate_asks for r in results)
-    wall = sum(r.wall_seconds for r in results)
     sim = sum(r.sim_seconds for r in results)
     print(f"search    {sum(r.new_trials for r in results)} simulated this run, {asks} asks "
           f"({sum(r.illegal_asks for r in results)} illegal, "
           f"{sum(r.duplicate_asks for r in results)} repeats, "
           f"{(wasted / asks if asks else 0):.0%} not simulated); "
-          f"{wall:.1f} s wall, {sim:.1f} s simulating")
-    logs = sorted({r.log for r in results})
-    for log in logs:
+          f"{wall_seconds:.1f} s wall, {sim:.1f} s simulating")
+    for log in sorted({r.log for r in results}):
+        tuned = [r for r in results if r.log == log]
         print(f"log       {log}")
-        print(f"replay    python -m vtatune replay {log} --best")
+        for line in next_steps(log, tuned[0].workload, hw, tuned[0].bias, len(tuned) - 1):
+            print(line)
 
 

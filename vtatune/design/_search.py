@@ -4,6 +4,7 @@ schedule search of every task), exhaustively or by NSGA-II, in one Optuna study.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -36,6 +37,7 @@ from vtatune.design._space import (
     smallest,
     stock,
 )
+from vtatune.errors import VtatuneError
 from vtatune.tuning import RUNS_DIR
 
 OBJECTIVES = ("latency", "latency-area")
@@ -54,6 +56,68 @@ def _evaluate(args: tuple[str, HardwareConfig, int, int, str]) -> InnerResult:
     return tune_tasks(network, hw, trials, seed, logdir)
 
 
+def _open_study(out: Path, storage: str | None, base: str, resume: bool,
+                seed: int) -> tuple[Any, str]:
+    """The design study (created, or loaded on ``resume``) and where it lives: ``out``'s
+    ``design.journal`` (a :class:`~vtatune.tuning.storages.JournalFile`: whole records, a
+    failed write is one line), ``journal:FILE`` or an Optuna storage URL.
+
+    A storage that cannot be created (a read-only or full file system, a database that
+    refuses) is one line (DesignError, StorageError) and leaves nothing behind: the
+    directories made and the journal started here are removed again."""
+    import optuna
+
+    from vtatune.tuning.storages import JournalFile
+
+    path = out / "design.journal" if storage is None else \
+        Path(storage.removeprefix("journal:")) if storage.startswith("journal:") else None
+    # What this call creates, removed again if it fails: the journal, the directories.
+    new_journal = path if path is not None and not path.exists() else None
+    new_dirs = sorted({d for top in (out, *([path.parent] if path is not None else []))
+                       for d in (top, *top.parents) if not d.exists()},
+                      key=lambda d: len(d.parts), reverse=True)  # deepest first
+    backend = None
+    try:
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise DesignError(f"cannot create {out}: {exc.strerror}") from None
+        if path is not None:
+            backend = JournalFile(path)
+            store: Any = optuna.storages.JournalStorage(backend)
+        else:
+            store = storage
+        try:
+            names = {s.study_name for s in optuna.get_all_study_summaries(store)}
+            name = base
+            if not resume:
+                i = 1
+                while name in names:
+                    i += 1
+                    name = f"{base}#{i}"
+            sampler = optuna.samplers.NSGAIISampler(seed=seed, population_size=8)
+            study = optuna.create_study(study_name=name, storage=store, sampler=sampler,
+                                        directions=["minimize", "minimize"],
+                                        load_if_exists=True)
+        except VtatuneError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a driver's error is one line for the user
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            raise DesignError(f"cannot open storage {storage or path}: {first}") from None
+    except VtatuneError:
+        if backend is not None:
+            with contextlib.suppress(VtatuneError, OSError):
+                backend.close()
+        with contextlib.suppress(OSError):
+            if new_journal is not None:
+                new_journal.unlink(missing_ok=True)
+        for d in new_dirs:
+            with contextlib.suppress(OSError):
+                d.rmdir()
+        raise
+    return study, str(path) if path is not None else str(storage)
+
+
 class _Search:
     """The design study: one Optuna trial per evaluated configuration."""
 
@@ -68,27 +132,8 @@ class _Search:
         self.stock_net = placed(network, stock(board))  # an unknown network fails here
         self.reference = vta_layers(self.stock_net)
         self.logdir = out / "tuning"
-        out.mkdir(parents=True, exist_ok=True)
-        if storage is None:
-            from optuna.storages.journal import JournalFileBackend, JournalStorage
-
-            path = out / "design.journal"
-            self.storage_desc = str(path)
-            store: Any = JournalStorage(JournalFileBackend(str(path)))
-        else:
-            store, self.storage_desc = storage, storage
         base = f"design.{self.stock_net.name}.{board}.{objective}.t{trials}.s{seed}"
-        names = {s.study_name for s in optuna.get_all_study_summaries(store)}
-        name = base
-        if not resume:
-            i = 1
-            while name in names:
-                i += 1
-                name = f"{base}#{i}"
-        sampler = optuna.samplers.NSGAIISampler(seed=seed, population_size=8)
-        self.study = optuna.create_study(study_name=name, storage=store, sampler=sampler,
-                                         directions=["minimize", "minimize"],
-                                         load_if_exists=True)
+        self.study, self.storage_desc = _open_study(out, storage, base, resume, seed)
         self.results: dict[str, InnerResult] = {}
         self.infeasible: dict[str, str] = {}
         for tr in self.study.get_trials(deepcopy=False):

@@ -78,20 +78,35 @@ def pack_bias(bias: np.ndarray, batch: int, hw: HardwareConfig) -> np.ndarray:
     return pack_matrix(np.ascontiguousarray(full), hw.batch, hw.block_out)
 
 
+def pack_data(workload: Workload, data: np.ndarray, hw: HardwareConfig) -> np.ndarray:
+    """A workload's unpacked data operand as its program reads it from DRAM (an ALU-only
+    kernel's operands alike; conv2d_transpose: dilated first, as TVM's compute needs)."""
+    if isinstance(workload, GemmWorkload):
+        return pack_matrix(data, hw.batch, hw.block_in)
+    if isinstance(workload, Conv2dTransposeWorkload):
+        return pack_conv_data(dilate(data, workload.stride), hw)
+    return pack_conv_data(data, hw)
+
+
+def pack_weight(workload: Workload, weight: np.ndarray, hw: HardwareConfig) -> np.ndarray:
+    """A workload's unpacked weight operand (its :func:`~vtatune.workloads.operand_shapes`
+    layout) as its program reads it (conv2d_transpose: the kernel flipped; an ALU-only
+    kernel's second operand: packed as data)."""
+    if isinstance(workload, AddWorkload):
+        return pack_conv_data(weight, hw)
+    if isinstance(workload, GemmWorkload):
+        return pack_matrix(weight, hw.block_out, hw.block_in)
+    if isinstance(workload, Conv2dTransposeWorkload):
+        return pack_conv_kernel(transpose_kernel(weight), hw)
+    return pack_conv_kernel(weight, hw)
+
+
 def packed_inputs(workload: Workload, ops: Operands, hw: HardwareConfig) -> dict[str, np.ndarray]:
     """The DRAM tensors of a run: operands packed as the program reads them (for
     conv2d_transpose, the input dilated and the kernel flipped as TVM's compute needs)."""
-    if isinstance(workload, AddWorkload):  # two NCHW operands, packed as conv data
-        return {"data": pack_conv_data(ops.data, hw), "weight": pack_conv_data(ops.weight, hw)}
-    if isinstance(workload, GemmWorkload):
-        inputs = {"data": pack_matrix(ops.data, hw.batch, hw.block_in),
-                  "weight": pack_matrix(ops.weight, hw.block_out, hw.block_in)}
-    elif isinstance(workload, Conv2dTransposeWorkload):
-        inputs = {"data": pack_conv_data(dilate(ops.data, workload.stride), hw),
-                  "weight": pack_conv_kernel(transpose_kernel(ops.weight), hw)}
-    else:
-        inputs = {"data": pack_conv_data(ops.data, hw), "weight": pack_conv_kernel(ops.weight, hw)}
-    if ops.bias is not None:
+    inputs = {"data": pack_data(workload, ops.data, hw),
+              "weight": pack_weight(workload, ops.weight, hw)}
+    if ops.bias is not None and not isinstance(workload, AddWorkload):
         inputs["bias"] = pack_bias(ops.bias, workload.batch, hw)
     return inputs
 

@@ -110,9 +110,11 @@ def _resnet(depth: int, batch: int) -> list[Layer | CpuOp]:
             if not identity:
                 items.append(conv("downsample", size, ci, out, 1, s, False))
             elif stage == 0 and b == 0:
-                # the shortcut is the network's quantized input, still int32: cast for the add
-                items.append(CpuOp(f"{pre}.cast", "cast", f"{n}x{ci}x{size}x{size} int32",
-                                   bytes=5 * n * ci * size * size))
+                # the shortcut is the network's quantized input, still float: cast to int32
+                # for the add (TVM's cast float32 -> int32: 8 bytes an element moved)
+                items.append(CpuOp(f"{pre}.cast", "cast",
+                                   f"{n}x{ci}x{size}x{size} float32 -> int32",
+                                   bytes=8 * n * ci * size * size))
                 rhs_bits = 32
             size, ci = size // s, out
             items.append(Layer(f"{pre}.add", "add", batch, out, out, size, size, relu=True,

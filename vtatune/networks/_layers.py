@@ -24,8 +24,11 @@ from dataclasses import dataclass, field, replace
 from simulator.hardware import HardwareConfig
 from vtatune.errors import VtatuneError, WorkloadError
 from vtatune.workloads import (
+    DEPLOYED_SHIFT,
+    RESIDUAL,
     AddWorkload,
     Conv2dWorkload,
+    Epilogue,
     GemmWorkload,
     Workload,
     autotvm_key,
@@ -164,9 +167,6 @@ class Step:
 
 #: The VTA targets TVM v0.14 offloads ALU-only kernels (residual adds) to (``op.py``).
 ALU_TARGETS = ("sim", "intelfocl")
-#: The rounding shift of the deployed epilogues: a model's weights decide it; counters and
-#: cycles do not depend on it.
-DEPLOYED_SHIFT = 8
 
 
 @dataclass(frozen=True)
@@ -224,8 +224,10 @@ def place(layer: Layer, hw: HardwareConfig, name: str = "") -> Workload | str:
             return (f"residual add: TVM v0.14 runs ALU-only kernels on VTA for the "
                     f"{' and '.join(ALU_TARGETS)} targets only")
         try:
+            # without a ReLU after it: TVM's cast + add + clip + cast
             wl = AddWorkload(layer.batch, layer.in_channels, layer.height, layer.width,
-                             layer.rhs_bits, name)
+                             layer.rhs_bits, name, RESIDUAL if layer.relu
+                             else Epilogue(RESIDUAL.ops[1:]))
             wl.check(hw)
         except WorkloadError as exc:
             return str(exc)

@@ -1,4 +1,5 @@
-"""Read an ONNX model's compute layers: convolutions and dense layers, float or int8.
+"""Read an ONNX model as TVM v0.14's VTA flow deploys it: its conv and dense layers (float
+or int8) with the ReLU each fuses, its residual adds, and every other node in order.
 
 Needs the ``onnx`` package (``pip install 'vtatune[onnx]'``). The layers are the nodes of
 :data:`LAYER_OPS`: ``Conv`` (with ``group``), ``ConvTranspose``, ``Gemm`` and ``MatMul``
@@ -6,7 +7,10 @@ with a weight, and their quantized forms: QOperator (``QLinearConv``, ``QLinearM
 onnxruntime's ``com.microsoft`` ``QGemm``; ``ConvInteger``, ``MatMulInteger``), and QDQ
 (a float node whose weight arrives through ``DequantizeLinear``, maybe also ``Transpose``
 or ``Reshape``: the weight is followed back to its initializer). A layer the model
-computes in int8 is marked ``quantized``.
+computes in int8 is marked ``quantized``. What follows a layer and what lies between them
+(fused BatchNormalization, bias and ReLU; residual ``Add``/``QLinearAdd`` layers; the
+CPU's nodes and what TVM's flow adds at the edges of the packed int8 region) is read by
+:mod:`._onnx_steps`: the model's steps, in TVM's execution order.
 
 Only shapes are read, never weights: the file is loaded without its external data, and
 shape inference runs on a copy without the weights (:mod:`._onnx_shapes`, which also
@@ -25,15 +29,21 @@ Example:
     >>> from onnx import TensorProto, helper
     >>> x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 64, 14, 14])
     >>> w = helper.make_tensor("w", TensorProto.FLOAT, [128, 64, 3, 3], [0.0] * 73728)
-    >>> node = helper.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1], name="c1")
+    >>> conv = helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1], name="c1")
+    >>> relu = helper.make_node("Relu", ["c"], ["y"], name="relu")
     >>> y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 128, 14, 14])
-    >>> model = helper.make_model(helper.make_graph([node], "tiny", [x], [y], [w]))
+    >>> model = helper.make_model(helper.make_graph([conv, relu], "tiny", [x], [y], [w]))
     >>> read = layers_from_model(model)
-    >>> [layer.describe() for layer in read.layers]
-    ['conv2d 1x64x14x14 -> 128, k3 p1 s1']
+    >>> [(s.describe(), s.relu) for s in read.layers if isinstance(s, Layer)]
+    [('conv2d 1x64x14x14 -> 128, k3 p1 s1', True)]
+    >>> [(s.name, s.ops) for s in read.layers if isinstance(s, CpuOp)]  # float in and out
+    ... # doctest: +NORMALIZE_WHITESPACE
+    [('c1.pack', 'reshape+transpose'), ('c1.quantize', 'multiply+round+clip'),
+     ('c1.cast', 'cast'), ('y.unpack', 'cast+transpose+reshape'),
+     ('y.dequantize', 'cast+multiply')]
     >>> node = read.graph.node_of("c1")  # what the layer was read from
-    >>> node.op_type, read.graph.consumers(node.output[0])
-    ('Conv', ())
+    >>> node.op_type, [n.op_type for n in read.graph.consumers(node.output[0])]
+    ('Conv', ['Relu'])
 """
 
 from __future__ import annotations
@@ -43,8 +53,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from vtatune.networks._layers import CpuLayer, Layer, NetworkError
-from vtatune.networks._onnx_shapes import STANDARD, Dims, infer, shapes_only, tensor_dims
+from vtatune.networks._layers import CpuLayer, CpuOp, Layer, NetworkError
+from vtatune.networks._onnx_shapes import (
+    INT8_TYPES,
+    STANDARD,
+    Dims,
+    infer,
+    shapes_only,
+    tensor_dims,
+)
+from vtatune.networks._onnx_steps import ReadLayer, deployed_steps
 
 __all__ = ["LAYER_OPS", "LayerOp", "OnnxGraph", "OnnxModel", "layers_from_model",
            "network_name", "read_onnx"]
@@ -76,7 +94,6 @@ LAYER_OPS: dict[tuple[str, str], LayerOp] = {
 }
 
 _GEMMS = ("Gemm", "QGemm")  # 2-D, with transA/transB; the others multiply like MatMul
-_INT8 = (2, 3)  # TensorProto.UINT8, TensorProto.INT8
 # Nodes a weight passes through unchanged in kind on its way from its initializer.
 _WEIGHT_PATH = ("DequantizeLinear", "QuantizeLinear", "Transpose", "Reshape", "Identity",
                 "Cast", "Squeeze", "Unsqueeze", "Flatten")
@@ -85,9 +102,10 @@ _WEIGHT_PATH = ("DequantizeLinear", "QuantizeLinear", "Transpose", "Reshape", "I
 @dataclass(frozen=True, eq=False)
 class OnnxGraph:
     """The graph as the reader saw it: its nodes (weights stripped, shape arithmetic
-    folded), each tensor's producer, consumers, dims and element type, and which tensors
-    are constants. Each layer names its node (:meth:`node_of`), so what follows a layer
-    (bias, activation, requantization, residual add) can be read from :meth:`consumers`."""
+    folded), each tensor's producer, consumers, dims and element type, which tensors are
+    constants and the small ones' values (:meth:`value`). Each layer names its node
+    (:meth:`node_of`), so what follows a layer (bias, activation, requantization,
+    residual add) can be read from :meth:`consumers`."""
 
     nodes: tuple[Any, ...]
     producer: dict[str, Any] = field(repr=False)
@@ -96,6 +114,9 @@ class OnnxGraph:
     elem_types: dict[str, int] = field(repr=False)
     constants: frozenset[str] = field(repr=False)
     layer_nodes: dict[str, Any] = field(repr=False)  # filled by the reader, layer by layer
+    inputs: tuple[str, ...] = ()  # the graph's inputs (its weights not among them)
+    outputs: tuple[str, ...] = ()
+    small: dict[str, Any] = field(default_factory=dict, repr=False)  # name -> TensorProto
 
     @classmethod
     def of(cls, model: Any, weights: frozenset[str]) -> OnnxGraph:
@@ -117,7 +138,20 @@ class OnnxGraph:
             if node.op_type == "Constant" and node.domain in STANDARD:
                 constants.update(node.output)
         return cls(tuple(g.node), producer, {k: tuple(v) for k, v in consumers.items()}, dims,
-                   types, frozenset(constants), {})
+                   types, frozenset(constants), {},
+                   tuple(i.name for i in g.input if i.name not in constants),
+                   tuple(o.name for o in g.output), {i.name: i for i in g.initializer})
+
+    def value(self, tensor: str) -> Any:
+        """A small constant's value (a numpy array: a scale, a zero point, a clip bound),
+        or None (a weight, an activation)."""
+        from onnx import numpy_helper
+
+        init = self.small.get(tensor)
+        try:
+            return None if init is None else numpy_helper.to_array(init)
+        except Exception:  # noqa: BLE001 - an external file that is not there
+            return None
 
     def shape(self, tensor: str) -> tuple[int, ...] | None:
         """The tensor's shape when every dimension is known, else None."""
@@ -143,7 +177,7 @@ class OnnxGraph:
             if node is None or node.domain not in STANDARD or node.op_type not in _WEIGHT_PATH:
                 return None
             if node.op_type == "DequantizeLinear":
-                int8 = int8 or self.elem_types.get(node.input[0]) in _INT8
+                int8 = int8 or self.elem_types.get(node.input[0]) in INT8_TYPES
             name = node.input[0]
         return None
 
@@ -151,7 +185,7 @@ class OnnxGraph:
         """``tensor`` is an int8 tensor dequantized (QDQ)."""
         node = self.producer.get(tensor)
         return node is not None and node.op_type == "DequantizeLinear" and \
-            self.elem_types.get(node.input[0]) in _INT8
+            self.elem_types.get(node.input[0]) in INT8_TYPES
 
     def unknown_shape(self, tensor: str) -> str:
         """Why ``tensor``'s shape is unknown: the graph input or node it comes from."""
@@ -183,12 +217,13 @@ def _dims(dims: Dims | None) -> str:
 
 @dataclass(frozen=True)
 class OnnxModel:
-    """The layers read from a model, in graph order: a :class:`Layer`, or a
-    :class:`CpuLayer` when vtatune cannot read it; ``graph`` is what they were read from."""
+    """What a model runs once deployed, in execution order: each layer (a :class:`Layer`,
+    adds included, or a :class:`CpuLayer` when vtatune cannot read it) and each
+    :class:`CpuOp` between them; ``graph`` is what they were read from."""
 
     name: str
     source: str
-    layers: list[Layer | CpuLayer]
+    layers: list[Layer | CpuLayer | CpuOp]
     notes: tuple[str, ...]
     graph: OnnxGraph | None = field(default=None, repr=False, compare=False)
 
@@ -209,8 +244,9 @@ def network_name(path: str | Path) -> str:
 
 
 def read_onnx(path: str | Path, *, batch: int | None = None) -> OnnxModel:
-    """The layers of the ONNX model at ``path`` (see the module docstring); a file that is
-    not a readable, valid ONNX model (or has no layer) raises :class:`NetworkError`."""
+    """The deployed steps of the ONNX model at ``path`` (see the module docstring); a file
+    that is not a readable, valid ONNX model (or has no layer) raises
+    :class:`NetworkError`."""
     onnx = _onnx()
     path = Path(path)
     try:
@@ -230,8 +266,8 @@ def _first_line(exc: BaseException) -> str:
 
 def layers_from_model(model: Any, where: str = "model", *, batch: int | None = None,
                       name: str | None = None, base_dir: str | None = None) -> OnnxModel:
-    """The layers of a loaded ``onnx.ModelProto`` (see the module docstring); ``model`` is
-    not changed. ``name``: the network's (default the graph's); ``base_dir``: where its
+    """The deployed steps of a loaded ``onnx.ModelProto`` (see the module docstring);
+    ``model`` is not changed. ``name``: the network's (default the graph's); ``base_dir``: where its
     external data would be (small constants are read from there when they can be)."""
     onnx = _onnx()
     light, weights = shapes_only(model, base_dir)
@@ -245,30 +281,34 @@ def layers_from_model(model: Any, where: str = "model", *, batch: int | None = N
     except Exception as exc:  # noqa: BLE001 - inference errors are the model's
         raise NetworkError(f"{where}: shape inference failed ({_first_line(exc)})") from None
     graph = OnnxGraph.of(light, weights)
-    layers: list[Layer | CpuLayer] = []
-    kinds: dict[str, None] = {}
+    read: dict[int, ReadLayer] = {}
     for i, node in enumerate(graph.nodes):
         spec = LAYER_OPS.get(("" if node.domain in STANDARD else node.domain, node.op_type))
         if spec is None:
             continue
-        layer_name = node.name or f"{node.op_type.lower()}{i}"
-        read = _read_layer(graph, node, layer_name, spec)
-        if isinstance(read, str):
-            notes.append(read)
-            continue
-        graph.layer_nodes[layer_name] = node
-        layers.append(read)
-        if read.quantized:
-            kinds[node.op_type if spec.int8 else f"QDQ {node.op_type}"] = None
-    if not layers:
+        layer = _read_layer(graph, node, node.name or f"{node.op_type.lower()}{i}", spec)
+        if isinstance(layer, str):
+            notes.append(layer)
+        else:
+            read[i] = ReadLayer(layer, spec.data)
+    if not read:
         raise NetworkError(f"{where}: no Conv, ConvTranspose, Gemm or MatMul layer (float or "
                            "quantized) to place")
-    quantized = sum(1 for layer in layers if layer.quantized)
-    if quantized:
-        notes.append(f"int8: {quantized} of {len(layers)} layers are quantized in the model "
-                     f"({', '.join(kinds)})")
+    steps = deployed_steps(graph, read)
+    layers = [x for x in steps if not isinstance(x, CpuOp)]
+    kinds = {_int8_kind(graph.node_of(x.name)): None for x in layers if x.quantized}
+    if kinds:
+        notes.append(f"int8: {sum(x.quantized for x in layers)} of {len(layers)} layers are "
+                     f"quantized in the model ({', '.join(kinds)})")
     return OnnxModel(name or network_name(model.graph.name or "model"), f"ONNX model {where}",
-                     layers, tuple(notes), graph)
+                     steps, tuple(notes), graph)
+
+
+def _int8_kind(node: Any) -> str:
+    """How a quantized layer is written: its operator, or ``QDQ <float operator>``."""
+    spec = LAYER_OPS.get(("" if node.domain in STANDARD else node.domain, node.op_type))
+    return node.op_type if (spec is not None and spec.int8) or \
+        node.op_type.startswith("QLinear") else f"QDQ {node.op_type}"
 
 
 def _set_batch(light: Any, weights: frozenset[str], batch: int | None,

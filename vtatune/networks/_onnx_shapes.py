@@ -29,7 +29,8 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["Dims", "contrib_shape", "fold_constants", "infer", "shapes_only", "tensor_dims"]
+__all__ = ["Dims", "INT8_TYPES", "STANDARD", "contrib_shape", "fold_constants", "infer",
+           "shapes_only", "tensor_dims"]
 
 #: A tensor's shape as inference leaves it: an int per known dimension, the symbol of a
 #: named unknown one, None for an unnamed unknown one.
@@ -40,6 +41,7 @@ Dims = tuple[int | str | None, ...]
 SMALL = 4096
 
 STANDARD = ("", "ai.onnx")
+INT8_TYPES = (2, 3)  # TensorProto.UINT8, TensorProto.INT8
 
 
 def shapes_only(model: Any, base_dir: str | None) -> tuple[Any, frozenset[str]]:

@@ -99,7 +99,9 @@ class NetworkResult:
 
     ``trials`` counts the distinct legal configs the network's studies hold (resumed runs
     included); ``history`` is ``(trials, objective)`` after every round (objective: inf
-    until every task has a result). ``stopped`` says why tuning ended.
+    until every task has a result). ``stopped`` says why tuning ended. ``seed``: the
+    studies' sampler seed (None when they differ: a continued study keeps its own; every
+    record names its study's).
     """
 
     network: Network
@@ -277,30 +279,34 @@ def tune_network(network: str | Path | Network, hw: HardwareConfig | str | None 
     log_path = Path(log) if log is not None else default_network_log(net, space, bias)
     if resume:
         check_log_belongs(log_path, [t.workload for t in tunable], hw, bias)
-    if seed is None and not resume:
-        seed = secrets.randbits(31)
+    # The studies created now share one seed (the one given, else drawn); a study that
+    # exists keeps its own (see OpenStudy).
+    new_seed = seed if seed is not None else secrets.randbits(31)
     t0 = time.perf_counter()
     if not tunable:
-        return _result(net, policy.name, total, [], {}, str(log_path), "", sampler, seed,
+        return _result(net, policy.name, total, [], {}, str(log_path), "", sampler, new_seed,
                        "no tunable task", False, (), t0)
     store = open_storage(storage, log_path)
     try:
-        return _tune(net, tunable, store, policy, total, log_path, sampler, seed, jobs, resume,
-                     space, bias, round_trials, patience, progress, t0, warmup_trials)
+        return _tune(net, tunable, store, policy, total, log_path, sampler, seed, new_seed,
+                     jobs, resume, space, bias, round_trials, patience, progress, t0,
+                     warmup_trials)
     finally:
         store.close()
 
 
 def _tune(net: Network, tunable: list[Task], store: Any, policy: Any, total: int,
-          log_path: Path, sampler: str, seed: int | None, jobs: int, resume: bool, space: str,
-          bias: bool, round_trials: int, patience: int | None, progress: bool,
-          t0: float, warmup_trials: int) -> NetworkResult:
+          log_path: Path, sampler: str, seed: int | None, new_seed: int, jobs: int,
+          resume: bool, space: str, bias: bool, round_trials: int, patience: int | None,
+          progress: bool, t0: float, warmup_trials: int) -> NetworkResult:
     from vtatune.tuning import Progress, parallel_pool
 
     hw = net.hw
     studies = [OpenStudy(t.workload, hw, store, log=log_path, sampler=sampler, seed=seed,
-                         jobs=jobs, resume=resume, space=space, bias=bias, allow_others=True,
-                         progress=False) for t in tunable]
+                         new_seed=new_seed, jobs=jobs, resume=resume, space=space, bias=bias,
+                         allow_others=True, progress=False) for t in tunable]
+    seeds = {study.search.seed for study in studies}
+    seed = seeds.pop() if len(seeds) == 1 else None  # None: each study has its own
     states = [TaskState(t.multiplicity, t.workload.macs, _tag(t)) for t in tunable]
     per_round = max(1, min(round_trials, total // len(tunable)))
     for st, study in zip(states, studies, strict=True):

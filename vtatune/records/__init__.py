@@ -21,6 +21,7 @@ from vtatune.records._files import (
     BestRecord,
     GroupSync,
     RecordWriter,
+    append_whole,
     best_records,
     check_log_target,
     env_seconds,
@@ -43,9 +44,9 @@ from vtatune.records._format import (
 from vtatune.records._replay import Mismatch, ReplayReport, replay
 
 __all__ = [
-    "FSYNC_SECONDS", "MAX_WARNINGS", "SCHEMA", "BestRecord", "GroupSync", "LogError",
-    "Mismatch", "RecordPrefix", "RecordWarning", "RecordWriter", "ReplayReport",
-    "best_records", "check_log_target", "encode_record", "env_seconds", "hw_fields",
-    "hw_from", "now", "read_records", "replay", "schedule_from", "target_key",
-    "workload_fields", "workload_from",
+    "BestRecord", "FSYNC_SECONDS", "GroupSync", "LogError", "MAX_WARNINGS", "Mismatch",
+    "RecordPrefix", "RecordWarning", "RecordWriter", "ReplayReport", "SCHEMA", "append_whole",
+    "best_records", "check_log_target", "encode_record", "env_seconds", "hw_fields", "hw_from",
+    "now", "read_records", "replay", "schedule_from", "target_key", "workload_fields",
+    "workload_from",
 ]

@@ -110,6 +110,22 @@ class GroupSync:
         self._synced_at = time.monotonic()
 
 
+
+def append_whole(fd: int, data: bytes) -> int:
+    """Append ``data`` to the file open at ``fd`` in one system call and return the offset
+    it starts at. A failed or short write (a full disk) is cut back off the file and raises
+    OSError: the file never ends in a partial record."""
+    start = os.fstat(fd).st_size
+    try:
+        if os.write(fd, data) != len(data):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    except OSError:
+        with contextlib.suppress(OSError):
+            if os.fstat(fd).st_size > start:
+                os.ftruncate(fd, start)
+        raise
+    return start
+
 class RecordWriter:
     """Append-only JSON-lines writer: one ``os.write`` of one complete line per record.
 
@@ -147,15 +163,9 @@ class RecordWriter:
         short write (a full disk) is cut back off the file and raises LogError, so the log
         never holds a partial record."""
         data = record if isinstance(record, bytes) else encode_record(record)
-        start = os.fstat(self._fd).st_size
         try:
-            written = os.write(self._fd, data)
-            if written != len(data):
-                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+            append_whole(self._fd, data)
         except OSError as exc:
-            with contextlib.suppress(OSError):
-                if os.fstat(self._fd).st_size > start:
-                    os.ftruncate(self._fd, start)
             raise LogError(f"cannot write log {self.path}: {exc.strerror or exc}") from None
         try:
             self._sync.wrote(self._fd)
@@ -183,18 +193,24 @@ class RecordWriter:
 MAX_WARNINGS = 10  # per log: a file of garbage gets a count, not thousands of lines
 
 
-def read_records(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
+def read_records(path: str | Path, *, empty_ok: bool = True
+                 ) -> Iterator[tuple[int, dict[str, Any]]]:
     """``(line number, record)`` for every complete record of a log, 1-based.
 
     A line that is not a JSON object (a truncated last line, a corrupt one) is skipped with
     one :class:`RecordWarning` naming it (the first :data:`MAX_WARNINGS` of a log; then one
-    warning counting the rest). A missing or unreadable file raises LogError.
+    warning counting the rest). A file with lines but no record at all is not a log: it
+    raises LogError (one line, no warning: the lines say nothing a user can fix one by
+    one), as does an empty file unless ``empty_ok`` (a log no trial has finished in yet:
+    the tuner appends to it; a build that wants records refuses it), and a missing or
+    unreadable file.
     """
     try:
         f = open(path, encoding="utf-8", errors="replace")
     except OSError as exc:
         raise LogError(f"cannot read log {path}: {exc.strerror}") from None
     skipped = found = 0
+    held: list[str] = []  # the warnings before the first record: a file without any is refused
     with f:
         for lineno, line in enumerate(f, 1):
             if not line.strip():
@@ -205,16 +221,26 @@ def read_records(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
                 why = f"a corrupt or truncated record ({exc.msg})"
             else:
                 if isinstance(record, dict) and "schema" in record:
+                    if not found:
+                        for message in held:
+                            warnings.warn(message, RecordWarning, stacklevel=2)
                     found += 1
                     yield lineno, record
                     continue
                 why = "a line that is not a vtatune record"
             skipped += 1
             if skipped <= MAX_WARNINGS:
-                warnings.warn(f"{path}:{lineno}: skipped {why}", RecordWarning, stacklevel=2)
+                message = f"{path}:{lineno}: skipped {why}"
+                if found:
+                    warnings.warn(message, RecordWarning, stacklevel=2)
+                else:
+                    held.append(message)
+    if not found and (skipped or not empty_ok):
+        lines = "it is empty" if not skipped else "its only line is not a record" \
+            if skipped == 1 else f"none of its {skipped} lines is a record"
+        raise LogError(f"{path} is not a vtatune log ({lines})")
     if skipped > MAX_WARNINGS:
-        warnings.warn(f"{path}: {skipped - MAX_WARNINGS} more lines skipped"
-                      + ("" if found else " (it holds no vtatune record)"), RecordWarning,
+        warnings.warn(f"{path}: {skipped - MAX_WARNINGS} more lines skipped", RecordWarning,
                       stacklevel=2)
 
 

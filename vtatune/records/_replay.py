@@ -71,6 +71,7 @@ def replay(path: str | Path, *, best: bool = False, jobs: int = 1) -> ReplayRepo
     if jobs > 1 and len(chosen) > 1:
         from joblib import Parallel, delayed
 
+        scoring.announce_worker_compile()
         results = Parallel(n_jobs=jobs, backend="loky")(
             delayed(_replay_one)(r) for _, r in chosen)
     else:

@@ -21,10 +21,10 @@ Example:
     True
 """
 
-from vtatune.scoring._score import Score, score
+from vtatune.scoring._score import ENGINE_MODULES, Score, announce_worker_compile, score
 from vtatune.scoring._simulate import Simulation, simulate
 from vtatune.scoring._timeline import draw_timeline, timing_report, write_trace_csv
 from vtatune.scoring._verify import Verification, verify
 
-__all__ = ["Score", "Simulation", "Verification", "draw_timeline", "score", "simulate",
-           "timing_report", "verify", "write_trace_csv"]
+__all__ = ["ENGINE_MODULES", "Score", "Simulation", "Verification", "announce_worker_compile",
+           "draw_timeline", "score", "simulate", "timing_report", "verify", "write_trace_csv"]

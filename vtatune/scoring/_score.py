@@ -54,6 +54,19 @@ class Score:
         return cls(**{f.name: data.get(f.name) for f in fields(cls)})
 
 
+#: The modules whose compiled engines :func:`score` runs.
+ENGINE_MODULES = ("simulator.", "vtatune.lowering.")
+
+
+def announce_worker_compile() -> None:
+    """Right before worker processes score (``--jobs``): the first-compile notice
+    (:func:`simulator.jit.on_first_compile`) now, when they are about to compile the engines
+    :func:`score` runs; this process would not see them compile."""
+    from simulator.jit import announce_compile
+
+    announce_compile(ENGINE_MODULES)
+
+
 def score(workload: Workload, schedule: Schedule, hw: HardwareConfig, *, bias: bool = False,
           profile: TimingProfile | None = None) -> Score:
     """Lower and simulate ``schedule``; never raises for a schedule that cannot run."""

@@ -20,6 +20,7 @@ Example (AutoTVM's ``tuner.tune(n_trial=..., callbacks=[log_to_file(...)])`` in 
 
 from vtatune.tuning._batches import cpu_count, parallel_pool, timed_score
 from vtatune.tuning._cache import Entry, EntryCache
+from vtatune.tuning._codec import KNOB_ATTR
 from vtatune.tuning._progress import Progress
 from vtatune.tuning._search import STUCK, STUCK_AGAIN, Search
 from vtatune.tuning._study import OpenStudy
@@ -36,8 +37,8 @@ from vtatune.tuning._tune import (
 from vtatune.tuning.samplers import DEFAULT_SAMPLER, SAMPLERS, check_sampler
 
 __all__ = [
-    "DEFAULT_SAMPLER", "RUNS_DIR", "SAMPLERS", "SEED_MAX", "STUCK", "STUCK_AGAIN", "Entry",
-    "EntryCache", "OpenStudy",
+    "DEFAULT_SAMPLER", "KNOB_ATTR", "RUNS_DIR", "SAMPLERS", "SEED_MAX", "STUCK", "STUCK_AGAIN",
+    "Entry", "EntryCache", "OpenStudy",
     "Progress", "Search",
     "TuneResult", "TunerError", "check_log_belongs", "check_sampler", "check_seed",
     "cpu_count", "default_log_path", "parallel_pool", "timed_score", "tune",

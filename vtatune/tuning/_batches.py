@@ -42,6 +42,7 @@ def parallel_pool(jobs: int) -> contextlib.AbstractContextManager[Any]:
     def pool() -> Iterator[Callable[[list[Any]], list[Any]]]:
         from joblib import Parallel, delayed
 
+        scoring.announce_worker_compile()
         with Parallel(n_jobs=jobs, backend="loky") as par:
             yield lambda items: par(delayed(timed_score)(*a) for a in items)
 

@@ -5,7 +5,20 @@ Two encodings (stored with the study, so a resumed study keeps its own):
 - ``value``: every knob is a categorical of its real choices, so ``trial.params`` is the
   config itself (what Optuna users expect to see).
 - ``index``: ordinal integer knobs (tile sizes) become the index into their sorted
-  choices, so CMA-ES can move along them; other knobs stay categorical.
+  choices, so CMA-ES can move along them; other knobs stay categorical. A trial's params
+  then show ``tile_h: 3`` where the tile is 7 rows: each such knob's value is also a user
+  attr, ``knob:tile_h: 7`` (:meth:`Codec.knob_attrs`), which optuna-dashboard and
+  ``trials_dataframe()`` show beside the params (and ``config`` holds every knob's value).
+
+Example:
+    >>> from types import SimpleNamespace as Knob
+    >>> template = Knob(knobs=(Knob(name="tile_h", choices=(1, 2, 7, 14)),
+    ...                        Knob(name="store", choices=("tile", "element"))))
+    >>> codec = Codec(template, "index")
+    >>> codec.to_params({"tile_h": 7, "store": "tile"})
+    {'tile_h': 2, 'store': 'tile'}
+    >>> codec.knob_attrs({"tile_h": 7, "store": "tile"})
+    {'knob:tile_h': 7}
 """
 
 from __future__ import annotations
@@ -17,6 +30,9 @@ from typing import Any
 from optuna.distributions import BaseDistribution, CategoricalDistribution, IntDistribution
 
 ENCODINGS = ("value", "index")
+
+#: The user attr that holds the value of a knob whose param is an index (``knob:tile_h``).
+KNOB_ATTR = "knob:"
 
 Config = dict[str, Any]
 Key = tuple[Any, ...]
@@ -72,6 +88,12 @@ class Codec:
             return {n: params[n] for n in self.names}
         return {name: (params[name] if choices is None else choices[params[name]])
                 for name, choices in self._indexed}
+
+    def knob_attrs(self, config: Config) -> dict[str, Any]:
+        """``{"knob:<name>": value}`` for each knob whose param is an index, so a trial shows
+        its tile sizes where the params show indices (empty for the ``value`` encoding)."""
+        return {KNOB_ATTR + name: config[name] for name, choices in self._indexed
+                if choices is not None}
 
     def key(self, config: Config) -> Key:
         return tuple(config[n] for n in self.names)

@@ -93,6 +93,7 @@ def as_trials(found: dict[Key, dict[str, Any]], codec: Codec,
         if status == "ok":
             attrs["cycles"] = int(r["cycles"])
         try:
+            attrs |= codec.knob_attrs(r["config"])
             trials.append((k, status, value, optuna.trial.create_trial(
                 params=codec.to_params(r["config"]), distributions=distributions,
                 value=value, user_attrs=attrs)))

@@ -39,6 +39,8 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import hashlib
+import itertools
 import random
 import secrets
 import signal
@@ -148,6 +150,13 @@ def _quietly(fn: Callable[..., Any], *args: Any) -> Any:
         return fn(*args)
 
 
+def _continued_seed(seed: int, trials: int) -> int:
+    """The sampler seed of a run that continues a study of ``trials`` trials seeded ``seed``
+    (numpy's range)."""
+    digest = hashlib.sha256(f"{seed}:{trials}".encode()).digest()
+    return int.from_bytes(digest[:4], "little")
+
+
 class Search:
     """One worker's share of one study (workload x hardware x template x space x bias)."""
 
@@ -157,7 +166,7 @@ class Search:
     def __init__(self, *, template: Template, workload: Workload, hw: HardwareConfig,
                  bias: bool, trials: int, sampler: str, seed: int | None, jobs: int,
                  log: Path, store: Store, resume: bool, allow_others: bool, progress: bool,
-                 label: str) -> None:
+                 label: str, new_seed: int | None = None) -> None:
         self.template, self.workload, self.hw, self.bias = template, workload, hw, bias
         self.target, self.sampler_name, self.jobs = trials, sampler, jobs
         self.log_path, self.store, self.storage_desc = log, store, store.desc
@@ -169,7 +178,10 @@ class Search:
         }
         base = f"{workload.operator}.{workload.name or workload.key()}.{hw.target_model}." \
                f"{template.space}{'.bias' if bias else ''}"
-        study_seed = seed if seed is not None else secrets.randbits(31)
+        # The seed: the one given; else a study created now takes ``new_seed`` (a network's
+        # studies share one) or a drawn one, and a serial later run keeps the study's.
+        study_seed = seed if seed is not None else \
+            new_seed if new_seed is not None else secrets.randbits(31)
         opened = open_study(store.storage, base, self.problem, store.desc,
                             allow_others=allow_others, resume=resume,
                             extra={"encoding": encoding_for(sampler), "sampler": sampler,
@@ -188,10 +200,15 @@ class Search:
         else:
             # Other workers are at it: a seed of its own, so this worker's proposals differ.
             self.seed = secrets.randbits(31)
+        # A later run keeps the study's seed, but its sampler must not replay the first
+        # run's draws (a random sampler proposed every one of them again): the sampler's
+        # stream goes on from the study's length, so a pair of serial runs reproduces too.
+        self.sampler_seed = self.seed if not existing else \
+            _continued_seed(self.seed, len(existing))
         encoding = attrs.get("encoding") or encoding_for(self.sampler_name)
         self.codec = Codec(template, encoding)
         self.distributions = self.codec.distributions()
-        self.sampler = make_sampler(self.sampler_name, self.seed,
+        self.sampler = make_sampler(self.sampler_name, self.sampler_seed,
                                     parallel=jobs > 1 or store.journal is None)
         self.study.sampler = self.sampler
         # The guided sampler is asked directly (see _ask); the others through study.ask.
@@ -208,7 +225,7 @@ class Search:
         interval = store.storage.get_heartbeat_interval() or heartbeat_seconds()
         self._beats = Heartbeats(store.storage, interval)
         self._stale_every, self._next_stale = float(interval), time.monotonic() + interval
-        self._rng = random.Random(self.seed)
+        self._rng = random.Random(self.sampler_seed)
         self.cache = EntryCache()
         self._synced: set[int] = set()  # finished trials already in the cache
         self._sync_from = 0  # every trial before this number is finished and synced
@@ -419,7 +436,8 @@ class Search:
                 self.study.sampler = self.sampler
             self._mine.add(trial.number)
             config = self.codec.from_params(trial.params)
-            trial.set_user_attr("config", config)
+            for name, value in {"config": config, **self.codec.knob_attrs(config)}.items():
+                trial.set_user_attr(name, value)
             self.store.storage.record_heartbeat(optuna_compat.trial_id(trial))
         self._beats.add(optuna_compat.trial_id(trial))
         self.stats.asks += 1
@@ -459,8 +477,8 @@ class Search:
         template = optuna.trial.FrozenTrial(
             number=0, state=TrialState.RUNNING, value=None, datetime_start=datetime.now(),
             datetime_complete=None, params=params, distributions=self.distributions,
-            user_attrs={"config": config}, system_attrs={}, intermediate_values={},
-            trial_id=0)
+            user_attrs={"config": config, **self.codec.knob_attrs(config)}, system_attrs={},
+            intermediate_values={}, trial_id=0)
         storage = self.store.storage
         with self.store.batch(durable=False):
             trial_id = storage.create_new_trial(optuna_compat.study_id(self.study),
@@ -541,6 +559,10 @@ class Search:
         if time.monotonic() >= self._next_stale:
             self._next_stale = time.monotonic() + self._stale_every
             _quietly(optuna.storages.fail_stale_trials, self.study)
+            # A trial failed here is this worker's own write, which the storage's mark of
+            # other workers' writes does not count: read the study next time, or the dead
+            # trial's config stays "running elsewhere" and its slot is waited for forever.
+            self._others_seen = None
 
     # --- the loop -------------------------------------------------------------------------
     def run(self, writer: RecordWriter, parallel: Callable[..., list[Any]] | None) -> None:
@@ -622,6 +644,8 @@ class Search:
                         asked.remove(trial)
                     best = self.best_entry()
                     progress.update(self.done, int(best[1].value) if best else None)
+            if not stop.flag:
+                self._note_brute_exhausted()
         except KeyboardInterrupt:
             stop.flag = True
         finally:
@@ -631,6 +655,18 @@ class Search:
             self._beats.close()
             self.interrupted = stop.flag
             progress.close()
+
+    def _note_brute_exhausted(self) -> None:
+        """Bruteforce: whether the study's total used up the legal configs exactly (then the
+        table says the space is exhausted). Looks one config ahead in the template's order
+        and keeps it for the next run."""
+        if self._brute is None or self.exhausted:
+            return
+        for c in self._brute:
+            if self._untried(self.codec.key(c)):
+                self._brute = itertools.chain([c], self._brute)
+                return
+        self.exhausted = True
 
     @property
     def other_trials(self) -> int:

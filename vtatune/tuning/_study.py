@@ -25,18 +25,22 @@ class OpenStudy:
     tuner (:func:`vtatune.networks.tune_network`) keeps one per task in one storage and log
     and runs each further, round by round. ``store`` is what
     :func:`vtatune.tuning.storages.open_storage` gives (the caller closes it); ``allow_others``:
-    the storage may hold studies of other problems (a network's other tasks).
+    the storage may hold studies of other problems (a network's other tasks). ``seed``: the
+    sampler seed given (None: a study created now takes ``new_seed``, else a drawn one; a
+    serial later run of a study keeps the study's seed).
     """
 
     def __init__(self, workload: Workload, hw: HardwareConfig, store: Store, *, log: Path,
                  sampler: str, seed: int | None, jobs: int, resume: bool, space: str,
-                 bias: bool, allow_others: bool, progress: bool) -> None:
+                 bias: bool, allow_others: bool, progress: bool,
+                 new_seed: int | None = None) -> None:
         self.workload, self.hw, self.bias = workload, hw, bias
         self.template = get_template(workload, hw, bias=bias, space=space)
         self.search = Search(template=self.template, workload=workload, hw=hw, bias=bias,
                              trials=0, sampler=sampler, seed=seed, jobs=jobs, log=log,
                              store=store, resume=resume, allow_others=allow_others,
-                             progress=progress, label=workload.name or workload.key())
+                             progress=progress, label=workload.name or workload.key(),
+                             new_seed=new_seed)
 
     def run(self, trials: int, writer: RecordWriter, pool: Any) -> None:
         """Tune until the study holds ``trials`` distinct legal configs (or the whole legal

@@ -15,7 +15,6 @@ A resumed study runs until it holds ``trials`` of them (or the whole legal space
 
 from __future__ import annotations
 
-import secrets
 import time
 from pathlib import Path
 
@@ -64,21 +63,29 @@ def default_log_path(workload: Workload, hw: HardwareConfig, space: str = "full"
 
 def check_log_belongs(log: Path, workloads: list[Workload], hw: HardwareConfig,
                        bias: bool) -> None:
-    """On resume, a log holding only other problems is somebody else's: refuse."""
+    """On resume, a log holding only other problems is somebody else's: refuse. A log that
+    holds one of ``workloads`` among others (a network's log, one layer resumed) is this
+    problem's."""
     if not log.exists():
         return
     wanted = {(w.key(), hw.target_model, bool(bias)) for w in workloads}
+    held: dict[tuple[str, str, bool], str] = {}  # the log's problems, in order, by name
     for _, r in read_records(log):
         try:
             k = target_key(r)
         except (KeyError, TypeError):
             continue
-        if k not in wanted:
-            raise TunerError(f"cannot resume: {log} holds {r['workload'].get('name') or k[0]} "
-                             f"on {k[1]}{' with bias' if k[2] else ''}, not "
-                             f"{' / '.join(w.name or w.key() for w in workloads)} on "
-                             f"{hw.target_model}{' with bias' if bias else ''}")
+        if k in wanted:
+            return
+        held.setdefault(k, r["workload"].get("name") or k[0])
+    if not held:
         return
+    names = list(held.values())
+    shown = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
+    models = sorted({k[1] + (" with bias" if k[2] else "") for k in held})
+    raise TunerError(f"cannot resume: {log} holds {shown} on {', '.join(models)}, not "
+                     f"{' / '.join(w.name or w.key() for w in workloads)} on "
+                     f"{hw.target_model}{' with bias' if bias else ''}")
 
 
 @optuna_verbosity()
@@ -92,10 +99,11 @@ def tune(workload: Workload | str, hw: HardwareConfig | str | None = None, *,
     workload name as the command line takes it (``"resnet18.C8"``, ``"C8"``,
     ``"dense128"``) or both (``"conv2d:resnet18.C8"``).
     ``hw``: a HardwareConfig, a preset name or a ``vta_config.json`` path (default pynq).
-    ``sampler``: one of :data:`SAMPLERS`. ``seed``: fixes a serial run (drawn and recorded
-    when omitted). ``jobs``: simulation processes (joblib/loky). ``log``: the JSON-lines
-    log (default :func:`default_log_path`). ``storage``: an Optuna storage URL shared by
-    several workers (default: a journal file beside the log). ``resume``: continue the
+    ``sampler``: one of :data:`SAMPLERS`. ``seed``: fixes a serial run (when omitted, a
+    new study draws one and records it, and a later run of the study keeps it). ``jobs``:
+    simulation processes (joblib/loky). ``log``: the JSON-lines log (default
+    :func:`default_log_path`). ``storage``: an Optuna storage URL shared by several workers
+    (default: a journal file beside the log). ``resume``: continue the
     newest study of this problem in the storage. Optuna's INFO lines are shown only when
     asked (:mod:`vtatune.logging`).
     """
@@ -113,8 +121,6 @@ def tune(workload: Workload | str, hw: HardwareConfig | str | None = None, *,
     check_log_target(log_path)
     if resume:
         check_log_belongs(log_path, [wl], hw, bias)
-    if seed is None and not resume:
-        seed = secrets.randbits(31)
     t0 = time.perf_counter()
     impossible = get_template(wl, hw, bias=bias, space=space).no_legal_config()
     if impossible is not None:

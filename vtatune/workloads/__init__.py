@@ -32,11 +32,14 @@ from vtatune.workloads._catalogue import (
 from vtatune.workloads._epilogue import (
     BENCHMARK,
     BENCHMARK_BIAS,
+    DEPLOYED_SHIFT,
     RESIDUAL,
     Epilogue,
     EpilogueOp,
     benchmark,
     deployed,
+    epilogue_name,
+    named_epilogues,
 )
 from vtatune.workloads._operators import (
     WORKLOAD_CLASSES,
@@ -66,10 +69,11 @@ from vtatune.workloads._reference import (
 
 __all__ = [
     "AddWorkload", "BENCHMARK", "BENCHMARK_BIAS", "Conv2dTransposeWorkload", "Conv2dWorkload",
-    "ElementwiseWorkload", "Epilogue", "EpilogueOp", "GemmWorkload", "GroupConv2dWorkload",
-    "MultiplyWorkload", "Operands", "RESIDUAL", "RESNET18_COUNTS", "VaddWorkload", "WORKLOADS",
-    "WORKLOAD_CLASSES", "Workload", "autotvm_key", "benchmark", "conv2d_reference",
-    "conv2d_transpose_reference", "deployed", "elementwise_reference", "gemm_reference",
-    "get_workload", "group_conv2d_reference", "operand_shapes", "random_operands",
-    "reference_output", "resnet18_layers", "resolve", "shape_fields",
+    "DEPLOYED_SHIFT", "ElementwiseWorkload", "Epilogue", "EpilogueOp", "GemmWorkload",
+    "GroupConv2dWorkload", "MultiplyWorkload", "Operands", "RESIDUAL", "RESNET18_COUNTS",
+    "VaddWorkload", "WORKLOADS", "WORKLOAD_CLASSES", "Workload", "autotvm_key", "benchmark",
+    "conv2d_reference", "conv2d_transpose_reference", "deployed", "elementwise_reference",
+    "epilogue_name", "gemm_reference", "get_workload", "group_conv2d_reference", "named_epilogues",
+    "operand_shapes", "random_operands", "reference_output", "resnet18_layers", "resolve",
+    "shape_fields",
 ]

@@ -205,6 +205,28 @@ def deployed(shift: int, relu: bool, clip: int = 127) -> Epilogue:
     return Epilogue(tuple(ops))
 
 
+#: The rounding shift of a deployed network's epilogues: a model's weights decide it (VTA's
+#: deploy tutorial quantizes with ``global_scale`` 8.0: 8); counters and cycles do not
+#: depend on it.
+DEPLOYED_SHIFT = 8
+
+
+def named_epilogues() -> dict[str, Epilogue]:
+    """The epilogues the command line names (``--epilogue``): ``benchmark`` (the workload's
+    own default, ``--bias`` adds the bias), ``deployed`` and ``deployed-relu`` (what a conv
+    of a deployed network fuses: :func:`deployed` with :data:`DEPLOYED_SHIFT`)."""
+    return {"benchmark": BENCHMARK, "deployed": deployed(DEPLOYED_SHIFT, relu=False),
+            "deployed-relu": deployed(DEPLOYED_SHIFT, relu=True)}
+
+
+def epilogue_name(epilogue: Epilogue) -> str | None:
+    """The name :func:`named_epilogues` gives ``epilogue`` (the benchmark epilogue with its
+    bias: ``benchmark``), or None."""
+    if epilogue.is_benchmark:
+        return "benchmark"
+    return next((n for n, e in named_epilogues().items() if e == epilogue), None)
+
+
 #: The residual add of a deployed network (``cast + add + nn.relu + clip + cast``): ReLU and
 #: clip to [-127, 127] after the add (:class:`~vtatune.workloads.AddWorkload`'s default).
 RESIDUAL = Epilogue((EpilogueOp("max", 0), EpilogueOp("clip", -127, hi=127)))

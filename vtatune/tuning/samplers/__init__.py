@@ -21,12 +21,13 @@ from vtatune.tuning.samplers._parzen import Params as MixtureParams
 from vtatune.tuning.samplers._registry import (
     DEFAULT_SAMPLER,
     SAMPLERS,
+    LegalOrderSampler,
     SamplerError,
     check_sampler,
     encoding_for,
     make_sampler,
 )
 
-__all__ = ["DEFAULT_SAMPLER", "SAMPLERS", "FiniteSpace", "GuidedSampler", "Mixture",
-           "MixtureParams", "Observations", "SamplerError", "check_sampler", "encoding_for",
-           "make_sampler", "split"]
+__all__ = ["DEFAULT_SAMPLER", "SAMPLERS", "FiniteSpace", "GuidedSampler", "LegalOrderSampler",
+           "Mixture", "MixtureParams", "Observations", "SamplerError", "check_sampler",
+           "encoding_for", "make_sampler", "split"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import warnings
+from collections.abc import Sequence
 
 import optuna
 
@@ -19,6 +20,22 @@ DEFAULT_SAMPLER = "guided"
 
 class SamplerError(VtatuneError):
     """An unknown sampler, or one whose optional dependency is missing."""
+
+
+class LegalOrderSampler(optuna.samplers.BruteForceSampler):
+    """The ``bruteforce`` sampler: Optuna's BruteForceSampler, to which the tuner hands every
+    legal config of the template in order (asked through ``PartialFixedSampler``), so it
+    never draws a point itself.
+
+    The tuner, not the sampler, decides when the space is used up: it knows the legal
+    configs, while Optuna's sampler counts the whole grid of the distributions and, when
+    that is complete (AutoTVM's small spaces, where every point is legal), calls
+    ``study.stop()``, which raises outside ``study.optimize`` (the tuner asks and tells).
+    """
+
+    def after_trial(self, study: optuna.Study, trial: optuna.trial.FrozenTrial,
+                    state: optuna.trial.TrialState, values: Sequence[float] | None) -> None:
+        """Nothing to do: the tuner stops when its legal configs are all tried."""
 
 
 def encoding_for(name: str) -> str:
@@ -43,8 +60,9 @@ def check_sampler(name: str) -> None:
 def make_sampler(name: str, seed: int, *, parallel: bool = False) -> optuna.samplers.BaseSampler:
     """The sampler called ``name``, seeded so a serial run is reproducible.
 
-    ``bruteforce`` is Optuna's BruteForceSampler in name only: the tuner feeds it the
-    template's legal configs in order, so no ask lands on an illegal point.
+    ``bruteforce`` is Optuna's BruteForceSampler in name only (:class:`LegalOrderSampler`):
+    the tuner feeds it the template's legal configs in order, so no ask lands on an illegal
+    point.
     """
     check_sampler(name)
     s = optuna.samplers
@@ -67,4 +85,4 @@ def make_sampler(name: str, seed: int, *, parallel: bool = False) -> optuna.samp
         return s.NSGAIISampler(seed=seed)
     with warnings.catch_warnings():  # experimental in Optuna: we only use its name
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        return s.BruteForceSampler(seed=seed)
+        return LegalOrderSampler(seed=seed)

@@ -10,7 +10,6 @@ Heartbeats are a system attr of the running trial (:class:`HeartbeatJournalStora
 from __future__ import annotations
 
 import contextlib
-import errno
 import fcntl
 import json
 import os
@@ -25,7 +24,7 @@ import optuna
 from optuna.storages.journal import BaseJournalBackend, JournalStorage
 from optuna.trial import TrialState
 
-from vtatune.records import GroupSync
+from vtatune.records import GroupSync, append_whole
 from vtatune.tuning.optuna_compat import BaseHeartbeat, memoize_journal_distribution_json, trial_id
 from vtatune.tuning.storages._common import (
     HEARTBEAT_ATTR,
@@ -186,14 +185,9 @@ class JournalFile(BaseJournalBackend):
         data, self._pending = b"".join(self._pending), []
         try:
             if data:
-                start = os.fstat(self._fd).st_size
                 try:
-                    written = os.write(self._fd, data)
-                    if written != len(data):
-                        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+                    start = append_whole(self._fd, data)  # whole records only
                 except OSError as exc:
-                    with contextlib.suppress(OSError):
-                        os.ftruncate(self._fd, start)  # whole records only
                     raise StorageError(f"cannot write journal {self.path}: "
                                        f"{exc.strerror or exc}") from None
                 self._offset = start + len(data)

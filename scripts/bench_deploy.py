@@ -1,0 +1,162 @@
+"""How long deploying an int8 ResNet-18 with today's TVM takes, and how close its output is
+to TVM's CPU build and onnxruntime's: import, partition, build (codegen + relax.build) and
+one inference, with the shipped tuned log, on the functional VTA.
+
+    python scripts/bench_deploy.py [--hw pynq] [--log logs/resnet18-pynq.jsonl]
+        [--calibration 4] [--float-scales] [--exact] [--torch] [--out FILE.json]
+
+The model: ResNet-18 v1 (torchvision's shapes) built with onnx.helper and seeded random
+weights (vtatune.deploy.models.resnet18), or torchvision's own resnet18 exported when
+``--torch`` is given and torch is installed; quantized by onnxruntime's quantize_static in
+QDQ format on ``--calibration`` seeded random inputs, with power-of-two scales (what VTA
+requantizes by a shift) unless ``--float-scales``. Quantizing is preparation, timed apart.
+
+Prints the seconds of each step and of the whole (the target: under 60 s), the functional
+VTA's share of it (the offloaded programs' functional runs and their timing, measured by a
+Device that times the simulated one), the VTA cycles and milliseconds at the board's clock,
+and the output's agreement with TVM's CPU build and with onnxruntime (share of exact
+elements, largest difference in quantization steps); ``--exact`` deploys a second time
+with the requantization on the CPU wherever VTA's half-up rounding could differ (VTA runs
+such layers once per accumulator byte) and reports that run too. The machine is shared: the
+load average is printed beside the figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+import warnings
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import numpy as np  # noqa: E402
+
+from simulator.hardware import HardwareConfig  # noqa: E402
+from vtatune.deploy import (  # noqa: E402
+    SimulatedDevice,
+    agreement,
+    compile_model,
+    models,
+    output_step,
+    quantize,
+    reference,
+)
+
+
+class TimedDevice(SimulatedDevice):
+    """The simulated VTA, with the wall time its runs take."""
+
+    def __init__(self, hw: HardwareConfig) -> None:
+        super().__init__(hw)
+        self.seconds = 0.0
+
+    def run(self, program, tensors):  # type: ignore[no-untyped-def]
+        t0 = time.perf_counter()
+        try:
+            return super().run(program, tensors)
+        finally:
+            self.seconds += time.perf_counter() - t0
+
+
+def torchvision_resnet18(path: Path) -> object:
+    import onnx
+    import torch
+    import torchvision
+
+    torch.manual_seed(0)
+    net = torchvision.models.resnet18(weights=None).eval()
+    torch.onnx.export(net, torch.randn(1, 3, 224, 224), str(path), opset_version=17,
+                      input_names=["x"], output_names=["y"], dynamo=False)
+    return onnx.load(str(path))
+
+
+def one_deploy(model, x, hw, log, exact):  # type: ignore[no-untyped-def]
+    device = TimedDevice(hw)
+    t0 = time.perf_counter()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        compiled = compile_model(model, hw=hw, log=log, exact=exact, device=device)
+        result = compiled.run(x)
+    total = time.perf_counter() - t0
+    return result, total, device.seconds, [str(w.message) for w in caught]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--hw", default="pynq")
+    ap.add_argument("--log", default=str(ROOT / "logs" / "resnet18-pynq.jsonl"))
+    ap.add_argument("--calibration", type=int, default=4, metavar="N")
+    ap.add_argument("--float-scales", action="store_true")
+    ap.add_argument("--exact", action="store_true")
+    ap.add_argument("--torch", action="store_true")
+    ap.add_argument("--out", metavar="FILE.json")
+    args = ap.parse_args()
+    hw = HardwareConfig.resolve(args.hw)
+    load = os.getloadavg()[0]
+    t0 = time.perf_counter()
+    if args.torch:
+        import tempfile
+
+        with tempfile.TemporaryDirectory() as tmp:
+            float_model = torchvision_resnet18(Path(tmp) / "resnet18.onnx")
+        source = "torchvision resnet18 (seeded init), torch.onnx.export"
+    else:
+        float_model = models.resnet18()
+        source = "vtatune.deploy.models.resnet18 (onnx.helper, seeded weights)"
+    rng = np.random.default_rng(0)
+    calibration = rng.standard_normal((args.calibration, 1, 3, 224, 224)).astype(np.float32)
+    model = quantize(float_model, calibration, power_of_two=not args.float_scales)
+    prep = time.perf_counter() - t0
+    x = rng.standard_normal((1, 3, 224, 224)).astype(np.float32)
+    step = output_step(model)
+    refs = {engine: reference(model, x, engine) for engine in ("tvm", "onnxruntime")}
+    runs = []
+    for exact in (False, True) if args.exact else (False,):
+        result, total, vta_s, warned = one_deploy(model, x, hw, args.log, exact)
+        checks = {e: agreement(result.output, r, step) for e, r in refs.items()}
+        runs.append({
+            "exact": exact, "seconds_total": total, "seconds": result.seconds,
+            "functional_vta_seconds": vta_s, "functional_vta_share": vta_s / total,
+            "offloaded": len(result.offloaded),
+            "vta_passes": sum(c.passes for c in result.offloaded),
+            "from_log": sum(c.source == "log" for c in result.offloaded),
+            "cpu_ops_tvm": sum(c.by == "tvm" for c in result.cpu_ops),
+            "cpu_ops_vtatune": sum(c.by == "vtatune" for c in result.cpu_ops),
+            "vta_cycles": result.vta_cycles, "vta_ms": result.vta_ms,
+            "agreement": {e: {"exact": a.exact, "elements": a.elements, "share": a.share,
+                              "max_steps": a.max_steps} for e, a in checks.items()},
+            "warnings": warned})
+    report = {"model": source, "hw": hw.target_model, "log": args.log,
+              "power_of_two_scales": not args.float_scales, "prepare_seconds": prep,
+              "load_average": load, "runs": runs}
+    print(f"ResNet-18 int8 ({source}), {hw.target_model}, log {args.log}; "
+          f"{'power-of-two' if not args.float_scales else 'calibrated float'} scales; "
+          f"quantizing took {prep:.1f} s; load average {load:.1f}")
+    for r in runs:
+        s = r["seconds"]
+        print(f"\n{'exact (CPU requantization)' if r['exact'] else 'default'}: "
+              f"{r['seconds_total']:.1f} s in all (import {s['import']:.2f}, partition "
+              f"{s['partition']:.2f}, codegen {s['codegen']:.2f}, build {s['build']:.2f}, "
+              f"inference {s['run']:.2f}); functional VTA {r['functional_vta_seconds']:.1f} s "
+              f"= {100 * r['functional_vta_share']:.0f} %")
+        print(f"  {r['offloaded']} layers offloaded ({r['vta_passes']} VTA passes, "
+              f"{r['from_log']} schedules from the log), {r['cpu_ops_tvm']} TVM CPU ops, "
+              f"{r['cpu_ops_vtatune']} vtatune host ops; VTA {r['vta_cycles']:,} cycles = "
+              f"{r['vta_ms']:.2f} ms")
+        for e, a in r["agreement"].items():
+            print(f"  against {e}: {a['exact']}/{a['elements']} exact "
+                  f"({100 * a['share']:.1f} %), at most {a['max_steps']} step(s) apart")
+        for w in r["warnings"]:
+            print(f"  warning: {w}")
+    if args.out:
+        Path(args.out).write_text(json.dumps(report, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

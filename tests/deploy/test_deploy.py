@@ -1,0 +1,279 @@
+"""Deploying QDQ models with the real apache-tvm: small models built with onnx.helper and
+quantized by onnxruntime, each checked against TVM's CPU build of the same model and
+onnxruntime's float QDQ run: exactly equal where TVM's float arithmetic is exact (power-of-two
+scales) and VTA's rounding cannot differ (--exact), within one quantization step otherwise."""
+
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("tvm")
+pytest.importorskip("onnxruntime")
+
+from simulator.hardware import DEFAULT, PRESETS, HardwareConfig  # noqa: E402
+from vtatune.builds import FallbackWarning  # noqa: E402
+from vtatune.deploy import (  # noqa: E402
+    DeployError,
+    SimulatedDevice,
+    agreement,
+    deploy,
+    models,
+    output_step,
+    quantize,
+    reference,
+    same_memory,
+)
+from vtatune.errors import VtatuneError  # noqa: E402
+from vtatune.networks import Layer, place  # noqa: E402
+from vtatune.schedule import Schedule  # noqa: E402
+from vtatune.tuning import tune  # noqa: E402
+from vtatune.workloads import Conv2dWorkload  # noqa: E402
+
+pytestmark = pytest.mark.filterwarnings("ignore::vtatune.builds.FallbackWarning")
+
+ROOT = Path(__file__).resolve().parents[2]
+
+#: BLOCK_IN = 2 x BLOCK_OUT and the reverse (vtatune simulates both; TVM's stock VTA neither)
+IN32 = HardwareConfig(target="ultra96", log_block_in=5, log_block_out=4, log_inp_buff_size=16,
+                      log_wgt_buff_size=19)
+OUT32 = HardwareConfig(target="ultra96", log_block_in=4, log_block_out=5)
+
+
+def _quantized(float_model, seed=0, power_of_two=True):
+    shape = [d.dim_value for d in float_model.graph.input[0].type.tensor_type.shape.dim]
+    rng = np.random.default_rng(seed)
+    calibration = rng.standard_normal((4, *shape)).astype(np.float32)
+    x = rng.standard_normal(shape).astype(np.float32)
+    return quantize(float_model, calibration, power_of_two=power_of_two), x
+
+
+@pytest.fixture(scope="module")
+def residual():
+    return _quantized(models.conv_residual(channels=32))
+
+
+@pytest.fixture(scope="module")
+def references():
+    """TVM's CPU build's and onnxruntime's output per (model, input), computed once."""
+    cache = {}
+
+    def get(model, x):
+        key = (id(model), x.tobytes())
+        if key not in cache:
+            cache[key] = (reference(model, x, "tvm"), reference(model, x, "onnxruntime"))
+        return cache[key]
+
+    return get
+
+
+def _check(result, model, x, references, exact):
+    """Against TVM (CPU) and onnxruntime: equal everywhere, or within one step."""
+    step = output_step(model)
+    for ref in references(model, x):
+        a = agreement(result.output, ref, step)
+        if exact:
+            assert a.exact == a.elements, a.describe()
+        assert a.max_steps <= 1, a.describe()
+
+
+def _quiet(**kwargs):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FallbackWarning)
+        return deploy(**kwargs)
+
+
+def test_conv_chain_with_a_residual_add(residual, references):
+    model, x = residual
+    r = _quiet(model=model, input=x)  # pynq: the add stays on the CPU, as network places it
+    assert [(c.layer, c.op, c.passes) for c in r.offloaded] == [
+        ("conv2d_1", "conv2d", 1), ("conv2d_2", "conv2d", 1)]
+    assert all(c.requantization.startswith("on VTA: shift") and c.requantization.endswith(
+        "ReLU") for c in r.offloaded)
+    add_reason = place(Layer("", "add", 1, 32, 32, 8, 8), DEFAULT)
+    assert [(c.op, c.reason) for c in r.cpu_ops if c.op == "add"] == [("add", add_reason)]
+    # one region: the input packed once, the second conv reads the first's output on VTA
+    assert [c.op for c in r.cpu_ops if c.by == "vtatune"] == ["pack", "unpack"]
+    assert r.vta_cycles == sum(c.cycles for c in r.offloaded) > 0
+    assert r.vta_ms == pytest.approx(r.vta_cycles / 1e5)
+    _check(r, model, x, references, exact=False)
+    # on sim the residual add runs on VTA too (an ALU-only kernel), its ReLU fused
+    s = _quiet(model=model, input=x, hw="sim")
+    assert [c.op for c in s.offloaded] == ["conv2d", "conv2d", "add"]
+    assert s.offloaded[2].workload.startswith("add 1x32x8x8") and "clip(0,127)" in \
+        s.offloaded[2].workload
+    assert [c.op for c in s.cpu_ops if c.by == "tvm"] == ["quantize", "dequantize"]
+    _check(s, model, x, references, exact=False)
+    e = _quiet(model=model, input=x, hw="sim", exact=True)
+    assert [c.passes for c in e.offloaded] == [3, 3, 1]  # bytes of the accumulators; add: shift 0
+    _check(e, model, x, references, exact=True)
+
+
+def test_grouped_conv_and_the_placement_of_network(references):
+    model, x = _quantized(models.grouped_conv(channels=32, groups=2))
+    r = _quiet(model=model, input=x, exact=True)
+    assert [c.workload.split(",")[0] for c in r.offloaded] == [
+        "group_conv2d 1x32x8x8 -> 32"]
+    _check(r, model, x, references, exact=True)
+    # 8 channels per group: not whole blocks; the reason is network's, word for word
+    model8, x8 = _quantized(models.grouped_conv(channels=32, groups=4))
+    r8 = _quiet(model=model8, input=x8)
+    assert r8.offloaded == ()
+    why = place(Layer("", "conv2d", 1, 32, 32, 8, 8, (3, 3), (1, 1, 1, 1), groups=4), DEFAULT)
+    assert [c.reason for c in r8.cpu_ops if c.op == "nn.conv2d"] == [why]
+    _check(r8, model8, x8, references, exact=True)
+
+
+@pytest.mark.parametrize("hw", [DEFAULT, IN32, OUT32], ids=["pynq", "block_in_32",
+                                                           "block_out_32"])
+def test_a_conv_then_a_transposed_conv_dilates_on_the_packed_tensor(hw, references):
+    model, x = _quantized(models.transposed_conv(32, 32, size=4, conv_first=True))
+    r = _quiet(model=model, input=x, hw=hw, exact=True)
+    assert [c.op for c in r.offloaded] == ["conv2d", "conv2d_transpose"]
+    assert r.offloaded[1].workload.startswith("conv2d_transpose 1x32x4x4 -> 32, k4 p1 s2")
+    assert [c.op for c in r.cpu_ops if c.by == "vtatune"] == [
+        "pack", "requantize", "dilate", "requantize", "unpack"]
+    _check(r, model, x, references, exact=True)
+    if hw == DEFAULT:  # VTA requantizes: the dilation reads the conv's output on the device
+        d = _quiet(model=model, input=x, hw=hw)
+        assert [c.op for c in d.cpu_ops if c.by == "vtatune"] == ["pack", "dilate", "unpack"]
+        _check(d, model, x, references, exact=False)
+
+
+def test_two_layer_mlp_keeps_the_packed_layout_between_layers(references):
+    model, x = _quantized(models.mlp())
+    r = _quiet(model=model, input=x)
+    assert [c.op for c in r.offloaded] == ["dense", "dense"]
+    assert [c.op for c in r.cpu_ops if c.by == "vtatune"] == ["pack", "unpack"]
+    _check(r, model, x, references, exact=False)
+
+
+def test_a_batch_of_four_on_a_batch_4_core(references):
+    model, x = _quantized(models.mlp(batch=4))
+    r = _quiet(model=model, input=x, hw="4x8", exact=True)
+    assert [c.workload.split(",")[0] for c in r.offloaded] == [
+        "gemm 4x64 * 64x32", "gemm 4x32 * 32x16"]
+    _check(r, model, x, references, exact=True)
+
+
+def test_which_packed_layouts_are_the_same_memory():
+    # a conv's output (N/B, C/c, H, W, B, c) is a dense layer's input (N/B, C/c, B, c) when
+    # H = W = 1; with BATCH 1 and H = W = 1 any channel block is row-major N x C
+    assert same_memory((1, 4, 1, 1, 1, 16), (1, 4, 1, 16))
+    assert same_memory((2, 2, 1, 1, 1, 32), (2, 4, 1, 16))
+    assert not same_memory((1, 2, 4, 4, 1, 32), (1, 4, 4, 4, 1, 16))  # pixels interleave
+    assert not same_memory((1, 2, 1, 1, 4, 16), (1, 4, 1, 1, 4, 8))  # BATCH rows interleave
+
+
+@pytest.mark.parametrize("hw", [IN32, OUT32], ids=["block_in_32", "block_out_32"])
+def test_blocks_in_and_out_differ(hw, residual, references, tmp_path):
+    model, x = residual
+    config = tmp_path / "vta_config.json"  # as a user gives such a core: LOG_BLOCK_IN/OUT
+    config.write_text(json.dumps(hw.to_dict()))
+    r = _quiet(model=model, input=x, hw=str(config), exact=hw == OUT32)
+    assert r.hw == hw and [c.op for c in r.offloaded] == ["conv2d", "conv2d"]
+    assert [c.op for c in r.cpu_ops if c.by == "vtatune"] == (
+        ["pack", "requantize", "requantize", "unpack"] if hw == OUT32 else ["pack", "unpack"])
+    _check(r, model, x, references, exact=hw == OUT32)
+
+
+def test_float_qdq_scales_requantize_on_the_cpu(references):
+    model, x = _quantized(models.conv_residual(channels=16), power_of_two=False)
+    r = _quiet(model=model, input=x)
+    assert [c.passes for c in r.offloaded] == [3, 3]
+    assert all(c.requantization.startswith("on the CPU: x") for c in r.offloaded)
+    host = [c.op for c in r.cpu_ops if c.by == "vtatune"]
+    assert host == ["pack", "requantize", "requantize", "unpack"]  # no repacking between
+    _check(r, model, x, references, exact=False)
+
+
+def test_onnxruntimes_default_quantization(references, tmp_path):
+    """quantize_static with its defaults: asymmetric activations (zero points), calibrated
+    scales. An input zero point folds into the bias where nothing is padded (dense); the
+    padded convs with one stay on the CPU, saying why."""
+    import onnx
+    from onnxruntime.quantization import QuantFormat, quantize_static
+
+    class Reader:
+        def __init__(self, shape):
+            rng = np.random.default_rng(0)
+            self.items = iter([{"x": rng.standard_normal(shape).astype(np.float32)}
+                               for _ in range(4)])
+
+        def get_next(self):
+            return next(self.items, None)
+
+    out = {}
+    for name, float_model in (("mlp", models.mlp()), ("residual", models.conv_residual(32))):
+        shape = [d.dim_value for d in float_model.graph.input[0].type.tensor_type.shape.dim]
+        onnx.save(float_model, tmp_path / f"{name}.onnx")
+        quantize_static(tmp_path / f"{name}.onnx", tmp_path / f"{name}_int8.onnx",
+                        Reader(shape), quant_format=QuantFormat.QDQ)
+        model = onnx.load(tmp_path / f"{name}_int8.onnx")
+        x = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
+        out[name] = _quiet(model=model, input=x)
+        _check(out[name], model, x, references, exact=False)
+    assert [c.op for c in out["mlp"].offloaded] == ["dense", "dense"]
+    # the first dense's ReLU became its output's zero point -128, the second dense's input's
+    assert "zero point -128" in out["mlp"].offloaded[0].requantization
+    reasons = [c.reason for c in out["residual"].cpu_ops if c.op == "nn.conv2d"]
+    # the model's input (calibrated zero point) and the first conv's ReLU output (-128)
+    assert [r.split(" != ")[0] for r in reasons] == ["input zero point 11",
+                                                     "input zero point -128"]
+    assert all(r.endswith("with padding: VTA pads with 0 (quantize activations symmetric: "
+                          "ActivationSymmetric=True)") for r in reasons)
+
+
+def test_schedules_come_from_the_log_else_the_default_with_one_warning(residual, tmp_path):
+    model, x = residual
+    log = tmp_path / "tuned.jsonl"
+    tune(Conv2dWorkload(1, 8, 8, 32, 32, 3, 1, 1), "sim", trials=3, seed=0, log=log)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        r = deploy(model, input=x, hw="sim", log=log)
+    records = [json.loads(t) for t in log.read_text().splitlines()]
+    best = min(range(len(records)), key=lambda i: records[i]["cycles"])  # earliest on ties
+    want = Schedule.from_dict(records[best]["schedule"]).short()
+    # both convs (each with its own epilogue) take the record of their shape
+    assert [(c.source, c.provenance, c.schedule) for c in r.offloaded[:2]] == \
+        [("log", f"{log}:{best + 1}", want)] * 2
+    # the add is not in the log: the default schedule, and one warning for it
+    assert r.offloaded[2].source == "fallback"
+    fallback = [str(w.message) for w in caught if issubclass(w.category, FallbackWarning)]
+    assert len(fallback) == 1 and "no ok record for add_1 on sim_1x16" in fallback[0]
+
+
+def test_a_workload_the_log_lacks_is_tuned_on_the_spot_when_asked(tmp_path):
+    model, x = _quantized(models.mlp())
+    log = tmp_path / "spot.jsonl"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FallbackWarning)  # nothing falls back
+        r = deploy(model, input=x, tune_trials=2, tune_log=log)
+    assert [c.source for c in r.offloaded] == ["tuned", "tuned"]
+    records = [json.loads(t) for t in log.read_text().splitlines()]
+    assert {rec["workload"]["operator"] for rec in records} == {"gemm"}
+    assert len({rec["workload"]["key"] for rec in records}) == 2
+
+
+def test_bad_input_is_a_deploy_error(residual, tmp_path):
+    model, _ = residual
+    with pytest.raises(DeployError, match=r"input of shape \[1, 3, 8, 8\]: the model takes "
+                                          r"\[1, 32, 8, 8\]"):
+        deploy(model, input=np.zeros((1, 3, 8, 8), np.float32))
+    with pytest.raises(DeployError, match="is a float model: VTA runs int8. Quantize it"):
+        deploy(models.mlp())
+    with pytest.raises(DeployError, match="log .*missing.jsonl not found"):
+        deploy(model, log=tmp_path / "missing.jsonl")
+    with pytest.raises(DeployError, match="holds records of ultra96_1x16_.*, none of "
+                                          "pynq_1x16_"):
+        deploy(model, log=ROOT / "logs" / "resnet18-ultra96.jsonl")
+    # raised where TVM calls vtatune back (the code generator tuning here): as it was raised
+    with pytest.raises(VtatuneError, match="cannot write log .*: it is a directory"):
+        deploy(model, tune_trials=2, tune_log=tmp_path)
+    with pytest.raises(DeployError, match="the device is ultra96_1x16_.*, the build is for "
+                                          "pynq_1x16"):
+        deploy(model, hw="pynq", device=SimulatedDevice(PRESETS["ultra96"]))

@@ -1,0 +1,131 @@
+"""``deploy``: build a quantized ONNX model with TVM (Relax), VTA's layers offloaded to
+vtatune's programs, and run it once on the functional VTA."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from vtatune.cli._common import (
+    UsageError,
+    add_command,
+    add_hw_flag,
+    warnings_one_line,
+)
+
+__all__ = [
+    "register",
+]
+
+_DESCRIPTION = (
+    "Deploy an ONNX model quantized in QDQ format (onnxruntime's quantize_static) with "
+    "today's TVM (pip install -e '.[tvm]'): import it, offload what VTA runs (int8 conv2d, "
+    "grouped conv2d, conv2d_transpose, dense and residual adds with their fused epilogue, "
+    "placed as the network command places layers) to vtatune's programs with the schedules "
+    "of a tuned log, build the rest for the CPU, and run it once on the functional VTA (a "
+    "seeded random input unless --input). Prints what ran where, the cycles of each "
+    "offloaded layer and the VTA time at the board's clock, and saves the output. A "
+    "requantization VTA can shift (a power-of-two multiplier) runs on VTA, rounding half up; "
+    "any other, or every one with --exact, on the CPU. Exit status: 0, 2 on bad input.")
+
+_EXAMPLES = (
+    "python -m vtatune deploy model.onnx --log logs/resnet18-pynq.jsonl",
+    "python -m vtatune deploy model.onnx --hw sim --input x.npy --output y.npy --json",
+    "python -m vtatune deploy float.onnx --calibration samples.npy --check",
+)
+
+
+def register(sub: Any) -> None:
+    p = add_command(sub, "deploy", "deploy an ONNX model with TVM, VTA's layers on vtatune",
+                    _DESCRIPTION, _EXAMPLES)
+    p.add_argument("model", metavar="MODEL.onnx", help="an ONNX model quantized in QDQ format")
+    p.add_argument("--log", metavar="FILE",
+                   help="the tuned log whose schedules the offloaded layers take (a layer it "
+                        "lacks takes the default schedule, with a warning); default: none")
+    add_hw_flag(p)
+    p.add_argument("--input", metavar="X.npy", help="the input (default: seeded random)")
+    p.add_argument("--seed", type=int, default=0, metavar="N", help="seed of the random input")
+    p.add_argument("--output", metavar="Y.npy",
+                   help="where to save the output (default: runs/<model>.output.npy)")
+    p.add_argument("--calibration", metavar="C.npy",
+                   help="quantize a float model first (onnxruntime, power-of-two scales) on "
+                        "these inputs: the model's input shape, or several stacked")
+    p.add_argument("--tune", type=int, default=0, metavar="N", dest="tune_trials",
+                   help="tune each offloaded workload the log lacks for N trials first "
+                        "(appended to --log, else runs/deploy-<hw model>.jsonl)")
+    p.add_argument("--exact", action="store_true",
+                   help="requantize on the CPU wherever VTA's half-up rounding could differ "
+                        "from TVM's half-to-even (VTA then runs such a layer once per "
+                        "accumulator byte)")
+    p.add_argument("--check", action="store_true",
+                   help="compare the output with TVM's CPU build and onnxruntime's")
+    p.add_argument("--json", action="store_true",
+                   help="print one JSON object: offloaded, cpu_ops, vta_cycles, output, ...")
+    p.set_defaults(func=cmd_deploy)
+
+
+def _load_npy(path: str, flag: str) -> Any:
+    import numpy as np
+
+    try:
+        return np.load(path, allow_pickle=False)
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"{flag} {path}: {exc}") from None
+
+
+def cmd_deploy(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from vtatune.deploy import (
+        agreement,
+        check_input,
+        compile_model,
+        load_model,
+        model_input,
+        output_step,
+        reference,
+    )
+
+    warnings_one_line()
+    if args.tune_trials < 0:
+        raise UsageError(f"--tune must be at least 0, got {args.tune_trials}")
+    x = _load_npy(args.input, "--input") if args.input else None
+    calibration = _load_npy(args.calibration, "--calibration") if args.calibration else None
+    if x is not None:  # refused before the build, not after
+        check_input(x, *model_input(load_model(args.model)[0])[1:])
+    compiled = compile_model(args.model, hw=args.hw, log=args.log, tune_trials=args.tune_trials,
+                             calibration=calibration, exact=args.exact)
+    result = compiled.run(x, args.seed)
+    out = Path(args.output or f"runs/{Path(args.model).stem}.output.npy")
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        np.save(out, result.output)
+    except OSError as exc:
+        raise UsageError(f"cannot write {out}: {exc.strerror}") from None
+    checks = {}
+    if args.check:
+        from vtatune.deploy import random_input
+
+        inp = x if x is not None else random_input(compiled.input_shape, compiled.input_dtype,
+                                                   args.seed)
+        step = output_step(compiled.model)
+        for engine, label in (("tvm", "TVM (CPU only)"), ("onnxruntime", "onnxruntime")):
+            checks[engine] = (label, agreement(
+                result.output, reference(compiled.model, inp, engine), step))
+    if args.json:
+        d = result.as_dict()
+        d["output_file"] = str(out)
+        if checks:
+            d["check"] = {e: {"exact": a.exact, "elements": a.elements,
+                              "max_steps": a.max_steps} for e, (_, a) in checks.items()}
+        print(json.dumps(d))
+        return 0
+    print(result.report())
+    for label, a in checks.values():
+        print(f"against {label}: {a.describe()}")
+    s = result.seconds
+    print(f"output {'x'.join(map(str, result.output.shape))} {result.output.dtype} saved to "
+          f"{out}; " + ", ".join(f"{k} {v:.2f} s" for k, v in s.items()))
+    return 0

@@ -1,0 +1,89 @@
+"""The ONNX model a deploy takes: reading it, its input (shape, dtype, a seeded random one),
+whether it is quantized, and its output's quantization step."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from vtatune.deploy._errors import DeployError
+from vtatune.deploy._tvm import onnx as _onnx
+
+#: ONNX ops that make a model quantized (QDQ, QOperator, integer ops).
+QUANTIZED_OPS = frozenset({"QuantizeLinear", "DequantizeLinear", "QLinearConv",
+                           "QLinearMatMul", "ConvInteger", "MatMulInteger"})
+
+
+def load_model(model: Any) -> tuple[Any, str]:
+    """An ONNX ModelProto and its name, from a path or a ModelProto."""
+    onnx = _onnx()
+    if isinstance(model, str | Path):
+        path = Path(model)
+        if not path.is_file():
+            raise DeployError(f"model {model} not found")
+        try:
+            proto = onnx.load(str(path))
+            onnx.checker.check_model(proto)
+        except Exception as exc:  # onnx raises DecodeError, ValidationError, ...
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise DeployError(f"{model} is not a valid ONNX model: {first}") from None
+        return proto, path.name
+    if isinstance(model, onnx.ModelProto):
+        return model, model.graph.name or "model"
+    raise DeployError(f"a model is an ONNX file or an onnx.ModelProto, got "
+                      f"{type(model).__name__}")
+
+
+def model_input(model: Any) -> tuple[str, tuple[int, ...], np.dtype]:
+    """The graph input's name, shape (a symbolic dimension read as 1) and dtype."""
+    onnx = _onnx()
+    inits = {i.name for i in model.graph.initializer}
+    inputs = [i for i in model.graph.input if i.name not in inits]
+    if len(inputs) != 1:
+        raise DeployError(f"the model has {len(inputs)} inputs: deploy takes models with one")
+    t = inputs[0].type.tensor_type
+    shape = tuple(d.dim_value if d.HasField("dim_value") else 1 for d in t.shape.dim)
+    return inputs[0].name, shape, np.dtype(onnx.helper.tensor_dtype_to_np_dtype(t.elem_type))
+
+
+def is_quantized(model: Any) -> bool:
+    return any(n.op_type in QUANTIZED_OPS for n in model.graph.node)
+
+
+def output_step(model: Any) -> float:
+    """The quantization step of the model's output: the scale of the DequantizeLinear that
+    produces it (1 for an integer output); DeployError when a float op follows."""
+    onnx = _onnx()
+    out = model.graph.output[0]
+    if out.type.tensor_type.elem_type in (onnx.TensorProto.INT8, onnx.TensorProto.UINT8):
+        return 1.0
+    inits = {i.name: onnx.numpy_helper.to_array(i) for i in model.graph.initializer}
+    for node in model.graph.node:
+        if node.op_type == "DequantizeLinear" and node.output[0] == out.name \
+                and node.input[1] in inits:
+            return float(inits[node.input[1]].reshape(-1)[0])
+    raise DeployError(f"the model's output {out.name} is not a dequantized int8 tensor")
+
+
+def check_input(x: Any, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    """``x`` as the model's input: DeployError for another shape or a float for an integer
+    input."""
+    arr = np.asarray(x)
+    if arr.shape != shape:
+        raise DeployError(f"input of shape {list(arr.shape)}: the model takes {list(shape)}")
+    if arr.dtype != dtype:
+        if np.issubdtype(dtype, np.integer) and not np.issubdtype(arr.dtype, np.integer):
+            raise DeployError(f"input of dtype {arr.dtype}: the model takes {dtype}")
+        arr = arr.astype(dtype)
+    return np.ascontiguousarray(arr)
+
+
+def random_input(shape: tuple[int, ...], dtype: np.dtype, seed: int = 0) -> np.ndarray:
+    """A seeded random input: N(0, 1) floats, or uniform integers of the dtype."""
+    rng = np.random.default_rng(seed)
+    if np.issubdtype(dtype, np.integer):
+        info = np.iinfo(dtype)
+        return rng.integers(info.min, info.max + 1, shape).astype(dtype)
+    return rng.standard_normal(shape).astype(dtype)

@@ -1,0 +1,90 @@
+"""Partitioning a Relax module for VTA: the QDQ layers VTA runs grouped into external
+functions, one per maximal region of consecutive offloaded layers.
+
+The passes, in order:
+
+1. :func:`duplicate_shared_dequantize` (ours): ONNX QDQ shares one ``DequantizeLinear``
+   between the consumers of a tensor (a conv and the residual add after it); a shared
+   float intermediate would become an extra float output of the offloaded function, so
+   each consumer gets its own ``dequantize``.
+2. ``FuseOpsByPattern(vta patterns, bind_constants=True, annotate_codegen=False)``: each
+   accepted match becomes a composite function, its weights, biases and scales bound inside
+   it (the code generator packs them once).
+3. ``MergeCompositeFunctions``: consecutive composites become one function with
+   ``Codegen="vta"``, so activations stay on VTA between them.
+4. Each external function gets a short, unique ``global_symbol`` (the merged name lists every
+   op in it), the symbol its offloaded call is found by.
+
+Never fold constants before this: ``FoldConstant`` turns ``dequantize(int8 W)`` into a float
+weight, and no conv matches any more.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+from simulator.hardware import HardwareConfig
+from vtatune.deploy._patterns import PREFIX, Partitioning, partitioning, register
+from vtatune.deploy._tvm import tvm
+
+_SYMBOLS = itertools.count(1)
+
+
+def duplicate_shared_dequantize(mod: Any) -> Any:
+    """``mod`` with a private ``dequantize`` for every consumer of one."""
+    t = tvm()
+    from tvm import relax
+
+    @relax.expr_functor.mutator
+    class _Duplicate(relax.PyExprMutator):
+        def visit_call_(self, call: Any) -> Any:
+            call = super().visit_call_(call)
+            if isinstance(call.op, t.ir.Op) and call.op.name == "relax.dequantize":
+                return call
+            args, changed = [], False
+            for arg in call.args:
+                bound = self.lookup_binding(arg) if isinstance(arg, relax.Var) else None
+                if isinstance(bound, relax.Call) and isinstance(bound.op, t.ir.Op) \
+                        and bound.op.name == "relax.dequantize":
+                    arg = self.builder_.emit(relax.Call(bound.op, bound.args, bound.attrs))
+                    changed = True
+                args.append(arg)
+            if not changed:
+                return call
+            return relax.Call(call.op, args, call.attrs, call.ty_args)
+
+    out = t.IRModule(dict(mod.functions), attrs=mod.attrs)
+    for gv, func in mod.functions.items():
+        if isinstance(func, relax.Function):
+            out[gv] = _Duplicate().visit_expr(func)
+    return relax.transform.DeadCodeElimination()(out)
+
+
+def partition(mod: Any, hw: HardwareConfig) -> tuple[Any, Partitioning]:
+    """``mod`` partitioned for VTA on ``hw`` (the passes above), and the check functions'
+    record of what they refused and why."""
+    tvm()
+    from tvm import relax
+
+    patterns = register()
+    with partitioning(hw) as state:
+        mod = duplicate_shared_dequantize(mod)
+        mod = relax.transform.FuseOpsByPattern(patterns, bind_constants=True,
+                                               annotate_codegen=False)(mod)
+        mod = relax.transform.MergeCompositeFunctions()(mod)
+    for gv, func in list(mod.functions.items()):
+        if isinstance(func, relax.Function) and func.attrs is not None \
+                and func.attrs.get("Codegen") == PREFIX:
+            mod[gv] = func.with_attr("global_symbol", f"vtatune_vta_{next(_SYMBOLS)}")
+    return mod, state
+
+
+def external_functions(mod: Any) -> list[tuple[str, Any]]:
+    """``(global_symbol, function)`` of every VTA function of a partitioned module."""
+    tvm()
+    from tvm import relax
+
+    return [(str(f.attrs["global_symbol"]), f) for _, f in mod.functions.items()
+            if isinstance(f, relax.Function) and f.attrs is not None
+            and f.attrs.get("Codegen") == PREFIX]

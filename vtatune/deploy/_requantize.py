@@ -1,0 +1,166 @@
+"""Requantization: how an offloaded layer's int32 accumulators become the int8 tensor the
+QDQ model quantizes them to, on VTA where its ALU can and on the CPU where it cannot.
+
+A QDQ layer computes ``q = clip(round(f / out_scale) + zero_point)`` of the float value
+``f = acc * acc_scale`` (``acc_scale`` = input scale x weight scale, the int32 bias's own
+scale). The requantization multiplier is ``acc_scale / out_scale``:
+
+- **a power of two** ``2^-k`` (k >= 0): VTA's ALU does it, fused into the layer's epilogue
+  (:class:`vtatune.workloads.Epilogue`, the one implementation VTA's epilogues have):
+  ``add(bias + 2^(k-1))  shr(k)  [add(zero_point)]  clip(low, 127)``, ReLU being the clip's
+  low bound ``max(zero_point, -128)``. The rounding is half up where ``R.quantize`` rounds
+  half to even, so an exact tie (``acc mod 2^k == 2^(k-1)``) can come out one step higher:
+  within one quantization step, rarely (VTA's ALU has no and/or to round ties to even
+  within one chain of immediate steps). An ALU-only add has no bias tensor: its rounding
+  constant is an immediate.
+- **anything else**: VTA cannot multiply by it (the HLS and Chisel ALUs have no MUL), and it
+  stores int8 only, so it hands the accumulators to the CPU byte by byte: the same program
+  runs :attr:`Requantization.planes` times, pass ``j`` storing byte ``j`` of
+  ``acc + bias`` (``shr(8j)``, the store keeps the low 8 bits) and the last one the rest,
+  saturated (``clip(-128, 127)``), with just enough passes that a saturated top byte means
+  a saturated output. The CPU reassembles the accumulators and requantizes them in float32
+  as TVM's legalized ``R.quantize`` does (true division, round half to even).
+
+Example:
+    >>> r = Requantization(acc_scale=2.0**-12, out_scale=2.0**-5, zero_point=0, relu=True)
+    >>> r.shift, r.epilogues(bias=True)[0].describe()
+    (7, 'add(bias) shr(7) clip(0,127)')
+    >>> import numpy as np
+    >>> r.fused_bias(np.array([1, -1], np.int32)).tolist()  # the rounding 2^6 folded in
+    [65, 63]
+    >>> s = Requantization(acc_scale=4e-4, out_scale=0.03, zero_point=3, relu=False)
+    >>> s.shift is None, s.planes, [e.describe() for e in s.epilogues(bias=True)]
+    (True, 2, ['add(bias)', 'add(bias) shr(8) clip(-128,127)'])
+    >>> acc = np.array([-40_000, -300, 0, 299, 301, 40_000], np.int64)
+    >>> planes = [e.apply(acc, {"bias": np.int64(0)}) for e in s.epilogues(bias=True)]
+    >>> s.finish(planes).tolist()  # round(acc * 4e-4 / 0.03) + 3, saturated
+    [-128, -1, 3, 7, 7, 127]
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from vtatune.workloads import Epilogue, EpilogueOp
+
+#: The ALU's shift immediates: 0..31.
+MAX_SHIFT = 31
+#: int8
+QMIN, QMAX = -128, 127
+#: Passes that cover every int32 accumulator (the top byte then never saturates).
+MAX_PLANES = 4
+
+
+@dataclass(frozen=True)
+class Requantization:
+    """The requantization of one offloaded layer: accumulators at ``acc_scale`` to int8 at
+    ``out_scale`` with ``zero_point``, a ReLU before it when ``relu`` (scales are float32
+    values, as the model stores them). ``rounding``: where the fused rounding constant goes,
+    ``bias`` (a GEMM layer's bias tensor) or ``imm`` (an ALU-only add: an immediate).
+    ``exact``: requantize on the CPU even a power-of-two multiplier (rounding ties to even
+    as TVM does, at the price of the accumulator's passes), except a shift of 0 (no
+    rounding)."""
+
+    acc_scale: float
+    out_scale: float
+    zero_point: int
+    relu: bool
+    rounding: str = "bias"
+    exact: bool = False
+
+    @property
+    def shift(self) -> int | None:
+        """``k`` when the multiplier is ``2^-k`` with ``0 <= k <= 31`` (VTA requantizes;
+        with ``exact``, only ``k = 0``), else None (the CPU does)."""
+        m_acc, e_acc = np.frexp(np.float32(self.acc_scale))
+        m_out, e_out = np.frexp(np.float32(self.out_scale))
+        k = int(e_out) - int(e_acc)
+        if m_acc != m_out or not 0 <= k <= MAX_SHIFT or (self.exact and k):
+            return None
+        return k
+
+    @property
+    def multiplier(self) -> float:
+        return float(np.float32(self.acc_scale)) / float(np.float32(self.out_scale))
+
+    @property
+    def on_vta(self) -> bool:
+        return self.shift is not None
+
+    @property
+    def low(self) -> int:
+        """The clip's low bound: a ReLU keeps values at or above the zero point."""
+        return max(self.zero_point, QMIN) if self.relu else QMIN
+
+    @property
+    def planes(self) -> int:
+        """VTA passes: 1 when VTA requantizes; else the accumulator bytes the CPU needs,
+        the fewest whose saturated top byte (``|acc| >= 127 * 2^(8(n-1))``) saturates
+        the output too (``|acc| * multiplier >= 256``)."""
+        if self.on_vta:
+            return 1
+        n = 1
+        while n < MAX_PLANES and (1 << 8 * (n - 1)) * 127 * self.multiplier < 256:
+            n += 1
+        return n
+
+    def epilogues(self, bias: bool) -> tuple[Epilogue, ...]:
+        """The epilogue of each VTA pass (one when VTA requantizes), reading a per-channel
+        ``bias`` tensor when the layer has one (with :meth:`fused_bias` when fused)."""
+        add_bias = (EpilogueOp("add", tensor="bias"),) if bias else ()
+        k = self.shift
+        if k is not None:
+            ops = list(add_bias)
+            if k and self.rounding == "imm":
+                ops.append(EpilogueOp("add", 1 << (k - 1)))
+            if k:
+                ops.append(EpilogueOp("shr", k))
+            if self.zero_point:
+                ops.append(EpilogueOp("add", self.zero_point))
+            ops.append(EpilogueOp("clip", self.low, hi=QMAX))
+            return (Epilogue(tuple(ops)),)
+        n = self.planes
+        out = []
+        for j in range(n):
+            ops = list(add_bias) + ([EpilogueOp("shr", 8 * j)] if j else [])
+            if j == n - 1:
+                ops.append(EpilogueOp("clip", QMIN, hi=QMAX))
+            out.append(Epilogue(tuple(ops)))
+        return tuple(out)
+
+    def fused_bias(self, bias: np.ndarray) -> np.ndarray:
+        """The bias tensor a fused pass reads: the layer's bias with the rounding constant
+        ``2^(k-1)`` folded in (a GEMM layer's; an add rounds by an immediate)."""
+        k = self.shift
+        offset = 1 << (k - 1) if k and self.rounding == "bias" else 0
+        return (np.asarray(bias, np.int64) + offset).astype(np.int32)
+
+    def needs_bias(self, has_bias: bool) -> bool:
+        """Whether a GEMM layer's passes read a bias tensor: its own, or the rounding."""
+        return has_bias or (self.rounding == "bias" and bool(self.shift))
+
+    def finish(self, planes: list[np.ndarray]) -> np.ndarray:
+        """The CPU's part when VTA cannot requantize: the passes' int8 outputs (same shape,
+        any layout) reassembled into the accumulators, then :meth:`requantize`."""
+        acc = planes[-1].astype(np.int64) << 8 * (len(planes) - 1)
+        for j, plane in enumerate(planes[:-1]):
+            acc += plane.view(np.uint8).astype(np.int64) << 8 * j
+        return self.requantize(acc)
+
+    def requantize(self, acc: np.ndarray) -> np.ndarray:
+        """int32 accumulators (bias included) -> int8, as TVM's float32 QDQ path computes
+        it: ``f = float32(acc) * acc_scale``, ``clip(round_half_even(f / out_scale) + zp)``
+        (the ReLU of the float value is the clip's low bound)."""
+        f = acc.astype(np.float32) * np.float32(self.acc_scale)
+        q = np.rint(f / np.float32(self.out_scale)) + self.zero_point
+        return np.clip(q, self.low, QMAX).astype(np.int8)
+
+    def describe(self) -> str:
+        relu = ", ReLU" if self.relu else ""
+        zp = f", zero point {self.zero_point}" if self.zero_point else ""
+        if self.on_vta:
+            return f"on VTA: shift {self.shift}{zp}{relu}"
+        return (f"on the CPU: x{self.multiplier:.6g}{zp}{relu} ({self.planes} VTA passes, "
+                f"one per accumulator byte)")

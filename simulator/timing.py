@@ -736,30 +736,36 @@ def _store_unit(p: TimingProfile, hw: HardwareConfig) -> tuple[int, bool]:
     return int(p.store_elem_cycles(hw)), False
 
 
+@lru_cache(maxsize=64)
+def _setup(hw: HardwareConfig, profile: TimingProfile | None):
+    """What timing on ``hw`` with ``profile`` (None: the board's) reads besides the program:
+    the profile, its vector, the element tables, the store unit (one cache lookup a run)."""
+    p = profile or _board_profile(hw)
+    return (p, _profile_vector(p), *_elem_tables(hw), *_store_unit(p, hw),
+            hw.out_elem_bytes, hw.insn_bytes)
+
+
 def time_program(program: Program, hw: HardwareConfig, profile: TimingProfile | None = None,
              trace: bool = False) -> TimingResult:
     """Time ``program`` on ``hw``; ``trace=True`` also records one row per instruction."""
-    p = profile or _board_profile(hw)
+    p, P, elem, priority, store_elem, wide_store, out_bytes, insn_bytes = _setup(hw, profile)
     rows = program.rows
     n = len(rows)
     if not n or rows[-1, 0] != R.FINISH:
         raise ProgramError("a program must end with FINISH")
-    P = _profile_vector(p)
-    elem, priority = _elem_tables(hw)
     # numpy allocates the working arrays (not numba): its allocator reuses freed memory,
     # where fresh pages for ~100k instructions would cost more than the simulation.
     costs = np.empty((_COST_ROWS, n), np.int64)
-    store_elem, wide_store = _store_unit(p, hw)
     read_bytes, write_bytes, gemm_cycles, bad = _costs(
-        rows, elem, priority, hw.out_elem_bytes, store_elem, wide_store, P, _POP_MASK,
+        rows, elem, priority, out_bytes, store_elem, wide_store, P, _POP_MASK,
         _PUSH_MASK, costs)
     if bad >= 0:
         insn = program.instructions[bad]
         pops_of(insn), pushes_of(insn)  # raises the precise ProgramError
     (status, start, end, token_wait, busy, stall, mem_wait, total, serial, head, pops_done,
      npushed, fetch_next, chunk_end) = _engine(
-        costs, P, hw.insn_bytes, np.empty((_SCRATCH, n + sum(program.tokens_in)), np.int64),
-        np.array(program.tokens_in, np.int64), _CONSUMER)
+        costs, P, insn_bytes, np.empty((_SCRATCH, n + sum(program.tokens_in)), np.int64),
+        _tokens_array(program.tokens_in), _CONSUMER)
     mod = costs[0]
     if status:
         _deadlock(program, mod, head, pops_done, npushed, fetch_next, chunk_end)
@@ -778,9 +784,16 @@ def time_program(program: Program, hw: HardwareConfig, profile: TimingProfile | 
             for i in range(n) if start[i] >= 0
         )
     return TimingResult(int(total), modules, int(gemm_cycles),
-                        int(read_bytes) + n * hw.insn_bytes, int(write_bytes), int(serial), p,
+                        int(read_bytes) + n * insn_bytes, int(write_bytes), int(serial), p,
                         trace_rows, tuple(int(a - b) for a, b in zip(npushed, pops_done,
                                                                       strict=True)))
+
+
+@lru_cache(maxsize=256)
+def _tokens_array(tokens: tuple[int, int, int, int]) -> np.ndarray:
+    array = np.array(tokens, np.int64)
+    array.flags.writeable = False
+    return array
 
 
 def _deadlock(program, mod, head, pops_done, npushed, fetch_next, chunk_end) -> None:

@@ -178,13 +178,25 @@ def _tensors(workload, hw, bias: bool):
 
 
 @lru_cache(maxsize=256)
-def _bases(workload, hw, bias: bool) -> tuple[int, int, int, int]:
-    """The DRAM bases of the data, weights, bias and output, in their elements."""
-    base = {t.name: t.address for t in _tensors(workload, hw, bias)[0]}
-    return (base["data"] // hw.inp_elem_bytes, base["weight"] // hw.wgt_elem_bytes,
-            base.get("bias", 0) // hw.acc_elem_bytes, base["output"] // hw.out_elem_bytes)
+def _layout(workload, hw, bias: bool):
+    """(tensors, DRAM bytes, the DRAM bases of the data, weights, bias and output in their
+    elements): :func:`_tensors` and what the queue program reads of it."""
+    tensors, dram_bytes = _tensors(workload, hw, bias)
+    base = {t.name: t.address for t in tensors}
+    return tensors, dram_bytes, (
+        base["data"] // hw.inp_elem_bytes, base["weight"] // hw.wgt_elem_bytes,
+        base.get("bias", 0) // hw.acc_elem_bytes, base["output"] // hw.out_elem_bytes)
 
 
+@lru_cache(maxsize=4096)
+def _load_patterns(tile_co: int, tile_ci: int, cib: int, kk: int, tile_b: int, cob: int
+                   ) -> tuple[int, ...]:
+    """The 2D DMA shapes (y, x, stride) of a weight tile load, then of a bias tile load."""
+    return (*pattern_2d([(tile_co, cib * kk), (tile_ci, kk), (kk, 1)]),
+            *pattern_2d([(tile_b, cob), (tile_co, 1)]))
+
+
+@lru_cache(maxsize=1024)
 def _windows(p: int, s: int, k: int, ntiles: int, size: int, extent: int):
     """Per tile: (first row, id of its (rows, pads) shape); and the shapes by id."""
     ids: dict[tuple[int, int, int], int] = {}
@@ -192,7 +204,7 @@ def _windows(p: int, s: int, k: int, ntiles: int, size: int, extent: int):
     for tile in range(ntiles):
         y0, n, p0, p1 = window(p, s, k, tile, size, extent)
         starts.append((y0, ids.setdefault((n, p0, p1), len(ids))))
-    return starts, list(ids)
+    return tuple(starts), tuple(ids)
 
 
 @lru_cache(maxsize=1024)
@@ -227,8 +239,7 @@ def emit(plan: Plan, carry: Carry = FRESH, stream: str = "tvm"
     ``stream="v0.1"`` rebuilds the stream vtatune 0.1 emitted (see :func:`lower`)."""
     v01 = _stream_v01(stream)
     hw, g, sch = plan.hw, plan.geo, plan.schedule
-    tensors, dram_bytes = _tensors(plan.workload, hw, plan.bias)
-    bases = _bases(plan.workload, hw, plan.bias)
+    tensors, dram_bytes, bases = _layout(plan.workload, hw, plan.bias)
     tile_b, counts = sch.tile_b, g.counts
     # --- the loop structure (its queue program is cached) and this schedule's extents ----
     extents = [1] * NSLOTS
@@ -258,8 +269,8 @@ def emit(plan: Plan, carry: Carry = FRESH, stream: str = "tvm"
         sch.tile_w, g.cib, g.cob, g.h, g.w, g.in_pack, kk, g.oh, g.ow, g.out_pack, g.in_blocks,
         plan.group_loop, plan.groups_per_tile, g.groups, *bases, plan.inp_tile, plan.wgt_tile,
         plan.acc_tile, plan.bias_tile, plan.nthreads, g.eh * g.ew * g.in_pack, int(sch.reuse),
-        *pattern_2d([(sch.tile_co, g.cib * kk), (sch.tile_ci, kk), (kk, 1)]),
-        *pattern_2d([(tile_b, g.cob), (sch.tile_co, 1)]), *plan.store_pattern, *store,
+        *_load_patterns(sch.tile_co, sch.tile_ci, g.cib, kk, tile_b, g.cob),
+        *plan.store_pattern, *store,
         nchan, *extents), np.int64)
     ops, dmas, kernels, kernel_uops, capacity = _queue_tables(
         pv, sk.ops, reset_axes, reset_folds, gemm_axes, gemm_folds,

@@ -289,12 +289,17 @@ def _profile_vector(p: TimingProfile) -> np.ndarray:
 
 
 @njit(cache=True)
-def _rows_beats(offset, row_bytes, stride_bytes, rows, bus):
+def _rows_beats(offset, row_bytes, stride_bytes, rows, bus, shift):
     """Beats to read ``rows`` rows of ``row_bytes``, ``stride_bytes`` apart, the first
     starting ``offset`` bytes into a bus word: bursts stream back to back, so only each row's
-    alignment to the bus matters."""
+    alignment to the bus matters. ``shift``: log2 of ``bus`` when it is a power of two (the
+    divisions become shifts and masks), else -1. Sizes are non-negative."""
     if row_bytes == 0 or rows == 0:
         return 0
+    if shift >= 0:
+        mask = bus - 1
+        if stride_bytes & mask == 0:  # every row starts at the first one's offset
+            return (((offset & mask) + row_bytes - 1 >> shift) + 1) * rows
     rem = stride_bytes % bus
     period = min(rows, bus // _gcd(rem if rem else bus, bus))
     full, rest = rows // period, rows % period
@@ -303,6 +308,17 @@ def _rows_beats(offset, row_bytes, stride_bytes, rows, bus):
         o = (offset + r * stride_bytes) % bus
         beats += ((o + row_bytes - 1) // bus + 1) * (full + (1 if r < rest else 0))
     return beats
+
+
+@njit(cache=True)
+def _log2(n):
+    """log2 of ``n`` if it is a power of two, else -1."""
+    if n < 1 or n & (n - 1):
+        return -1
+    k = 0
+    while (1 << k) < n:
+        k += 1
+    return k
 
 
 @njit(cache=True)
@@ -392,6 +408,22 @@ def _flag_masks() -> tuple[np.ndarray, np.ndarray]:
 _POP_MASK, _PUSH_MASK = _flag_masks()
 
 
+def _fifo_consumers(pop_mask: np.ndarray) -> np.ndarray:
+    """The module that pops each FIFO: every FIFO has exactly one."""
+    consumers = np.full(4, -1, np.int64)
+    for m in range(3):
+        for mask in pop_mask[m]:
+            for f in range(4):
+                if mask > 0 and mask >> f & 1:
+                    assert consumers[f] in (-1, m), "a FIFO popped by two modules"
+                    consumers[f] = m
+    consumers.flags.writeable = False
+    return consumers
+
+
+_CONSUMER = _fifo_consumers(_POP_MASK)
+
+
 @njit(cache=True)
 def _costs(rows, elem, priority, out_bytes, store_elem, wide_store, P, pop_mask, push_mask,
            out):
@@ -410,6 +442,7 @@ def _costs(rows, elem, priority, out_bytes, store_elem, wide_store, P, pop_mask,
     memo_keys = np.full((_MEMO_SLOTS, 4), -1, np.int64)
     memo_vals = np.empty(_MEMO_SLOTS, np.int64)
     bus = P[_BUS]
+    shift = _log2(bus)
     for i in range(n):
         cls = rows[i, 0]
         m = 1
@@ -441,7 +474,7 @@ def _costs(rows, elem, priority, out_bytes, store_elem, wide_store, P, pop_mask,
                                       rows[i, R.MEM_STRIDE] * out_bytes, y, P)
                 if wide_store:  # a beat per cycle, no SRAM-read stops (TensorStoreWideVME)
                     beats = _rows_beats(rows[i, R.MEM_DRAM] * out_bytes % bus, x * out_bytes,
-                                        rows[i, R.MEM_STRIDE] * out_bytes, y, bus)
+                                        rows[i, R.MEM_STRIDE] * out_bytes, y, bus, shift)
                     pre[i] = (P[_STORE_INSN] + bursts * (P[_HANDSHAKE] + P[_STORE_READ])
                               + beats)
                 else:
@@ -452,8 +485,9 @@ def _costs(rows, elem, priority, out_bytes, store_elem, wide_store, P, pop_mask,
                 kind[i] = _READ
                 y0 = rows[i, R.MEM_Y0]
                 pre[i] = P[_REQUEST] + y0
-                xfer[i] = _rows_beats(rows[i, R.MEM_DRAM] * eb % bus, x * eb,
-                                      rows[i, R.MEM_STRIDE] * eb, y, bus)
+                dram = rows[i, R.MEM_DRAM] * eb
+                xfer[i] = _rows_beats(dram & (bus - 1) if shift >= 0 else dram % bus, x * eb,
+                                      rows[i, R.MEM_STRIDE] * eb, y, bus, shift)
                 post[i] = P[_WIDE_DONE] if eb <= bus else P[_LOAD_DONE]
                 pads[i] = ((y0 + y + rows[i, R.MEM_Y1])
                            * (rows[i, R.MEM_X0] + x + rows[i, R.MEM_X1]) - x * y)
@@ -476,12 +510,13 @@ def _costs(rows, elem, priority, out_bytes, store_elem, wide_store, P, pop_mask,
 
 
 @njit(cache=True)
-def _read_duration(pre, xfer, post, pads, P):
+def _read_duration(pre, xfer, post, pads, latency, pad_start):
     """Cycles of a LOAD run alone: its request, the bridge's delay and the beats, or the
-    zero padding if it outlasts the wait, then completion."""
-    wait = pre + P[_LATENCY]
-    if pads and P[_PAD_START] + pads > wait:
-        wait = P[_PAD_START] + pads
+    zero padding if it outlasts the wait, then completion. (Scalars only: an array argument
+    would cost a reference count per call.)"""
+    wait = pre + latency
+    if pads and pad_start + pads > wait:
+        wait = pad_start + pads
     return wait + xfer + post
 
 
@@ -490,7 +525,7 @@ _SCRATCH = 12  # rows of the engine's working array
 
 
 @njit(cache=True)
-def _engine(costs, P, insn_bytes, scratch, tokens_in):
+def _engine(costs, P, insn_bytes, scratch, tokens_in, consumer):
     """Run the modules over ``costs`` (see :func:`_costs`), using the ``_SCRATCH`` rows of
     ``scratch``; per instruction (start, end, token wait), per module (busy, stall, memory
     wait), the FINISH time, the serial sum, and on a deadlock (status 1) the state it
@@ -527,6 +562,15 @@ def _engine(costs, P, insn_bytes, scratch, tokens_in):
     # queue (a request arriving by then finds the queue busy: no fresh delay).
     chan_free = 0
     last_take = -1
+    # Each module's next instruction as a candidate (cand_ok 0: none: its queue is done, its
+    # head not dispatched or waiting for a token), kept until something it reads changes:
+    # the module ran an instruction (head, free time, pops), its head was dispatched, or a
+    # FIFO it pops was pushed (each FIFO has one consumer module).
+    stale = np.ones(3, np.int64)
+    cand_ok = np.zeros(3, np.int64)
+    cand_key = np.zeros(3, np.int64)
+    cand_prio = np.zeros(3, np.int64)
+    cand_s = np.zeros(3, np.int64)
 
     # Fetch: chunk reads over the read channel, then dispatch one per cycle.
     beat_per_insn = max(1, insn_bytes // P[_BUS])
@@ -540,7 +584,7 @@ def _engine(costs, P, insn_bytes, scratch, tokens_in):
     serial = 0
     for i in range(n):
         if kind[i] == _READ:
-            serial += _read_duration(pre[i], xfer[i], post[i], pads[i], P)
+            serial += _read_duration(pre[i], xfer[i], post[i], pads[i], lat, pad_start)
         else:
             serial += pre[i]
     for c in range(0, n, chunk):
@@ -563,6 +607,8 @@ def _engine(costs, P, insn_bytes, scratch, tokens_in):
                     break  # queue full until that instruction starts
                 t = max(t, start[j] + 1)
             dispatch[i] = t
+            if qpos[i] == head[m]:
+                stale[m] = 1  # its module's candidate was waiting for it
             fetch_last = t
             fetch_next += 1
         fetch_waits = fetch_next == chunk_end and chunk_end < n
@@ -580,31 +626,41 @@ def _engine(costs, P, insn_bytes, scratch, tokens_in):
             best_m = -1
             best_prio = _FETCH_PRIORITY
         for m in range(3):
-            h = head[m]
-            if h >= qlen[m]:
+            if stale[m]:
+                stale[m] = 0
+                cand_ok[m] = 0
+                h = head[m]
+                if h >= qlen[m]:
+                    continue
+                i = queues[m, h]
+                d = dispatch[i]
+                if d < 0:
+                    continue
+                s = free[m] if free[m] > d else d
+                pm = pops[i]
+                if pm:
+                    ready = True
+                    for f in range(4):
+                        if pm >> f & 1:
+                            k = pops_done[f]
+                            if k >= npushed[f]:
+                                ready = False
+                                break
+                            if push_times[f, k] > s:
+                                s = push_times[f, k]
+                    if not ready:
+                        continue
+                cand_ok[m] = 1
+                cand_s[m] = s
+                if kind[i] == _READ:
+                    cand_key[m], cand_prio[m] = s + pre[i], prio[i]
+                else:
+                    cand_key[m], cand_prio[m] = s, _NO_READ
+            if not cand_ok[m]:
                 continue
-            i = queues[m, h]
-            d = dispatch[i]
-            if d < 0:
-                continue
-            s = free[m] if free[m] > d else d
-            ready = True
-            for f in range(4):
-                if pops[i] >> f & 1:
-                    k = pops_done[f]
-                    if k >= npushed[f]:
-                        ready = False
-                        break
-                    if push_times[f, k] > s:
-                        s = push_times[f, k]
-            if not ready:
-                continue
-            if kind[i] == _READ:
-                key, p = s + pre[i], prio[i]
-            else:
-                key, p = s, _NO_READ
+            key, p = cand_key[m], cand_prio[m]
             if best_m == -2 or key < best_key or (key == best_key and p < best_prio):
-                best_m, best_key, best_prio, best_s = m, key, p, s
+                best_m, best_key, best_prio, best_s = m, key, p, cand_s[m]
         if best_m == -2:
             return (1, start, end, token_wait, busy, stall, mem_wait, finish_time, serial,
                     head, pops_done, npushed, fetch_next, chunk_end)
@@ -625,9 +681,11 @@ def _engine(costs, P, insn_bytes, scratch, tokens_in):
         ready_at = max(free[m], dispatch[i])
         stall[m] += s - ready_at
         token_wait[i] = s - ready_at
-        for f in range(4):
-            if pops[i] >> f & 1:
-                pops_done[f] += 1
+        pm = pops[i]
+        if pm:
+            for f in range(4):
+                if pm >> f & 1:
+                    pops_done[f] += 1
         if kind[i] == _READ:
             if data > best_key + lat:
                 mem_wait[m] += data - best_key - lat
@@ -643,10 +701,14 @@ def _engine(costs, P, insn_bytes, scratch, tokens_in):
         busy[m] += e - s
         free[m] = e
         head[m] += 1
-        for f in range(4):
-            if pushes[i] >> f & 1:
-                push_times[f, npushed[f]] = e
-                npushed[f] += 1
+        stale[m] = 1
+        pm = pushes[i]
+        if pm:
+            for f in range(4):
+                if pm >> f & 1:
+                    push_times[f, npushed[f]] = e
+                    npushed[f] += 1
+                    stale[consumer[f]] = 1
         remaining -= 1
         if i == n - 1:
             finish_time = e
@@ -674,30 +736,36 @@ def _store_unit(p: TimingProfile, hw: HardwareConfig) -> tuple[int, bool]:
     return int(p.store_elem_cycles(hw)), False
 
 
+@lru_cache(maxsize=64)
+def _setup(hw: HardwareConfig, profile: TimingProfile | None):
+    """What timing on ``hw`` with ``profile`` (None: the board's) reads besides the program:
+    the profile, its vector, the element tables, the store unit (one cache lookup a run)."""
+    p = profile or _board_profile(hw)
+    return (p, _profile_vector(p), *_elem_tables(hw), *_store_unit(p, hw),
+            hw.out_elem_bytes, hw.insn_bytes)
+
+
 def time_program(program: Program, hw: HardwareConfig, profile: TimingProfile | None = None,
              trace: bool = False) -> TimingResult:
     """Time ``program`` on ``hw``; ``trace=True`` also records one row per instruction."""
-    p = profile or _board_profile(hw)
+    p, P, elem, priority, store_elem, wide_store, out_bytes, insn_bytes = _setup(hw, profile)
     rows = program.rows
     n = len(rows)
     if not n or rows[-1, 0] != R.FINISH:
         raise ProgramError("a program must end with FINISH")
-    P = _profile_vector(p)
-    elem, priority = _elem_tables(hw)
     # numpy allocates the working arrays (not numba): its allocator reuses freed memory,
     # where fresh pages for ~100k instructions would cost more than the simulation.
     costs = np.empty((_COST_ROWS, n), np.int64)
-    store_elem, wide_store = _store_unit(p, hw)
     read_bytes, write_bytes, gemm_cycles, bad = _costs(
-        rows, elem, priority, hw.out_elem_bytes, store_elem, wide_store, P, _POP_MASK,
+        rows, elem, priority, out_bytes, store_elem, wide_store, P, _POP_MASK,
         _PUSH_MASK, costs)
     if bad >= 0:
         insn = program.instructions[bad]
         pops_of(insn), pushes_of(insn)  # raises the precise ProgramError
     (status, start, end, token_wait, busy, stall, mem_wait, total, serial, head, pops_done,
      npushed, fetch_next, chunk_end) = _engine(
-        costs, P, hw.insn_bytes, np.empty((_SCRATCH, n + sum(program.tokens_in)), np.int64),
-        np.array(program.tokens_in, np.int64))
+        costs, P, insn_bytes, np.empty((_SCRATCH, n + sum(program.tokens_in)), np.int64),
+        _tokens_array(program.tokens_in), _CONSUMER)
     mod = costs[0]
     if status:
         _deadlock(program, mod, head, pops_done, npushed, fetch_next, chunk_end)
@@ -716,9 +784,16 @@ def time_program(program: Program, hw: HardwareConfig, profile: TimingProfile | 
             for i in range(n) if start[i] >= 0
         )
     return TimingResult(int(total), modules, int(gemm_cycles),
-                        int(read_bytes) + n * hw.insn_bytes, int(write_bytes), int(serial), p,
+                        int(read_bytes) + n * insn_bytes, int(write_bytes), int(serial), p,
                         trace_rows, tuple(int(a - b) for a, b in zip(npushed, pops_done,
                                                                       strict=True)))
+
+
+@lru_cache(maxsize=256)
+def _tokens_array(tokens: tuple[int, int, int, int]) -> np.ndarray:
+    array = np.array(tokens, np.int64)
+    array.flags.writeable = False
+    return array
 
 
 def _deadlock(program, mod, head, pops_done, npushed, fetch_next, chunk_end) -> None:

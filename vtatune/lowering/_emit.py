@@ -10,15 +10,56 @@ and column) are tables. The queue then runs the whole nest in one compiled pass.
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import NamedTuple
 
-from simulator.isa import MemId
+import numpy as np
+
+from simulator.isa import MemId, Opcode
+from simulator.jit import njit
 from simulator.program import Program, layout_tensors
 from vtatune.lowering._carry import FRESH, Carry
 from vtatune.lowering._context import context
 from vtatune.lowering._dma import pattern_2d, window
 from vtatune.lowering._ir import Dep, For, Stage, Threaded, expand_threads, insert_deps, loop
-from vtatune.lowering._plan import Plan
-from vtatune.lowering._runtime import COMPUTE, LOAD, STORE, CommandQueue, window_tables
+from vtatune.lowering._plan import Plan, _alu_kernels
+from vtatune.lowering._runtime import (
+    _D_COEF,
+    _D_DRAM,
+    _D_GW,
+    _D_MEM,
+    _D_OPCODE,
+    _D_REUSE,
+    _D_SCOEF,
+    _D_SRAM,
+    _D_SRAM_LOOPS,
+    _D_STAGE,
+    _D_STRIDE,
+    _D_WIDTH,
+    _D_WINDOW,
+    _D_X,
+    _D_XSLOT,
+    _D_Y,
+    _D_YMUL,
+    _D_YOFF,
+    _D_YSLOT,
+    _K_UOPS,
+    _K_WIDTH,
+    _OP_DMA,
+    _OP_END,
+    _OP_KERNEL,
+    _OP_LOOP,
+    _OP_MAX_ROWS,
+    _OP_POP,
+    _OP_PUSH,
+    _OP_SYNC,
+    COMPUTE,
+    LOAD,
+    NSLOTS,
+    STORE,
+    _table_row,
+    run_program,
+    window_tables,
+)
 from vtatune.workloads import GemmWorkload
 
 #: Slots of the loop variables (a variable outside its loop is 0). ``g``: group_conv2d's
@@ -28,6 +69,7 @@ from vtatune.workloads import GemmWorkload
 #: so that the input's channel offset is affine in the loop variables.
 _SLOT = {"b": 0, "h": 1, "c": 2, "w": 3, "bi": 4, "k0": 5, "g": 6}
 _B, _H, _C, _W, _BI, _K0, _G = range(7)
+_NLOOPS = len(_SLOT)  # the store's looped dims take the slots after these
 
 
 class _Leaf:
@@ -135,6 +177,26 @@ def _tensors(workload, hw, bias: bool):
     return layout_tensors(specs, align)
 
 
+@lru_cache(maxsize=256)
+def _layout(workload, hw, bias: bool):
+    """(tensors, DRAM bytes, the DRAM bases of the data, weights, bias and output in their
+    elements): :func:`_tensors` and what the queue program reads of it."""
+    tensors, dram_bytes = _tensors(workload, hw, bias)
+    base = {t.name: t.address for t in tensors}
+    return tensors, dram_bytes, (
+        base["data"] // hw.inp_elem_bytes, base["weight"] // hw.wgt_elem_bytes,
+        base.get("bias", 0) // hw.acc_elem_bytes, base["output"] // hw.out_elem_bytes)
+
+
+@lru_cache(maxsize=4096)
+def _load_patterns(tile_co: int, tile_ci: int, cib: int, kk: int, tile_b: int, cob: int
+                   ) -> tuple[int, ...]:
+    """The 2D DMA shapes (y, x, stride) of a weight tile load, then of a bias tile load."""
+    return (*pattern_2d([(tile_co, cib * kk), (tile_ci, kk), (kk, 1)]),
+            *pattern_2d([(tile_b, cob), (tile_co, 1)]))
+
+
+@lru_cache(maxsize=1024)
 def _windows(p: int, s: int, k: int, ntiles: int, size: int, extent: int):
     """Per tile: (first row, id of its (rows, pads) shape); and the shapes by id."""
     ids: dict[tuple[int, int, int], int] = {}
@@ -142,7 +204,7 @@ def _windows(p: int, s: int, k: int, ntiles: int, size: int, extent: int):
     for tile in range(ntiles):
         y0, n, p0, p1 = window(p, s, k, tile, size, extent)
         starts.append((y0, ids.setdefault((n, p0, p1), len(ids))))
-    return starts, list(ids)
+    return tuple(starts), tuple(ids)
 
 
 @lru_cache(maxsize=1024)
@@ -177,168 +239,429 @@ def emit(plan: Plan, carry: Carry = FRESH, stream: str = "tvm"
     ``stream="v0.1"`` rebuilds the stream vtatune 0.1 emitted (see :func:`lower`)."""
     v01 = _stream_v01(stream)
     hw, g, sch = plan.hw, plan.geo, plan.schedule
-    tensors, dram_bytes = _tensors(plan.workload, hw, plan.bias)
-    base = {t.name: t.address for t in tensors}
-    inp0 = base["data"] // hw.inp_elem_bytes
-    wgt0 = base["weight"] // hw.wgt_elem_bytes
-    out0 = base["output"] // hw.out_elem_bytes
-    bias0 = base.get("bias", 0) // hw.acc_elem_bytes
-    q = CommandQueue(hw, carry.pending, merge_nop_push=v01)
-    oc_n, h_n = sch.oc_nthread, sch.h_nthread
-    tile_b, tile_h, tile_w, tile_co, tile_ci = (sch.tile_b, sch.tile_h, sch.tile_w,
-                                                sch.tile_co, sch.tile_ci)
-    reuse = sch.reuse
-    cib, cob, gh, gw = g.cib, g.cob, g.h, g.w
-
-    def thread_coords(t):
-        """(t_h, t_oc): a thread's row-tile and oc-tile offsets."""
-        return divmod(t, oc_n)
-
-    # --- input loads: windows per tile row / column, DMA shape per window pair -----------
-    nch = plan.inp_channels
-    split = g.p > 0 or plan.inp_split
-    pk = g.in_pack
-    q.set_windows(_input_windows(g.p, g.s, g.k, g.oh, g.ow, gh, gw, tile_h, tile_w, nch,
-                                 split, pk))
-    # one load per channel block (per BLOCK_OUT block when the input is packed so)
-    chan = [(c * g.eh * g.ew * pk, c * gh * gw * pk) for c in range(nch // pk if split else 1)]
-    INP, WGT = MemId.INP, MemId.WGT
-    group_loop, per_tile = plan.group_loop, plan.groups_per_tile
-
-    # DRAM addresses as functions of the loop variables e and the thread's coordinates
-    # (t_h, t_oc): linear in e, so the queue gets each as its constant and coefficients.
-    def oc_tile(e, t_oc):
-        return (e[_G] * group_loop + e[_C]) * oc_n + t_oc
-
-    def first_group(e, t_oc):
-        """The first group an oc tile reads (group_conv2d; 0 otherwise)."""
-        if g.groups == 1:
-            return 0
-        return e[_G] if group_loop else oc_tile(e, t_oc) * per_tile
-
-    def inp_address(e, t_h, t_oc):
-        # The window adds the tile's (y0 * gw + x0) and gives the DMA shape.
-        return inp0 + ((e[_B] * tile_b + e[_BI]) * g.in_blocks + first_group(e, t_oc) * cib
-                       + e[_K0] * tile_ci) * gh * gw
-
-    def wgt_address(e, t_h, t_oc):
-        return wgt0 + (oc_tile(e, t_oc) * tile_co * cib + e[_K0] * tile_ci) * kk
-
-    def bias_address(e, t_h, t_oc):
-        return bias0 + (e[_B] * tile_b + e[_BI]) * cob + oc_tile(e, t_oc) * tile_co
-
-    def out_address(e, t_h, t_oc):
-        # The tile's first pixel; its first channel block starts a BLOCK_IN block
-        # (store_layout rule), so the pixel offset is scaled by the output packing.
-        return out0 + ((e[_B] * tile_b * cob + oc_tile(e, t_oc) * tile_co) * g.oh * g.ow
-                       + (((e[_H] * h_n + t_h) * tile_h) * g.ow + e[_W] * tile_w) * g.out_pack)
-
-    def affine(address, t):
-        """(constant, coefficients) of ``address`` for thread t (coefficients are the
-        same for every thread: computed once)."""
-        coefs = coef_cache.get(address)
-        if coefs is None:
-            coefs = coef_cache[address] = _coefficients(address)
-        return address(_ZERO, *thread_coords(t)), coefs
-
-    coef_cache: dict = {}
-    kk = g.k * g.k
-
-    def load_inp(t):
-        sram0 = plan.inp_base(t)
-        t_h, _ = thread_coords(t)
-        const, coefs = affine(inp_address, t)
-        for ds, dd in chan:
-            # The loads are a function of (dram, shape) exactly: skip a resident tile.
-            q.load_2d(INP, sram0 + ds, const + dd, 0, 0, 0, coefs=coefs, reuse=reuse,
-                      window=(gw * pk, _H, h_n, t_h, _W))
-
-    wy, wx, wst = pattern_2d([(tile_co, cib * kk), (tile_ci, kk), (kk, 1)])
-
-    def load_wgt(t):
-        const, coefs = affine(wgt_address, t)
-        q.load_2d(WGT, plan.wgt_base(t), const, wy, wx, wst, coefs=coefs, reuse=reuse)
-
-    by, bx, bst = pattern_2d([(tile_b, cob), (tile_co, 1)])
-    ACC = MemId.ACC
-
-    def load_bias(t):
-        const, coefs = affine(bias_address, t)
-        q.load_2d(ACC, plan.bias_base(t), const, by, bx, bst, coefs=coefs)
-
-    # A kernel depends only on (thread, batch row): one per row, chosen by the bi loop.
-    def kernel_leaf(kind, build):
-        def make(t):
-            ids = [q.kernel_id((kind, t, bi), build(t, bi)) for bi in range(tile_b)]
-            assert ids == list(range(ids[0], ids[0] + tile_b))
-            q.push_kernel(ids[0], _BI if tile_b > 1 else -1)
-        return make
-
-    alu_kernels = [plan.alu_kernels(t) for t in range(plan.nthreads)]
-
-    def alu(i):
-        def make(t):
-            q.push_alu(("alu", i, t), alu_kernels[t][i])
-        return make
-
-    # A tile is stored by one DMA per element of its looped dims (outermost first): the
-    # queue gets one store inside those loops, on the slots after the tile loops'.
-    store_loops = [(len(_SLOT) + j, size, a_st, d_st)
-                   for j, (size, d_st, a_st) in enumerate(plan.store_loops) if size > 1]
-    sy, sx, sst = plan.store_pattern
-
-    def store(t):
-        const, coefs = affine(out_address, t)
-        for slot, size, _, _ in store_loops:
-            q.begin_loop(slot, size)
-        q.store_2d(plan.acc_base(t), const, sy, sx, sst,
-                   coefs={**coefs, **{slot: d_st for slot, _, _, d_st in store_loops}},
-                   sram_coefs={slot: a_st for slot, _, a_st, _ in store_loops})
-        for _ in store_loops:
-            q.end_loop()
-
-    # --- the loop tree, recorded leaf by leaf -------------------------------------------
-    makers = {"reset": kernel_leaf("reset", plan.reset_kernel),
-              "gemm": kernel_leaf("gemm", plan.gemm_kernel), "load_inp": load_inp,
-              "load_wgt": load_wgt, "load_bias": load_bias, "store": store,
-              **{f"alu{i}": alu(i) for i in range(len(plan.alu_steps))}}
-    extents = {_SLOT[axis]: g.counts[axis] for axis in sch.outer_order}
-    extents[_SLOT["bi"]], extents[_SLOT["k0"]] = sch.tile_b, g.cib // sch.tile_ci
+    tensors, dram_bytes, bases = _layout(plan.workload, hw, plan.bias)
+    tile_b, counts = sch.tile_b, g.counts
+    # --- the loop structure (its queue program is cached) and this schedule's extents ----
+    extents = [1] * NSLOTS
+    for axis in sch.outer_order:
+        extents[_SLOT[axis]] = counts[axis]
+    extents[_BI], extents[_K0] = tile_b, g.cib // sch.tile_ci
     outer = sch.outer_order
-    if group_loop:
+    if plan.group_loop:
         outer = outer.replace("c", "gc")
-        extents[_G], extents[_C] = g.groups, group_loop
+        extents[_G], extents[_C] = g.groups, plan.group_loop
     looped = tuple(axis for axis in (*outer, "bi", "k0") if extents[_SLOT[axis]] > 1)
-    steps, after_sync = _steps(looped, epilogue_leaves(plan.alu_steps), plan.nthreads, v01)
+    # A tile is stored by one DMA per element of its looped dims (outermost first): one
+    # store inside those loops, on the slots after the tile loops' (see _expand).
+    store = [0] * 15  # (size, DRAM stride, ACC stride) of each store dim
+    for j, (size, d_st, a_st) in enumerate(plan.store_loops):
+        store[3 * j:3 * j + 3] = size, d_st, a_st
+    split = g.p > 0 or plan.inp_split
+    nchan = plan.inp_channels // g.in_pack if split else 1  # input loads per load step
+    sk = _skeleton(looped, epilogue_leaves(plan.alu_steps), plan.nthreads, v01)
+    windows = _input_windows(g.p, g.s, g.k, g.oh, g.ow, g.h, g.w, sch.tile_h, sch.tile_w,
+                             plan.inp_channels, split, g.in_pack)
+    reset_axes, reset_folds, gemm_axes, gemm_folds, alu_rows, alu_uops, kbias = (
+        _kernel_prototypes(plan))
+    kk = g.k * g.k
+    pv = np.array((
+        sch.oc_nthread, sch.h_nthread, tile_b, sch.tile_co, sch.tile_ci, sch.tile_h,
+        sch.tile_w, g.cib, g.cob, g.h, g.w, g.in_pack, kk, g.oh, g.ow, g.out_pack, g.in_blocks,
+        plan.group_loop, plan.groups_per_tile, g.groups, *bases, plan.inp_tile, plan.wgt_tile,
+        plan.acc_tile, plan.bias_tile, plan.nthreads, g.eh * g.ew * g.in_pack, int(sch.reuse),
+        *_load_patterns(sch.tile_co, sch.tile_ci, g.cib, kk, tile_b, g.cob),
+        *plan.store_pattern, *store,
+        nchan, *extents), np.int64)
+    ops, dmas, kernels, kernel_uops, capacity = _queue_tables(
+        pv, sk.ops, reset_axes, reset_folds, gemm_axes, gemm_folds,
+        alu_rows, alu_uops, kbias)
+    pending = np.zeros(8, np.int64)
+    for src, dst in carry.pending:
+        pending[2 * dst + (0 if src < dst else 1)] = 1
+    table, uops = run_program(ops, dmas, windows, kernels, kernel_uops, hw.uop_depth, pending,
+                              int(v01), capacity)
+    return Program(table, uops, tensors, dram_bytes, carry.tokens), sk.after_sync
+
+
+class _Skeleton(NamedTuple):
+    """A loop structure's queue program (see :func:`_skeleton`)."""
+
+    ops: np.ndarray  # the queue's ops with leaves as macros (:func:`_expand`)
+    after_sync: tuple[tuple[int, int], ...]  # the pops TVM issues after the synchronize
+
+
+# The DMA calls of a leaf: one row of the queue's DMA table each.
+_DMA_INP, _DMA_WGT, _DMA_BIAS, _DMA_STORE = range(4)
+# The skeleton's leaf macros (after the queue's op codes), [code, thread, ALU step, 0]: an
+# input load step (one load per channel block), a weight, a bias load, a tile's store
+# (inside its own loops), a reset, a GEMM (their kernel chosen by the bi loop), an ALU step.
+_M_INP, _M_WGT, _M_BIAS, _M_STORE, _M_RESET, _M_GEMM, _M_ALU = range(10, 17)
+_LEAF_MACROS = {"load_inp": _M_INP, "load_wgt": _M_WGT, "load_bias": _M_BIAS,
+                "store": _M_STORE, "reset": _M_RESET, "gemm": _M_GEMM}
+
+
+@lru_cache(maxsize=4096)
+def _skeleton(looped: tuple[str, ...], leaves: tuple[str, ...], nthreads: int, v01: bool
+              ) -> _Skeleton:
+    """The queue program of a loop structure (:func:`_steps`) with its leaves as macros
+    that :func:`_expand` turns into runtime calls for a schedule (every schedule with the
+    same loop structure shares it): loops' extents and matching ops left to fill in."""
+    steps, after_sync = _steps(looped, leaves, nthreads, v01)
+    ops: list[tuple[int, int, int, int]] = []
     for kind, a, b in steps:
         if kind == _LEAF:
-            makers[a](b)
+            if a.startswith("alu"):
+                ops.append((_M_ALU, b, int(a[3:]), 0))
+            else:
+                ops.append((_LEAF_MACROS[a], b, 0, 0))
         elif kind == _LOOP:
-            q.begin_loop(a, extents[a])
+            ops.append((_OP_LOOP, a, 0, 0))
         elif kind == _END:
-            q.end_loop()
-        elif kind == _PUSH:
-            q.dep_push(a, b)
+            ops.append((_OP_END, 0, 0, 0))
         else:
-            q.dep_pop(a, b)
-    q.synchronize()
-    table, uops = q.run()
-    return Program(table, uops, tensors, dram_bytes, carry.tokens), after_sync
+            ops.append((_OP_PUSH if kind == _PUSH else _OP_POP, a, b, 0))
+    ops.append((_OP_SYNC, 0, 0, 0))
+    table = np.array(ops, np.int64)
+    table.flags.writeable = False
+    return _Skeleton(table, after_sync)
 
 
-_ZERO = (0,) * len(_SLOT)
+@njit(cache=True)
+def _expand(template, ext, nchan, store_sizes, tile_b, nthreads, nalu):
+    """A skeleton's queue program for a schedule: its ops (loops with their extents and
+    matching ends), per DMA op (kind, thread, channel block) in order, and the table's
+    first size (one row per executed call, plus a synchronize's). ``ext``: each slot's
+    extent; ``nchan``: input loads per load step; ``store_sizes``: per store dim its size
+    (a dim of size > 1 is a loop, on slot ``_NLOOPS + dim``). Kernel ids: reset (thread,
+    batch row), GEMM (thread, batch row), ALU (thread, step), as :func:`_queue_tables`
+    lays them out."""
+    nstore = 0
+    for j in range(store_sizes.shape[0]):
+        if store_sizes[j] > 1:
+            nstore += 1
+    m = nd = 0
+    for r in range(template.shape[0]):
+        code = template[r, 0]
+        if code == _M_INP:
+            m += nchan
+            nd += nchan
+        elif code == _M_STORE:
+            m += 2 * nstore + 1
+            nd += 1
+        else:
+            m += 1
+            if code == _M_WGT or code == _M_BIAS:
+                nd += 1
+    ops = np.zeros((m, 4), np.int64)
+    dmas = np.zeros((nd, 3), np.int64)
+    open_at = np.zeros(m + 1, np.int64)  # the open loops' LOOP ops
+    runs = np.ones(m + 1, np.int64)  # runs[depth]: times a call at that depth runs
+    depth = w = d = 0
+    capacity = 2 * _OP_MAX_ROWS
+    select = _BI if tile_b > 1 else -1  # the kernel of a batch row: first id + v[bi]
+    for r in range(template.shape[0]):
+        code, t = template[r, 0], template[r, 1]
+        if code == _OP_LOOP:
+            slot = template[r, 1]
+            ops[w, 0], ops[w, 1], ops[w, 2], ops[w, 3] = _OP_LOOP, slot, ext[slot], -1
+            open_at[depth] = w
+            depth += 1
+            runs[depth] = runs[depth - 1] * ext[slot]
+            w += 1
+        elif code == _OP_END:
+            depth -= 1
+            start = open_at[depth]
+            ops[start, 3] = w
+            ops[w, 0], ops[w, 1], ops[w, 2], ops[w, 3] = (_OP_END, ops[start, 1],
+                                                          ops[start, 2], start)
+            w += 1
+        elif code == _M_STORE:
+            base = depth
+            for j in range(store_sizes.shape[0]):
+                if store_sizes[j] > 1:
+                    ops[w, 0], ops[w, 1], ops[w, 2], ops[w, 3] = (_OP_LOOP, _NLOOPS + j,
+                                                                  store_sizes[j], -1)
+                    open_at[depth] = w
+                    depth += 1
+                    runs[depth] = runs[depth - 1] * store_sizes[j]
+                    w += 1
+            ops[w, 0], ops[w, 1] = _OP_DMA, d
+            dmas[d, 0], dmas[d, 1] = _DMA_STORE, t
+            capacity += runs[depth]
+            w += 1
+            d += 1
+            while depth > base:
+                depth -= 1
+                start = open_at[depth]
+                ops[start, 3] = w
+                ops[w, 0], ops[w, 1], ops[w, 2], ops[w, 3] = (_OP_END, ops[start, 1],
+                                                              ops[start, 2], start)
+                w += 1
+        elif code == _M_INP or code == _M_WGT or code == _M_BIAS:
+            kind = _DMA_INP if code == _M_INP else (_DMA_WGT if code == _M_WGT else _DMA_BIAS)
+            for c in range(nchan if code == _M_INP else 1):
+                ops[w, 0], ops[w, 1] = _OP_DMA, d
+                dmas[d, 0], dmas[d, 1], dmas[d, 2] = kind, t, c
+                capacity += runs[depth]
+                w += 1
+                d += 1
+        else:
+            if code == _M_RESET:
+                ops[w, 0], ops[w, 1], ops[w, 2] = _OP_KERNEL, t * tile_b, select
+            elif code == _M_GEMM:
+                ops[w, 0], ops[w, 1], ops[w, 2] = _OP_KERNEL, (nthreads + t) * tile_b, select
+            elif code == _M_ALU:
+                ops[w, 0], ops[w, 1], ops[w, 2] = (
+                    _OP_KERNEL, 2 * nthreads * tile_b + t * nalu + template[r, 2], -1)
+            else:  # push, pop, synchronize
+                ops[w, 0], ops[w, 1], ops[w, 2] = code, template[r, 1], template[r, 2]
+            capacity += runs[depth]
+            w += 1
+    return ops, dmas, capacity
 
 
-def _coefficients(address) -> dict[int, int]:
-    """Per-slot coefficients of ``address(e, t_h, t_oc)``, linear in the loop variables e."""
-    const = address(_ZERO, 0, 0)
-    coefs = {}
-    for slot in range(len(_SLOT)):
-        unit = [0] * len(_SLOT)
-        unit[slot] = 1
-        if c := address(unit, 0, 0) - const:
-            coefs[slot] = c
-    return coefs
+def _kernel_prototypes(plan: Plan) -> tuple[np.ndarray, int, np.ndarray, int, np.ndarray,
+                                             np.ndarray, np.ndarray]:
+    """What :func:`_queue_tables` builds thread 0's first reset, GEMM and ALU kernels from
+    (every thread and batch row shares a kernel's loops and uop offsets; only its SRAM bases
+    move them): the reset's and the GEMM's axes (:func:`_axes_table`) and folds, and the
+    ALU kernels (:func:`_alu_prototypes`)."""
+    return (_axes_table(plan.reset_axes), plan.reset_folds, _axes_table(plan.gemm_axes),
+            plan.gemm_folds, *_alu_prototypes(plan.bias_base(0) if plan.bias else None,
+                                              plan.alu_flat, plan.alu_bias, plan.alu_steps))
+
+
+@lru_cache(maxsize=4096)
+def _axes_table(axes) -> np.ndarray:
+    """A kernel's axes (name, extent, (dst, src, wgt) coefficients) as (extent, dst, src,
+    wgt) rows, outermost first."""
+    table = np.array([(e, *c) for _, e, c in axes], np.int64).reshape(-1, 4)
+    table.flags.writeable = False
+    return table
+
+
+@lru_cache(maxsize=1024)
+def _alu_prototypes(bias_at: int | None, alu_flat, alu_bias, alu_steps
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Thread 0's ALU kernels: their kernel table rows (uop count, is ALU, fields, first
+    uop in their uops), their uops, and per kernel whether it reads the bias tile."""
+    kernels = _alu_kernels(0, bias_at, alu_flat, alu_bias, alu_steps)
+    rows = np.zeros((len(kernels), _K_WIDTH), np.int64)
+    if kernels:
+        rows[:, :_K_UOPS] = [_table_row(k) for k in kernels]
+        rows[1:, _K_UOPS] = np.cumsum(rows[:-1, 0])
+    parts = (rows, np.concatenate([k.uop_table for k in kernels]) if kernels
+             else np.zeros((0, 3), np.int64),
+             np.array([tensor is not None for _, _, tensor in alu_steps], np.int64))
+    for part in parts:
+        part.flags.writeable = False
+    return parts
+
+
+@njit(cache=True)
+def _unrolled_count(axes, folds):
+    """Uops of a kernel over ``axes`` with ``folds`` of them folded."""
+    count = 1
+    for j in range(min(folds, axes.shape[0]), axes.shape[0]):
+        count *= axes[j, 0]
+    return count
+
+
+@njit(cache=True)
+def _fold_prototype(axes, folds, reset, row, uops, at):
+    """A reset or GEMM kernel over ``axes`` (:func:`_axes_table`) at SRAM bases 0, as
+    :func:`~vtatune.lowering._plan._fold_kernel` builds it: the ``folds`` (at most two)
+    outermost axes fold into the instruction's loops, the rest unroll into uops (innermost
+    fastest; a reset's uops name only their ACC row). Writes its kernel table row into
+    ``row`` and its uops into ``uops`` from ``at`` on; returns the next free uop."""
+    n = axes.shape[0]
+    nf = min(folds, n)
+    count = _unrolled_count(axes, folds)
+    for u in range(count):
+        rem = u
+        d = s = w = 0
+        for j in range(n - 1, nf - 1, -1):
+            e = axes[j, 0]
+            idx = rem % e
+            rem //= e
+            d += idx * axes[j, 1]
+            if not reset:
+                s += idx * axes[j, 2]
+                w += idx * axes[j, 3]
+        uops[at + u, 0] = d
+        uops[at + u, 1] = s
+        uops[at + u, 2] = w
+    # (uop count, is ALU, reset, iter_out, iter_in, dst_o, dst_i, src_o, src_i, wgt_o,
+    # wgt_i, 0, first uop): a missing loop is (1, 0, 0, 0)
+    row[:] = 0
+    row[0], row[2], row[3], row[4], row[_K_UOPS] = count, reset, 1, 1, at
+    for j in range(nf):
+        row[3 + j] = axes[j, 0]
+        row[5 + j] = axes[j, 1]
+        if not reset:
+            row[7 + j] = axes[j, 2]
+            row[9 + j] = axes[j, 3]
+    return at + count
+
+
+@njit(cache=True)
+def _prototypes(reset_axes, reset_folds, gemm_axes, gemm_folds, alu_rows, alu_uops):
+    """Thread 0's reset, GEMM and ALU kernels: kernel table rows (the last column: the
+    kernel's first uop) and their uops, in that order."""
+    nalu = alu_rows.shape[0]
+    total = (_unrolled_count(reset_axes, reset_folds) + _unrolled_count(gemm_axes, gemm_folds)
+             + alu_uops.shape[0])
+    rows = np.zeros((2 + nalu, _K_WIDTH), np.int64)
+    uops = np.zeros((total, 3), np.int64)
+    at = _fold_prototype(reset_axes, reset_folds, 1, rows[0], uops, 0)
+    at = _fold_prototype(gemm_axes, gemm_folds, 0, rows[1], uops, at)
+    for i in range(nalu):
+        rows[2 + i, :] = alu_rows[i, :]
+        rows[2 + i, _K_UOPS] += at
+    uops[at:] = alu_uops
+    return rows, uops
+
+
+# The plan vector :func:`_queue_tables` reads (see :func:`emit`).
+(_P_OCN, _P_HN, _P_TB, _P_TCO, _P_TCI, _P_TH, _P_TW, _P_CIB, _P_COB, _P_GH, _P_GW, _P_PK, _P_KK,
+ _P_OH, _P_OW, _P_OPK, _P_INB, _P_GLOOP, _P_PERTILE, _P_GROUPS, _P_INP0, _P_WGT0, _P_BIAS0,
+ _P_OUT0, _P_INPT, _P_WGTT, _P_ACCT, _P_BIAST, _P_NT, _P_CHAN, _P_REUSE, _P_WGT2D, _P_BIAS2D,
+ _P_OUT2D, _P_STORE, _P_NCHAN, _P_EXTENTS) = (*range(31), 31, 34, 37, 40, 55, 56)
+
+
+@njit(cache=True)
+def _queue_tables(pv, template, reset_axes, reset_folds, gemm_axes,
+                  gemm_folds, alu_rows, alu_uops, kbias):
+    """The queue program of a schedule (the command queue's ops, DMA table, kernel table,
+    kernels' micro-ops and first table size) from its loop structure's skeleton and the
+    plan vector ``pv``. Every DRAM address is affine in the loop variables (slots) and the
+    thread's coordinates (t_h, t_oc) = divmod(thread, oc_nthread); each kernel is thread
+    0's prototype (:func:`_prototypes`) moved by the thread's and the batch row's SRAM
+    bases."""
+    kproto, kuops = _prototypes(reset_axes, reset_folds, gemm_axes, gemm_folds, alu_rows,
+                                alu_uops)
+    ops, dma_ops, capacity = _expand(template, pv[_P_EXTENTS:], pv[_P_NCHAN],
+                                     pv[_P_STORE:_P_STORE + 15:3], pv[_P_TB], pv[_P_NT],
+                                     alu_rows.shape[0])
+    oc_n, h_n, tile_b, tile_co = pv[_P_OCN], pv[_P_HN], pv[_P_TB], pv[_P_TCO]
+    tile_ci, cib, cob = pv[_P_TCI], pv[_P_CIB], pv[_P_COB]
+    kk, ohw, opk = pv[_P_KK], pv[_P_OH] * pv[_P_OW], pv[_P_OPK]
+    plane = pv[_P_GH] * pv[_P_GW]
+    # The oc tile: (v[g] group_loop + v[c]) oc_n + t_oc, and the first group it reads
+    # (group_conv2d; 0 otherwise): v[g] with a group loop, else oc tile x groups per tile.
+    oc_g, oc_c = pv[_P_GLOOP] * oc_n, oc_n
+    fg_g = fg_c = fg_t = 0
+    if pv[_P_GROUPS] > 1:
+        if pv[_P_GLOOP]:
+            fg_g = 1
+        else:
+            per_tile = pv[_P_PERTILE]
+            fg_g, fg_c, fg_t = oc_g * per_tile, oc_c * per_tile, per_tile
+    nd = dma_ops.shape[0]
+    dmas = np.zeros((nd, _D_WIDTH), np.int64)
+    for d in range(nd):
+        kind, t, c = dma_ops[d, 0], dma_ops[d, 1], dma_ops[d, 2]
+        t_h, t_oc = t // oc_n, t % oc_n
+        row = dmas[d]
+        if kind == _DMA_INP:
+            # ((v[b] tile_b + v[bi]) in_blocks + first group cib + v[k0] tile_ci) gh gw; the
+            # window (origin and shape: the window tables) of row tile v[h] h_n + t_h and
+            # column tile v[w]
+            row[_D_OPCODE], row[_D_MEM], row[_D_STAGE] = Opcode.LOAD, MemId.INP, LOAD
+            row[_D_SRAM] = t * pv[_P_INPT] + c * pv[_P_CHAN]
+            row[_D_DRAM] = pv[_P_INP0] + (fg_t * t_oc * cib + c * pv[_P_PK]) * plane
+            row[_D_COEF + _B] = tile_b * pv[_P_INB] * plane
+            row[_D_COEF + _BI] = pv[_P_INB] * plane
+            row[_D_COEF + _K0] = tile_ci * plane
+            row[_D_COEF + _G] = fg_g * cib * plane
+            row[_D_COEF + _C] = fg_c * cib * plane
+            row[_D_REUSE] = pv[_P_REUSE]
+            row[_D_WINDOW], row[_D_GW], row[_D_YSLOT] = 1, pv[_P_GW] * pv[_P_PK], _H
+            row[_D_YMUL], row[_D_YOFF], row[_D_XSLOT] = h_n, t_h, _W
+        elif kind == _DMA_WGT:
+            # (oc tile tile_co cib + v[k0] tile_ci) k k
+            row[_D_OPCODE], row[_D_MEM], row[_D_STAGE] = Opcode.LOAD, MemId.WGT, LOAD
+            row[_D_SRAM] = t * pv[_P_WGTT]
+            row[_D_DRAM] = pv[_P_WGT0] + t_oc * tile_co * cib * kk
+            row[_D_COEF + _G] = oc_g * tile_co * cib * kk
+            row[_D_COEF + _C] = oc_c * tile_co * cib * kk
+            row[_D_COEF + _K0] = tile_ci * kk
+            row[_D_Y], row[_D_X] = pv[_P_WGT2D], pv[_P_WGT2D + 1]
+            row[_D_STRIDE] = pv[_P_WGT2D + 2]
+            row[_D_REUSE] = pv[_P_REUSE]
+        elif kind == _DMA_BIAS:
+            # (v[b] tile_b + v[bi]) cob + oc tile tile_co, after every thread's ACC tile
+            row[_D_OPCODE], row[_D_MEM], row[_D_STAGE] = Opcode.LOAD, MemId.ACC, COMPUTE
+            row[_D_SRAM] = pv[_P_NT] * pv[_P_ACCT] + t * pv[_P_BIAST]
+            row[_D_DRAM] = pv[_P_BIAS0] + t_oc * tile_co
+            row[_D_COEF + _B] = tile_b * cob
+            row[_D_COEF + _BI] = cob
+            row[_D_COEF + _G] = oc_g * tile_co
+            row[_D_COEF + _C] = oc_c * tile_co
+            row[_D_Y], row[_D_X] = pv[_P_BIAS2D], pv[_P_BIAS2D + 1]
+            row[_D_STRIDE] = pv[_P_BIAS2D + 2]
+        else:
+            # the tile's first pixel: (v[b] tile_b cob + oc tile tile_co) oh ow + ((v[h] h_n
+            # + t_h) tile_h ow + v[w] tile_w) out_pack (its first channel block starts a
+            # BLOCK_IN block: store_layout rule); then the store's own loops
+            row[_D_OPCODE], row[_D_MEM], row[_D_STAGE] = Opcode.STORE, MemId.OUT, STORE
+            row[_D_SRAM] = t * pv[_P_ACCT]
+            row[_D_DRAM] = (pv[_P_OUT0] + t_oc * tile_co * ohw
+                            + t_h * pv[_P_TH] * pv[_P_OW] * opk)
+            row[_D_COEF + _B] = tile_b * cob * ohw
+            row[_D_COEF + _G] = oc_g * tile_co * ohw
+            row[_D_COEF + _C] = oc_c * tile_co * ohw
+            row[_D_COEF + _H] = h_n * pv[_P_TH] * pv[_P_OW] * opk
+            row[_D_COEF + _W] = pv[_P_TW] * opk
+            for j in range(5):
+                if pv[_P_STORE + 3 * j] > 1:
+                    row[_D_COEF + _NLOOPS + j] = pv[_P_STORE + 3 * j + 1]
+                    row[_D_SCOEF + _NLOOPS + j] = pv[_P_STORE + 3 * j + 2]
+                    row[_D_SRAM_LOOPS] = 1
+            row[_D_Y], row[_D_X] = pv[_P_OUT2D], pv[_P_OUT2D + 1]
+            row[_D_STRIDE] = pv[_P_OUT2D + 2]
+    # kernels: reset (thread, batch row), GEMM (thread, batch row), ALU (thread, step)
+    nt, acc_tile, inp_tile, wgt_tile = pv[_P_NT], pv[_P_ACCT], pv[_P_INPT], pv[_P_WGTT]
+    acc_row = acc_tile // tile_b
+    nalu = kproto.shape[0] - 2
+    kernels = np.zeros((2 * nt * tile_b + nt * nalu, _K_WIDTH), np.int64)
+    total = nt * tile_b * (kproto[0, 0] + kproto[1, 0])
+    for i in range(nalu):
+        total += nt * kproto[2 + i, 0]
+    uops = np.zeros((total, 3), np.int64)
+    k = at = 0
+    for proto in range(2):
+        for t in range(nt):
+            for bi in range(tile_b):
+                d = t * acc_tile + bi * acc_row  # the batch row's ACC row
+                if proto == 0:  # reset: its ACC row only
+                    at = _place(kernels, uops, k, at, kproto, kuops, 0, d, 0, 0)
+                else:  # GEMM: and the thread's INP and WGT tiles
+                    at = _place(kernels, uops, k, at, kproto, kuops, 1, d, t * inp_tile,
+                                t * wgt_tile)
+                k += 1
+    for t in range(nt):
+        for i in range(nalu):  # the thread's ACC tile (a bias kernel: and its bias tile)
+            d = t * acc_tile
+            at = _place(kernels, uops, k, at, kproto, kuops, 2 + i, d,
+                        t * pv[_P_BIAST] if kbias[i] else d, 0)
+            k += 1
+    return ops, dmas, kernels, uops, capacity
+
+
+@njit(cache=True)
+def _place(kernels, uops, k, at, kproto, kuops, proto, d, s, w):
+    """Kernel ``k``: prototype ``proto`` with its uops moved by (d, s, w), written from uop
+    ``at`` on; returns the next free uop."""
+    kernels[k, :_K_UOPS] = kproto[proto, :_K_UOPS]
+    kernels[k, _K_UOPS] = at
+    first = kproto[proto, _K_UOPS]
+    for u in range(kproto[proto, 0]):
+        uops[at, 0] = kuops[first + u, 0] + d
+        uops[at, 1] = kuops[first + u, 1] + s
+        uops[at, 2] = kuops[first + u, 2] + w
+        at += 1
+    return at
 
 
 #: The streams :func:`emit` can build: TVM's (``vta/runtime/runtime.cc`` and CoProcSync as

@@ -309,6 +309,67 @@ def epilogue_steps(epilogue: Epilogue, bias: bool, clip_order: str
 def rules(ctx: Context, sch: Any, bias: bool = False) -> Facts:
     """Every legality rule of a schedule, in order; raises IllegalSchedule naming the first
     that fails. ``sch`` is a :class:`Schedule` or any object with its attributes."""
+    shape = _Shape(sch.tile_b, sch.tile_h, sch.tile_w, sch.tile_co, sch.tile_ci,
+                   sch.oc_nthread, sch.h_nthread, sch.tvm_strict, sch.store, sch.clip_order)
+    # The caches compare keys by value (2.0 == 2 == True): only plain ints use them.
+    cached = all(type(v) is int for v in shape[:7])
+    (m, group_loop, nch, eh, ew, n, inp_tile, wgt_tile, acc_tile, bias, steps, bias_tile,
+     inp_split, store_pattern) = _cache_if(cached, _shape_facts)(ctx, shape, bias)
+    gemm_axes, reset_axes, gemm_folds, reset_folds, n_gemm, n_reset = _cache_if(
+        cached, _kernel_facts)(ctx, _Nest(sch.tile_h, sch.tile_w, sch.tile_ci, sch.tile_co,
+                                          sch.tvm_strict, sch.gemm_order), m)
+    alu_flat, alu_bias = _cache_if(cached, _tail_facts)(ctx, shape)
+    shape_rules(ctx)
+    if not ctx.fits_all:
+        _field_width_rule(ctx, sch, steps, eh, ew, n, inp_tile, wgt_tile, acc_tile,
+                          bias_tile, inp_split, store_pattern, gemm_axes, reset_axes, n_gemm,
+                          n_reset, alu_flat, alu_bias if bias else (), nch, gemm_folds,
+                          reset_folds)
+    return Facts(eh, ew, n, inp_tile, wgt_tile, acc_tile, bias_tile, gemm_axes, reset_axes,
+                 gemm_folds, reset_folds, n_gemm, n_reset, nch, group_loop, m, inp_split,
+                 store_pattern, alu_flat, alu_bias)
+
+
+def _cache_if(cached: bool, fn):
+    """``fn`` (an lru_cache) itself, or the function it wraps when ``cached`` is false."""
+    return fn if cached else getattr(fn, "__wrapped__", fn)
+
+
+class _Shape(NamedTuple):
+    """What the rules of :func:`_shape_facts` and :func:`_tail_facts` read of a schedule:
+    its tile shape (``SHAPE_FIELDS``), strictness and clip order."""
+
+    tile_b: int
+    tile_h: int
+    tile_w: int
+    tile_co: int
+    tile_ci: int
+    oc_nthread: int
+    h_nthread: int
+    tvm_strict: bool
+    store: str
+    clip_order: str
+
+
+class _Nest(NamedTuple):
+    """What the micro-op kernels' rules read of a schedule (:func:`_inner_nest`)."""
+
+    tile_h: int
+    tile_w: int
+    tile_ci: int
+    tile_co: int
+    tvm_strict: bool
+    gemm_order: str
+
+
+# The rules are cached in three parts, each keyed by what it reads of the schedule (a
+# search evaluates many configs of one tile shape): a failing rule raises, which no cache
+# keeps, so an illegal schedule is checked again and fails with the same message.
+@lru_cache(maxsize=4096)
+def _shape_facts(ctx: Context, sch: _Shape, bias: bool):
+    """The rules of a tile shape, in order, up to the DMA patterns; returns (groups per
+    tile, group loop, input channels, eh, ew, threads, the SRAM tiles (inp, wgt, acc),
+    bias, ALU steps, bias tile, input split, strict store pattern)."""
     tile_b, tile_h, tile_w = sch.tile_b, sch.tile_h, sch.tile_w
     tile_co, tile_ci, strict = sch.tile_co, sch.tile_ci, sch.tvm_strict
     oh, ow, k, s, p, cob = ctx.oh, ctx.ow, ctx.k, ctx.s, ctx.p, ctx.cob
@@ -481,7 +542,17 @@ def rules(ctx: Context, sch: Any, bias: bool = False) -> Facts:
                 "pattern' for local.acc_buffer)",
             )
 
-    # --- micro-op kernels (thread 0; other threads differ by an offset) -------------------
+    return (m, group_loop, nch, eh, ew, n, inp_tile, wgt_tile, acc_tile, bias, steps, bias_tile,
+            inp_split, store_pattern)
+
+
+@lru_cache(maxsize=4096)
+def _kernel_facts(ctx: Context, sch: _Nest, m: int):
+    """The micro-op kernels' rules (thread 0's GEMM and reset over the loops inside a load
+    step); returns their axes, folds and uop counts."""
+    tile_h, tile_w, tile_ci = sch.tile_h, sch.tile_w, sch.tile_ci
+    k, s, cob, strict = ctx.k, ctx.s, ctx.cob, sch.tvm_strict
+    eh, ew = (tile_h - 1) * s + k, (tile_w - 1) * s + k
     kk = k * k
     nest = _inner_nest(ctx, sch)
     # group_conv2d, a tile over m > 1 groups: output block c reads the input blocks of group
@@ -501,6 +572,15 @@ def rules(ctx: Context, sch: Any, bias: bool = False) -> Facts:
     gemm_folds, reset_folds = _folds(gemm_nest), _folds(reset_nest)
     n_gemm = _kernel_rules("GEMM", gemm_axes, gemm_folds, ctx)
     n_reset = _kernel_rules("reset", reset_axes, reset_folds, ctx)
+    return gemm_axes, reset_axes, gemm_folds, reset_folds, n_gemm, n_reset
+
+
+@lru_cache(maxsize=4096)
+def _tail_facts(ctx: Context, sch: _Shape):
+    """The ALU loops' and the input windows' rules of a tile shape; returns the ALU loops
+    (flat, with the bias)."""
+    tile_b, tile_h, tile_w, tile_co = sch.tile_b, sch.tile_h, sch.tile_w, sch.tile_co
+    oh, ow, k, s, p = ctx.oh, ctx.ow, ctx.k, ctx.s, ctx.p
     acc_dims = acc_coefficients(ctx.out_pack, tile_co, tile_h, tile_w)
     bias_src = {"co": ctx.out_pack, "h": 0, "w": 0, "co%k": 1}  # the bias is (b, co)
     alu_ext = (tile_b, *(e for _, e, _ in acc_dims))
@@ -520,15 +600,7 @@ def rules(ctx: Context, sch: Any, bias: bool = False) -> Facts:
                     f"{knob}={tile}: {what} tile {t}'s input window lies entirely in the "
                     "padding; a LOAD with no input element (x_size 0) is a NOP on VTA and "
                     "writes no zeros")
-    shape_rules(ctx)
-    if not ctx.fits_all:
-        _field_width_rule(ctx, sch, steps, eh, ew, n, inp_tile, wgt_tile, acc_tile,
-                          bias_tile, inp_split, store_pattern, gemm_axes, reset_axes, n_gemm,
-                          n_reset, alu_flat, alu_bias if bias else (), nch, gemm_folds,
-                          reset_folds)
-    return Facts(eh, ew, n, inp_tile, wgt_tile, acc_tile, bias_tile, gemm_axes, reset_axes,
-                 gemm_folds, reset_folds, n_gemm, n_reset, nch, group_loop, m, inp_split,
-                 store_pattern, alu_flat, alu_bias)
+    return alu_flat, alu_bias
 
 
 #: TVM's conv2d_transpose_packed inner loop nest: rows split by 4, columns by 2, and the

@@ -156,8 +156,10 @@ _D_SCOEF = _D_COEF + NSLOTS  # NSLOTS coefficients in the SRAM address
 (_D_Y, _D_X, _D_STRIDE, _D_Y0, _D_Y1, _D_X0, _D_X1, _D_REUSE, _D_WINDOW, _D_GW, _D_YSLOT,
  _D_YMUL, _D_YOFF, _D_XSLOT, _D_SRAM_LOOPS) = range(_D_SCOEF + NSLOTS, _D_SCOEF + NSLOTS + 15)
 _D_WIDTH = _D_SRAM_LOOPS + 1
-# Kernel table columns: [uop count, is_alu, 10 instruction fields].
-_K_WIDTH = 12
+# Kernel table columns: [uop count, is_alu, 10 instruction fields, first uop in the
+# kernels' uop array].
+_K_WIDTH = 13
+_K_UOPS = 12
 _STAGE_OF_MEM = {MemId.INP: LOAD, MemId.WGT: LOAD}
 
 
@@ -284,9 +286,6 @@ class CommandQueue:
         self._call((_OP_SYNC, 0, 0, 0))
 
     # --- running ------------------------------------------------------------------------
-    def _kernel_table(self) -> np.ndarray:
-        return np.array([_table_row(k) for k in self._kernels] or [(0,) * _K_WIDTH], np.int64)
-
     def run(self) -> tuple[np.ndarray, np.ndarray]:
         """The instruction table (:mod:`simulator.rows`) and the micro-op area as
         (dst, src, wgt) rows."""
@@ -294,24 +293,38 @@ class CommandQueue:
             raise ValueError("a loop is still open")
         ops = np.array(self._ops, np.int64).reshape(-1, 4)
         dmas = np.array(self._dmas, np.int64).reshape(-1, _D_WIDTH)
-        ywin, xwin, shapes, nx = self._windows
-        kernels = self._kernel_table()
-        capacity = self._row_estimate
-        while True:
-            # numpy allocates the table (not numba): its allocator reuses freed memory, where
-            # fresh pages for a table of ~100k rows would cost more than filling it.
-            table = np.empty((capacity, R.WIDTH), np.int64)
-            n, order, status = _execute(ops, dmas, ywin, xwin, shapes, nx, kernels,
-                                        self.hw.uop_depth, table, self._pending,
-                                        self._merge_nop)
-            if status != _FULL:
-                break
-            capacity *= 2
-        if status >= 0:
-            raise ValueError(f"micro-op kernel of {len(self._kernels[status])} uops exceeds "
-                             f"the uop buffer ({self.hw.uop_depth})")
-        parts = [self._kernels[k].uop_table for k in order.tolist()]
-        return table[:n], np.concatenate(parts) if parts else np.zeros((0, 3), np.int64)
+        kernels = np.array([_table_row(k) for k in self._kernels] or [(0,) * (_K_WIDTH - 1)],
+                           np.int64)
+        kernels = np.concatenate([kernels, np.zeros((len(kernels), 1), np.int64)], axis=1)
+        kernels[1:, _K_UOPS] = np.cumsum(kernels[:-1, 0])
+        uops = (np.concatenate([k.uop_table for k in self._kernels]) if self._kernels
+                else np.zeros((0, 3), np.int64))
+        return run_program(ops, dmas, self._windows, kernels, uops, self.hw.uop_depth,
+                           self._pending, self._merge_nop, self._row_estimate)
+
+
+def run_program(ops: np.ndarray, dmas: np.ndarray, windows, kernels: np.ndarray,
+                kernel_uops: np.ndarray, uop_depth: int, pending: np.ndarray, merge_nop: int,
+                capacity: int) -> tuple[np.ndarray, np.ndarray]:
+    """Run a recorded queue program (what :class:`CommandQueue` records, as arrays: its ops,
+    DMA table, window tables, kernel table with each kernel's first row in ``kernel_uops``)
+    into (instruction table, micro-op area). ``capacity``: the table's first size (doubled
+    and run again while too small)."""
+    ywin, xwin, shapes, nx = windows
+    area = np.empty((max(len(kernel_uops), 1), 3), np.int64)
+    while True:
+        # numpy allocates the table (not numba): its allocator reuses freed memory, where
+        # fresh pages for a table of ~100k rows would cost more than filling it.
+        table = np.empty((capacity, R.WIDTH), np.int64)
+        n, n_uops, status = _execute(ops, dmas, ywin, xwin, shapes, nx, kernels, kernel_uops,
+                                     uop_depth, table, area, pending, merge_nop)
+        if status != _FULL:
+            break
+        capacity *= 2
+    if status >= 0:
+        raise ValueError(f"micro-op kernel of {kernels[status, 0]} uops exceeds "
+                         f"the uop buffer ({uop_depth})")
+    return table[:n], area[:n_uops]
 
 
 # --- the compiled executor -------------------------------------------------------------------
@@ -374,9 +387,10 @@ def _commit(rows, st, stage):
         _nop(rows, st, stage)
 
 
-# The dependency ops run on nearly every loop iteration: numba inlines them into the
-# executor (a call with array arguments costs ~10 ns per op).
-@njit(cache=True, inline='always')
+# The helpers are plain compiled functions, which LLVM inlines into the executor with no
+# reference counting on its arrays; numba's own inlining (inline='always') would rebind the
+# arrays in every call site and count references there, on nearly every instruction.
+@njit(cache=True)
 def _dep_pop(rows, st, src, dst):
     at = _PEND + 2 * dst + (0 if src < dst else 1)
     if st[at]:
@@ -384,7 +398,7 @@ def _dep_pop(rows, st, src, dst):
     st[at] = 1
 
 
-@njit(cache=True, inline='always')
+@njit(cache=True)
 def _dep_push(rows, st, src, dst):
     _commit(rows, st, src)
     bit = R.PUSH_NEXT if src < dst else R.PUSH_PREV
@@ -396,12 +410,13 @@ def _dep_push(rows, st, src, dst):
 
 
 @njit(cache=True)
-def _execute(ops, dmas, ywin, xwin, shapes, nx, kernels, uop_depth, rows, pending,
-             merge_nop):
-    """Run a queue program into ``rows``: (instructions written, kernels in uop-area order,
-    status). ``status`` is -1, :data:`_FULL`, or the id of a kernel larger than the uop
-    buffer. ``pending``: the pending pops the queue starts with (pop_prev of stage s at
-    2 s, pop_next at 2 s + 1)."""
+def _execute(ops, dmas, ywin, xwin, shapes, nx, kernels, kernel_uops, uop_depth, rows, area,
+             pending, merge_nop):
+    """Run a queue program into ``rows`` and the micro-op area into ``area`` (each kernel's
+    uops, from ``kernel_uops``, when it is first loaded): (instructions written, micro-ops
+    written, status). ``status`` is -1, :data:`_FULL`, or the id of a kernel larger than
+    the uop buffer. ``pending``: the pending pops the queue starts with (pop_prev of stage s
+    at 2 s, pop_next at 2 s + 1)."""
     st = np.zeros(_STATE, np.int64)
     st[_PEND:_PEND + 8] = pending
     st[_MERGE_NOP] = merge_nop
@@ -411,8 +426,6 @@ def _execute(ops, dmas, ywin, xwin, shapes, nx, kernels, uop_depth, rows, pendin
     res_end = np.zeros(nk, np.int64)
     cache = np.zeros(nk + 1, np.int64)  # resident kernel ids in SRAM order
     dram_off = np.full(nk, -1, np.int64)
-    order = np.zeros(nk, np.int64)
-    norder = 0
     uop_total = 0
     nd = dmas.shape[0]
     last_dram = np.full(nd, -1, np.int64)  # per reusing DMA: its last (address, shape)
@@ -421,7 +434,7 @@ def _execute(ops, dmas, ywin, xwin, shapes, nx, kernels, uop_depth, rows, pendin
     nops = ops.shape[0]
     while pc < nops:
         if st[_N] + _OP_MAX_ROWS > rows.shape[0]:
-            return st[_N], order[:norder], _FULL
+            return st[_N], uop_total, _FULL
         code = ops[pc, 0]
         if code == _OP_LOOP:
             env[ops[pc, 1]] = 0
@@ -473,7 +486,7 @@ def _execute(ops, dmas, ywin, xwin, shapes, nx, kernels, uop_depth, rows, pendin
                 # Make it resident: LOAD UOP on a miss, the runtime's simple eviction.
                 n = kernels[k, 0]
                 if n > uop_depth:
-                    return st[_N], order[:norder], k
+                    return st[_N], uop_total, k
                 if st[_SRAM_END] + n > uop_depth:
                     st[_CACHE_IDX] = 0
                     begin = 0
@@ -491,9 +504,12 @@ def _execute(ops, dmas, ywin, xwin, shapes, nx, kernels, uop_depth, rows, pendin
                     idx += 1
                 if dram_off[k] < 0:
                     dram_off[k] = uop_total
+                    first = kernels[k, _K_UOPS]
+                    for u in range(n):
+                        area[uop_total + u, 0] = kernel_uops[first + u, 0]
+                        area[uop_total + u, 1] = kernel_uops[first + u, 1]
+                        area[uop_total + u, 2] = kernel_uops[first + u, 2]
                     uop_total += n
-                    order[norder] = k
-                    norder += 1
                 res_begin[k] = begin
                 res_end[k] = st[_SRAM_END]
                 # cache[evict:idx] = [k]
@@ -511,13 +527,15 @@ def _execute(ops, dmas, ywin, xwin, shapes, nx, kernels, uop_depth, rows, pendin
                 _append(rows, st, COMPUTE, R.MEM, Opcode.LOAD, MemId.UOP, begin, dram_off[k],
                         1, n, n, 0, 0, 0, 0, 0)
             begin, end = res_begin[k], res_end[k]
-            kf = kernels  # [uops, is_alu, fields...]
-            if kf[k, 1]:  # ALU: op, use_imm, imm, reset, then the loops
-                _append(rows, st, COMPUTE, R.ALU, kf[k, 2], kf[k, 3], kf[k, 4], kf[k, 5],
-                        begin, end, kf[k, 6], kf[k, 7], kf[k, 8], kf[k, 9], kf[k, 10], kf[k, 11])
+            # kernels[k]: uops, is_alu, fields... (no alias: each costs a reference count)
+            if kernels[k, 1]:  # ALU: op, use_imm, imm, reset, then the loops
+                _append(rows, st, COMPUTE, R.ALU, kernels[k, 2], kernels[k, 3], kernels[k, 4],
+                        kernels[k, 5], begin, end, kernels[k, 6], kernels[k, 7],
+                        kernels[k, 8], kernels[k, 9], kernels[k, 10], kernels[k, 11])
             else:  # GEMM: reset, then the loops
-                _append(rows, st, COMPUTE, R.GEMM, kf[k, 2], begin, end, kf[k, 3],
-                        kf[k, 4], kf[k, 5], kf[k, 6], kf[k, 7], kf[k, 8], kf[k, 9], kf[k, 10], 0)
+                _append(rows, st, COMPUTE, R.GEMM, kernels[k, 2], begin, end, kernels[k, 3],
+                        kernels[k, 4], kernels[k, 5], kernels[k, 6], kernels[k, 7],
+                        kernels[k, 8], kernels[k, 9], kernels[k, 10], 0)
         else:  # _OP_SYNC
             _dep_push(rows, st, STORE, COMPUTE)
             _dep_push(rows, st, LOAD, COMPUTE)
@@ -532,4 +550,4 @@ def _execute(ops, dmas, ywin, xwin, shapes, nx, kernels, uop_depth, rows, pendin
             st[_SRAM_END] = 0
             st[_CACHE_IDX] = 0
         pc += 1
-    return st[_N], order[:norder], -1
+    return st[_N], uop_total, -1

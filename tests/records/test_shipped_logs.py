@@ -41,3 +41,18 @@ def test_default_logs_are_not_shipped_logs():
     assert path.parent == RUNS_DIR == Path("runs")
     ignored = (Path(__file__).resolve().parents[2] / ".gitignore").read_text().split()
     assert "/runs/" in ignored
+
+
+@pytest.mark.parametrize("hw", ["pynq", "ultra96"])
+def test_shipped_network_logs_serve_every_layers_build(hw):
+    """The ResNet-18 logs are a network's (`conv2d --network resnet18`): each task's build,
+    with the epilogue it was tuned with, takes its record; none falls back."""
+    from vtatune.builds import build
+    from vtatune.networks import load_network
+
+    net = load_network("resnet18", hw)
+    log = LOG_DIR / f"resnet18-{hw}.jsonl"
+    provenances = {t.name: build(t.workload, net.hw, log=log)
+                   .provenance for t in net.tunable}
+    assert len(provenances) == 10
+    assert all(p.source == "log" and p.log == str(log) for p in provenances.values()), provenances

@@ -3,6 +3,7 @@ tuned (issue #24: exports lost speed silently). dense128 is the case in point: v
 full space runs it in ~27k cycles, AutoTVM's dense_packed in no fewer than ~371k."""
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -188,3 +189,25 @@ def test_help_says_what_export_compares(capsys):
     text = " ".join(capsys.readouterr().out.split())
     assert "when TVM will run more than 1% slower, one warning line on stderr" in text
     assert "--json one JSON object per record written" in text
+
+
+def test_the_command_tunes_the_epilogue_a_network_tuned(tmp_path, capsys):
+    """A network's layer is tuned with its deployed epilogue: the suggested command tunes the
+    same workload in AutoTVM's space (same key), so the next export compares like with like."""
+    from vtatune.records import best_records, read_records
+
+    shipped = Path(__file__).resolve().parents[2] / "logs" / "resnet18-pynq.jsonl"
+    (c4,) = [b.record for b in best_records(read_records(shipped))
+             if b.record["workload"]["name"] == "resnet18.C4"]
+    log = write_log(tmp_path / "n.jsonl", [c4])
+    code, o, _ = export(capsys, log, tmp_path / "n.autotvm.log", "--json")
+    assert code == 0
+    command = json.loads(o)["tune_command"]
+    assert command == ("python -m vtatune conv2d --workload resnet18.C4 --epilogue deployed "
+                       f"--space autotvm --trials 200 --log {log}")
+    argv = command.split()[3:]
+    argv[argv.index("200")] = "3"
+    assert main(argv + ["--seed", "0", "--quiet"]) == 0
+    capsys.readouterr()
+    keys = {r["workload"]["key"] for _, r in read_records(log)}
+    assert keys == {c4["workload"]["key"]}

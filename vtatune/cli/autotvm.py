@@ -64,18 +64,25 @@ def tune_command(e: Any) -> str:
     """The command that tunes ``e``'s workload in AutoTVM's space into the log it was tuned
     in, so the next export takes what that tuning finds."""
     from vtatune.errors import WorkloadError
-    from vtatune.workloads import get_workload
+    from vtatune.records import workload_from
+    from vtatune.workloads import autotvm_key, epilogue_name, get_workload
 
     w, r = e.tuned["workload"], e.tuned
-    try:
-        named = bool(w.get("name")) and get_workload(w["operator"], w["name"]).key() == w["key"]
+    tuned = workload_from(r)
+    try:  # the catalogue's name when it names these shapes
+        named = bool(w.get("name")) and \
+            autotvm_key(get_workload(w["operator"], w["name"])) == autotvm_key(tuned)
     except WorkloadError:
         named = False
     flags = (f"--workload {w['name']}" if named else
              " ".join(f"--{k.replace('_', '-')} {v}" for k, v in w["shape"].items()))
-    return (f"python -m vtatune {w['operator']} {flags}{hw_flag(r['hw']['config'])}"
-            f"{' --bias' if r.get('bias') else ''} --space autotvm --trials 200 "
-            f"--log {shlex.quote(e.tuned_log)}")
+    # the epilogue it was tuned with (a network's layer: deployed), so the next export
+    # compares like with like
+    epilogue = epilogue_name(tuned.epilogue)  # type: ignore[attr-defined]
+    epilogue_flag = f" --epilogue {epilogue}" if epilogue not in (None, "benchmark") else ""
+    return (f"python -m vtatune {w['operator']} {flags}{epilogue_flag}"
+            f"{hw_flag(r['hw']['config'])}{' --bias' if r.get('bias') else ''} --space autotvm "
+            f"--trials 200 --log {shlex.quote(e.tuned_log)}")
 
 
 def export_warning(e: Any) -> str:

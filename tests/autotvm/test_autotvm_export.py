@@ -211,3 +211,20 @@ def test_the_command_tunes_the_epilogue_a_network_tuned(tmp_path, capsys):
     capsys.readouterr()
     keys = {r["workload"]["key"] for _, r in read_records(log)}
     assert keys == {c4["workload"]["key"]}
+
+
+def test_nothing_to_export_leaves_no_file(tmp_path, capsys):
+    """A log with no record to export is one error line, exit 2, and no output file (an
+    empty AutoTVM log would apply nothing, silently); an earlier export stays whole."""
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"schema": 1}\n')
+    out = tmp_path / "x.autotvm.log"
+    code, o, e = export(capsys, bad, out)
+    assert code == 2 and o == "" and len(e.splitlines()) == 1
+    assert e.startswith(f"vtatune: error: {bad}: no ok record") and not out.exists()
+    log = write_log(tmp_path / "g.jsonl", [record(DENSE128, NATIVE, DEFAULT, 0)])
+    assert export(capsys, log, out)[0] == 0
+    written = out.read_text()
+    assert export(capsys, bad, out)[0] == 2 and out.read_text() == written
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.jsonl", "g.jsonl",
+                                                          "x.autotvm.log"]  # no temp file

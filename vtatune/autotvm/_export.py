@@ -52,7 +52,7 @@ from vtatune.autotvm._tasks import (
 )
 from vtatune.errors import IllegalSchedule, VtatuneError
 from vtatune.lowering import check
-from vtatune.records import hw_from, read_records, schedule_from, workload_from
+from vtatune.records import hw_from, read_records, schedule_from, workload_from, write_whole
 from vtatune.schedule import (
     Schedule,
     to_autotvm,
@@ -312,11 +312,12 @@ def export_autotvm(logs: str | Path | Iterable[str | Path], out: str | Path
             r["workload"].get("name") or r["workload"]["key"], r["hw"]["model"], line,
             cycles, seconds, rec, projected, log, tuned_record, tuned_cycles, tuned_log,
             tuned_line, retimed))
-    text = "".join(json.dumps(e.record, separators=(", ", ": ")) + "\n" for e in picked)
-    try:
-        Path(out).write_text(text)
-    except OSError as exc:
-        raise AutotvmError(f"cannot write {out}: {exc.strerror}") from None
+    if picked:  # nothing to export leaves no file behind (an empty log would apply nothing)
+        text = "".join(json.dumps(e.record, separators=(", ", ": ")) + "\n" for e in picked)
+        try:  # whole or not at all: a full disk never leaves half a log for TVM to read
+            write_whole({Path(out): text.encode()}, make_dirs=False)
+        except OSError as exc:
+            raise AutotvmError(f"cannot write {out}: {exc.strerror or exc}") from None
     for e in picked:
         if e.slower:
             warnings.warn(ExportWarning(

@@ -5,10 +5,7 @@ whole or not at all."""
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +14,7 @@ from simulator.hardware import HardwareConfig
 from simulator.isa import Opcode, insn_layout, uop_layout
 from vtatune.design._inner import DesignError
 from vtatune.design._space import toolchain
+from vtatune.records import write_whole
 
 #: The file ``design --out`` writes per Pareto design beside ``vta_config.json``.
 BUILD_FILE = "hardware_build.json"
@@ -54,30 +52,9 @@ def build_file_text(hw: HardwareConfig) -> str:
 
 
 def write_atomically(files: dict[Path, bytes], what: str) -> None:
-    """Write every file of ``files`` whole or leave it as it was: each goes to a temporary
-    file beside it first, and only when all are written are they renamed into place (a
-    rename neither needs space nor leaves half a file). On a read-only or full file system
-    nothing new is left behind and DesignError says which path failed, in one line."""
-    temps: list[tuple[str, Path]] = []
-    current: Path | None = None
-    umask = os.umask(0)  # read it (mkstemp makes 0600 files; the designs are 0666 - umask)
-    os.umask(umask)
+    """:func:`vtatune.records.write_whole`, its failure as one DesignError line."""
     try:
-        for current, data in files.items():
-            current.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=current.parent, prefix=f".{current.name}.",
-                                       suffix=".tmp")
-            temps.append((tmp, current))
-            os.fchmod(fd, 0o666 & ~umask)
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-        for tmp, current in temps:
-            os.replace(tmp, current)
+        write_whole(files)
     except OSError as exc:
-        for tmp, _ in temps:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-        raise DesignError(f"cannot write {what} to {current}: {exc.strerror or exc}") \
+        raise DesignError(f"cannot write {what} to {exc.filename}: {exc.strerror or exc}") \
             from None

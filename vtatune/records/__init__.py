@@ -26,6 +26,7 @@ from vtatune.records._files import (
     check_log_target,
     env_seconds,
     read_records,
+    write_whole,
 )
 from vtatune.records._format import (
     SCHEMA,
@@ -48,5 +49,5 @@ __all__ = [
     "RecordPrefix", "RecordWarning", "RecordWriter", "ReplayReport", "SCHEMA", "append_whole",
     "best_records", "check_log_target", "encode_record", "env_seconds", "hw_fields", "hw_from",
     "now", "read_records", "replay", "schedule_from", "target_key", "workload_fields",
-    "workload_from",
+    "workload_from", "write_whole",
 ]

@@ -18,6 +18,7 @@ import contextlib
 import errno
 import json
 import os
+import tempfile
 import time
 import warnings
 from collections.abc import Iterable, Iterator
@@ -269,3 +270,35 @@ def best_records(records: Iterable[tuple[int, dict[str, Any]]]) -> list[BestReco
         if k not in best or r["cycles"] < best[k].cycles:
             best[k] = BestRecord(lineno, r)
     return list(best.values())
+
+
+def write_whole(files: dict[Path, bytes], *, make_dirs: bool = True) -> None:
+    """Write every file of ``files`` whole or leave it as it was: each goes to a temporary
+    file beside it first, and only when all are written are they renamed into place (a
+    rename neither needs space nor leaves half a file). On a read-only or full file system
+    nothing new is left behind and the OSError raised names the file that failed
+    (``filename``). ``make_dirs``: create missing parent directories."""
+    temps: list[tuple[str, Path]] = []
+    current: Path | None = None
+    umask = os.umask(0)  # read it (mkstemp makes 0600 files; these are 0666 - umask)
+    os.umask(umask)
+    try:
+        for current, data in files.items():
+            if make_dirs:
+                current.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=current.parent, prefix=f".{current.name}.",
+                                       suffix=".tmp")
+            temps.append((tmp, current))
+            os.fchmod(fd, 0o666 & ~umask)
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+        for tmp, current in temps:
+            os.replace(tmp, current)
+    except OSError as exc:
+        for tmp, _ in temps:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+        exc.filename = str(current)
+        raise

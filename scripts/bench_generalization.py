@@ -56,6 +56,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
 from bench_search import tuner_hash  # noqa: E402  (the same "tuner changed" rule)
+from network_optima import bound_plan  # noqa: E402  (the same bound-pruned sweep)
 
 from vtatune.workloads import (  # noqa: E402
     Conv2dTransposeWorkload,
@@ -220,21 +221,8 @@ def plan(wl: Any, hw_name: str, threshold: int) -> tuple[int, list[int]]:
     """(legal configs, product-order indices of those the compute bound cannot rule out)."""
     from search_spaces import get_template
     from simulator.hardware import HardwareConfig
-    from vtatune.tuning.cost_model import compute_bound
 
-    tpl = get_template(wl, HardwareConfig.resolve(hw_name))
-    legal, keep = 0, []
-    memo: dict[tuple, int] = {}
-    shape_knobs = ("tile_b", "tile_h", "tile_w", "tile_ci", "tile_co")
-    for c in tpl.legal_configs():
-        legal += 1
-        key = tuple(c.get(k) for k in shape_knobs)
-        b = memo.get(key)
-        if b is None:
-            b = memo[key] = compute_bound(tpl, c)
-        if b <= threshold:
-            keep.append(tpl.index_of(c))
-    return legal, keep
+    return bound_plan(get_template(wl, HardwareConfig.resolve(hw_name)), threshold)
 
 
 def sweep_chunk(wl: Any, hw_name: str, indices: list[int]) -> dict[str, Any]:

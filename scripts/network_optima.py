@@ -72,13 +72,12 @@ def run_chunk(network: str, hw: str, task: str, index: int, indices: list[int]
             "seconds": time.perf_counter() - t0, "indices": indices, "cycles": cycles}
 
 
-def plan_task(network: str, hw: str, task: str, threshold: float, margin: float
-              ) -> tuple[int, list[int]]:
-    """(legal configs, indices of those not ruled out by the compute bound)."""
+def bound_plan(tpl: Any, limit: float) -> tuple[int, list[int]]:
+    """(legal configs of ``tpl``, product-order indices of those whose compute lower bound
+    is at most ``limit``: the others provably take longer). The bound depends on the tile
+    shape alone, so it is computed once per shape."""
     from vtatune.tuning.cost_model import compute_bound
 
-    _, _, tpl = _template(network, hw, task)
-    limit = (1 + margin) * threshold
     legal, keep = 0, []
     memo: dict[tuple, int] = {}
     for c in tpl.legal_configs():
@@ -90,6 +89,13 @@ def plan_task(network: str, hw: str, task: str, threshold: float, margin: float
         if b <= limit:
             keep.append(tpl.index_of(c))
     return legal, keep
+
+
+def plan_task(network: str, hw: str, task: str, threshold: float, margin: float
+              ) -> tuple[int, list[int]]:
+    """(legal configs, indices of those not ruled out by the compute bound)."""
+    _, _, tpl = _template(network, hw, task)
+    return bound_plan(tpl, (1 + margin) * threshold)
 
 
 def _rescored(net: Any, names: list[str], configs: list[dict[str, Any]]) -> dict[str, float]:

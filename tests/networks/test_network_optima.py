@@ -11,6 +11,7 @@ import pytest
 
 from search_spaces import get_template
 from simulator.hardware import DEFAULT
+from tests._configs import random_legal
 from vtatune.networks import load_network
 from vtatune.scoring import score
 from vtatune.tuning.cost_model import compute_bound, estimate, warm_starts
@@ -27,20 +28,11 @@ BOUND_CASES = [
 ]
 
 
-def _random_legal(tpl, rng: random.Random, n: int) -> list[dict]:
-    out = []
-    while len(out) < n:
-        c = {k.name: rng.choice(k.choices) for k in tpl.knobs}
-        if tpl.legal(c):
-            out.append(c)
-    return out
-
-
 @pytest.mark.parametrize("name,wl,bias", BOUND_CASES, ids=[c[0] for c in BOUND_CASES])
 def test_compute_bound_never_exceeds_the_simulated_cycles(name, wl, bias):
     tpl = get_template(wl, DEFAULT, bias=bias)
     tight = 0
-    for c in _random_legal(tpl, random.Random(7), 12):
+    for c in random_legal(tpl, random.Random(7), 12):
         ev = score(wl, tpl.to_schedule(c), DEFAULT, bias=bias)
         assert ev.status == "ok"
         b = compute_bound(tpl, c)

@@ -12,6 +12,7 @@ import pytest
 
 from search_spaces import get_template
 from simulator.hardware import HardwareConfig
+from tests._configs import random_legal
 from vtatune.scoring import score
 from vtatune.tuning.cost_model import ShapeCosts, estimate, warm_starts
 from vtatune.workloads import (
@@ -33,15 +34,6 @@ CASES = [
 ]
 
 
-def _random_legal(tpl, rng: random.Random, n: int) -> list[dict]:
-    out = []
-    while len(out) < n:
-        c = {k.name: rng.choice(k.choices) for k in tpl.knobs}
-        if tpl.legal(c):
-            out.append(c)
-    return out
-
-
 def _cycles(wl, tpl, hw, config) -> int:
     return score(wl, tpl.to_schedule(config), hw).cycles
 
@@ -51,7 +43,7 @@ def test_estimate_follows_the_simulated_cycles(name, wl, hw_name):
     """Warm starts and random legal configs: within 6% each, 2% at the median."""
     hw = HardwareConfig.resolve(hw_name)
     tpl = get_template(wl, hw)
-    configs = warm_starts(tpl) + _random_legal(tpl, random.Random(0), 8)
+    configs = warm_starts(tpl) + random_legal(tpl, random.Random(0), 8)
     errors = [abs(estimate(tpl, c) / _cycles(wl, tpl, hw, c) - 1) for c in configs]
     assert max(errors) < 0.06, errors
     assert statistics.median(errors) < 0.02, errors

@@ -559,9 +559,11 @@ def main(argv: list[str] | None = None) -> int:
                 f.write(json.dumps(r, separators=(",", ":")) + "\n")
             print(f"[{time.perf_counter() - t_start:6.0f}s] {r['layer']:<14} {r['sampler']:<7} "
                   f"seed {r['seed']:<4} best {r['best']:>10,}  ({r['wall']:.1f} s)", flush=True)
-    if args.publish:  # the published studies are today's tuner's only
-        runs_path.write_text("".join(json.dumps(r, separators=(",", ":")) + "\n"
-                                     for k, r in done.items() if k[5] == th))
+    if args.publish:  # the published studies are today's tuner's only (whole or as it was)
+        from vtatune.records import write_whole
+
+        write_whole({runs_path: "".join(json.dumps(r, separators=(",", ":")) + "\n"
+                                        for k, r in done.items() if k[5] == th).encode()})
     runs_all = [r for k, r in done.items() if k[1] == hw.target_model and k[5] == th]
     runs = [r for r in runs_all if r["trials"] == args.trials and r["layer"] in layers
             and r["sampler"] in samplers and r["seed"] < args.seeds]

@@ -305,7 +305,40 @@ def _skeleton(looped: tuple[str, ...], leaves: tuple[str, ...], nthreads: int, v
               ) -> _Skeleton:
     """The queue program of a loop structure (:func:`_steps`) with its leaves as macros
     that :func:`_expand` turns into runtime calls for a schedule (every schedule with the
-    same loop structure shares it): loops' extents and matching ops left to fill in."""
+    same loop structure shares it): loops' extents and matching ops left to fill in.
+
+    The tile loops (the outer axes) nest directly around the tile, and TVM's CoProcSync
+    puts no dependency between two directly nested loops: to it they are one loop. So
+    every order and number of tile loops shares the program recorded with one loop, on the
+    first slot, which only has that loop replaced by the nest."""
+    outer = tuple(_SLOT[axis] for axis in looped if axis not in ("bi", "k0"))
+    if outer and outer != (_B,):
+        one = _skeleton(("b", *looped[len(outer):]), leaves, nthreads, v01)
+        return _Skeleton(_nest(one.ops, outer), one.after_sync)
+    return _record_skeleton(looped, leaves, nthreads, v01)
+
+
+def _nest(ops: np.ndarray, slots: tuple[int, ...]) -> np.ndarray:
+    """``ops`` with its outermost loop (the first) replaced by loops on ``slots``, outermost
+    first, around the same body."""
+    first = int(np.flatnonzero(ops[:, 0] == _OP_LOOP)[0])
+    depth, end = 0, first
+    for end in range(first, len(ops)):
+        depth += {_OP_LOOP: 1, _OP_END: -1}.get(int(ops[end, 0]), 0)
+        if depth == 0:
+            break
+    loops = np.zeros((len(slots), 4), np.int64)
+    loops[:, 0], loops[:, 1] = _OP_LOOP, slots
+    ends = np.zeros((len(slots), 4), np.int64)
+    ends[:, 0] = _OP_END
+    table = np.concatenate([ops[:first], loops, ops[first + 1:end], ends, ops[end + 1:]])
+    table.flags.writeable = False
+    return table
+
+
+def _record_skeleton(looped: tuple[str, ...], leaves: tuple[str, ...], nthreads: int,
+                     v01: bool) -> _Skeleton:
+    """:func:`_skeleton` recorded from the loop tree itself."""
     steps, after_sync = _steps(looped, leaves, nthreads, v01)
     ops: list[tuple[int, int, int, int]] = []
     for kind, a, b in steps:

@@ -218,7 +218,9 @@ def main() -> int:
            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
            "wall_seconds": round(time.perf_counter() - t_start, 1), "tasks": tasks}
     path = Path(args.out) if args.out else RESULTS / f"{args.network}_optima.json"
-    path.write_text(json.dumps(out, indent=1) + "\n")
+    from vtatune.records import write_whole
+
+    write_whole({path: (json.dumps(out, indent=1) + "\n").encode()})
     for name, t in tasks.items():
         print(name, t["optimum_cycles"], t["simulated"], t["exact"], t["within_margin"])
     print(f"wrote {path}")

@@ -17,7 +17,9 @@ import json
 import sys
 from pathlib import Path
 
-DATA = Path(__file__).resolve().parents[2] / "tests" / "networks" / "data"
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+DATA = ROOT / "tests" / "networks" / "data"
 ABOUT = ("Counters TVM v0.14's fsim printed deploying torchvision {model} (random weights, "
          "torch.manual_seed(0)) quantized by relay.quantize (global_scale 8.0, "
          "skip_conv_layers [0]) and graph_packed as VTA's deploy tutorial, built with TVM "
@@ -55,10 +57,12 @@ def main() -> int:
     if not by_model:
         print(f"no <model>-<target>-<log>.json in {args.out_dir}", file=sys.stderr)
         return 2
+    from vtatune.records import write_whole
+
     for model, cases in by_model.items():
         out = DATA / f"tvm014_{model}.json"
-        out.write_text(json.dumps({"about": ABOUT.format(model=model), "cases": cases},
-                                  indent=1) + "\n")
+        text = json.dumps({"about": ABOUT.format(model=model), "cases": cases}, indent=1)
+        write_whole({out: (text + "\n").encode()})
         print(f"wrote {out}: {', '.join(cases)}")
     return 0
 

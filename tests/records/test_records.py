@@ -14,6 +14,7 @@ from vtatune.records import (
     encode_record,
     read_records,
     replay,
+    write_whole,
 )
 from vtatune.tuning import tune
 from vtatune.workloads import GemmWorkload
@@ -176,3 +177,21 @@ def test_a_record_prefix_encodes_as_the_whole_record(head, rest):
     """A study's shared fields encoded once give the same line as the whole record."""
     assert RecordPrefix(head).line(rest) == encode_record({**head, **rest})
     assert json.loads(RecordPrefix(head).line(rest)) == {**head, **rest}
+
+
+def test_write_whole_makes_files_as_open_would(tmp_path):
+    """A file written whole has mode 0666 less the umask, like any file the process creates,
+    and the umask is left as it was; no temporary file stays beside it."""
+    import os
+    import stat
+
+    previous = os.umask(0o027)
+    try:
+        write_whole({tmp_path / "a.json": b"{}\n", tmp_path / "sub" / "b.json": b"[]\n"})
+        assert os.umask(0o027) == 0o027
+    finally:
+        os.umask(previous)
+    assert stat.S_IMODE((tmp_path / "a.json").stat().st_mode) == 0o640
+    assert stat.S_IMODE((tmp_path / "sub" / "b.json").stat().st_mode) == 0o640
+    assert (tmp_path / "sub" / "b.json").read_bytes() == b"[]\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.json", "sub"]

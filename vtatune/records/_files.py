@@ -18,7 +18,7 @@ import contextlib
 import errno
 import json
 import os
-import tempfile
+import secrets
 import time
 import warnings
 from collections.abc import Iterable, Iterator
@@ -272,6 +272,20 @@ def best_records(records: Iterable[tuple[int, dict[str, Any]]]) -> list[BestReco
     return list(best.values())
 
 
+def _new_file_beside(path: Path) -> tuple[int, str]:
+    """A new, empty file beside ``path`` (open for writing) and its name. It is created with
+    mode 0666, which the kernel narrows by the process's umask as for any file a program
+    creates (``tempfile.mkstemp`` would make it 0600, and reading the umask means setting
+    it, for every thread of the process)."""
+    for _ in range(100):
+        name = str(path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp")
+        try:
+            return os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666), name
+        except FileExistsError:
+            continue
+    raise FileExistsError(errno.EEXIST, "no free temporary name", str(path))
+
+
 def write_whole(files: dict[Path, bytes], *, make_dirs: bool = True) -> None:
     """Write every file of ``files`` whole or leave it as it was: each goes to a temporary
     file beside it first, and only when all are written are they renamed into place (a
@@ -280,16 +294,12 @@ def write_whole(files: dict[Path, bytes], *, make_dirs: bool = True) -> None:
     (``filename``). ``make_dirs``: create missing parent directories."""
     temps: list[tuple[str, Path]] = []
     current: Path | None = None
-    umask = os.umask(0)  # read it (mkstemp makes 0600 files; these are 0666 - umask)
-    os.umask(umask)
     try:
         for current, data in files.items():
             if make_dirs:
                 current.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=current.parent, prefix=f".{current.name}.",
-                                       suffix=".tmp")
+            fd, tmp = _new_file_beside(current)
             temps.append((tmp, current))
-            os.fchmod(fd, 0o666 & ~umask)
             with os.fdopen(fd, "wb") as f:
                 f.write(data)
                 f.flush()

@@ -360,6 +360,24 @@ def _record_skeleton(looped: tuple[str, ...], leaves: tuple[str, ...], nthreads:
 
 
 @njit(cache=True)
+def _open_loop(ops, open_at, runs, depth, w, slot, extent):
+    """Write op ``w``: a loop on ``slot`` opened at ``depth`` (its end is filled in by
+    :func:`_close_loop`); a call inside it runs ``extent`` times as often."""
+    ops[w, 0], ops[w, 1], ops[w, 2], ops[w, 3] = _OP_LOOP, slot, extent, -1
+    open_at[depth] = w
+    runs[depth + 1] = runs[depth] * extent
+
+
+@njit(cache=True)
+def _close_loop(ops, open_at, depth, w):
+    """Write op ``w``: the end of the loop open at ``depth``, which jumps back to it, and
+    point the loop's op at it."""
+    start = open_at[depth]
+    ops[start, 3] = w
+    ops[w, 0], ops[w, 1], ops[w, 2], ops[w, 3] = _OP_END, ops[start, 1], ops[start, 2], start
+
+
+@njit(cache=True)
 def _expand(template, ext, nchan, store_sizes, tile_b, nthreads, nalu):
     """A skeleton's queue program for a schedule: its ops (loops with their extents and
     matching ends), per DMA op (kind, thread, channel block) in order, and the table's
@@ -396,27 +414,19 @@ def _expand(template, ext, nchan, store_sizes, tile_b, nthreads, nalu):
         code, t = template[r, 0], template[r, 1]
         if code == _OP_LOOP:
             slot = template[r, 1]
-            ops[w, 0], ops[w, 1], ops[w, 2], ops[w, 3] = _OP_LOOP, slot, ext[slot], -1
-            open_at[depth] = w
+            _open_loop(ops, open_at, runs, depth, w, slot, ext[slot])
             depth += 1
-            runs[depth] = runs[depth - 1] * ext[slot]
             w += 1
         elif code == _OP_END:
             depth -= 1
-            start = open_at[depth]
-            ops[start, 3] = w
-            ops[w, 0], ops[w, 1], ops[w, 2], ops[w, 3] = (_OP_END, ops[start, 1],
-                                                          ops[start, 2], start)
+            _close_loop(ops, open_at, depth, w)
             w += 1
         elif code == _M_STORE:
             base = depth
             for j in range(store_sizes.shape[0]):
                 if store_sizes[j] > 1:
-                    ops[w, 0], ops[w, 1], ops[w, 2], ops[w, 3] = (_OP_LOOP, _NLOOPS + j,
-                                                                  store_sizes[j], -1)
-                    open_at[depth] = w
+                    _open_loop(ops, open_at, runs, depth, w, _NLOOPS + j, store_sizes[j])
                     depth += 1
-                    runs[depth] = runs[depth - 1] * store_sizes[j]
                     w += 1
             ops[w, 0], ops[w, 1] = _OP_DMA, d
             dmas[d, 0], dmas[d, 1] = _DMA_STORE, t
@@ -425,10 +435,7 @@ def _expand(template, ext, nchan, store_sizes, tile_b, nthreads, nalu):
             d += 1
             while depth > base:
                 depth -= 1
-                start = open_at[depth]
-                ops[start, 3] = w
-                ops[w, 0], ops[w, 1], ops[w, 2], ops[w, 3] = (_OP_END, ops[start, 1],
-                                                              ops[start, 2], start)
+                _close_loop(ops, open_at, depth, w)
                 w += 1
         elif code == _M_INP or code == _M_WGT or code == _M_BIAS:
             kind = _DMA_INP if code == _M_INP else (_DMA_WGT if code == _M_WGT else _DMA_BIAS)

@@ -288,6 +288,7 @@ class _Skeleton(NamedTuple):
 
     ops: np.ndarray  # the queue's ops with leaves as macros (:func:`_expand`)
     after_sync: tuple[tuple[int, int], ...]  # the pops TVM issues after the synchronize
+    outer: tuple[int, int]  # the ops opening and closing the outermost loop ((0, 0): none)
 
 
 # The DMA calls of a leaf: one row of the queue's DMA table each.
@@ -314,23 +315,19 @@ def _skeleton(looped: tuple[str, ...], leaves: tuple[str, ...], nthreads: int, v
     outer = tuple(_SLOT[axis] for axis in looped if axis not in ("bi", "k0"))
     if outer and outer != (_B,):
         one = _skeleton(("b", *looped[len(outer):]), leaves, nthreads, v01)
-        return _Skeleton(_nest(one.ops, outer), one.after_sync)
+        return _Skeleton(_nest(one, outer), one.after_sync, one.outer)
     return _record_skeleton(looped, leaves, nthreads, v01)
 
 
-def _nest(ops: np.ndarray, slots: tuple[int, ...]) -> np.ndarray:
-    """``ops`` with its outermost loop (the first) replaced by loops on ``slots``, outermost
+def _nest(one: _Skeleton, slots: tuple[int, ...]) -> np.ndarray:
+    """The ops of ``one`` with its outermost loop replaced by loops on ``slots``, outermost
     first, around the same body."""
-    first = int(np.flatnonzero(ops[:, 0] == _OP_LOOP)[0])
-    depth, end = 0, first
-    for end in range(first, len(ops)):
-        depth += {_OP_LOOP: 1, _OP_END: -1}.get(int(ops[end, 0]), 0)
-        if depth == 0:
-            break
+    first, end = one.outer
     loops = np.zeros((len(slots), 4), np.int64)
     loops[:, 0], loops[:, 1] = _OP_LOOP, slots
     ends = np.zeros((len(slots), 4), np.int64)
     ends[:, 0] = _OP_END
+    ops = one.ops
     table = np.concatenate([ops[:first], loops, ops[first + 1:end], ends, ops[end + 1:]])
     table.flags.writeable = False
     return table
@@ -341,6 +338,7 @@ def _record_skeleton(looped: tuple[str, ...], leaves: tuple[str, ...], nthreads:
     """:func:`_skeleton` recorded from the loop tree itself."""
     steps, after_sync = _steps(looped, leaves, nthreads, v01)
     ops: list[tuple[int, int, int, int]] = []
+    depth, outer = 0, [0, 0]
     for kind, a, b in steps:
         if kind == _LEAF:
             if a.startswith("alu"):
@@ -348,15 +346,21 @@ def _record_skeleton(looped: tuple[str, ...], leaves: tuple[str, ...], nthreads:
             else:
                 ops.append((_LEAF_MACROS[a], b, 0, 0))
         elif kind == _LOOP:
+            if depth == 0:
+                outer[0] = len(ops)
+            depth += 1
             ops.append((_OP_LOOP, a, 0, 0))
         elif kind == _END:
+            depth -= 1
+            if depth == 0:
+                outer[1] = len(ops)
             ops.append((_OP_END, 0, 0, 0))
         else:
             ops.append((_OP_PUSH if kind == _PUSH else _OP_POP, a, b, 0))
     ops.append((_OP_SYNC, 0, 0, 0))
     table = np.array(ops, np.int64)
     table.flags.writeable = False
-    return _Skeleton(table, after_sync)
+    return _Skeleton(table, after_sync, (outer[0], outer[1]))
 
 
 @njit(cache=True)

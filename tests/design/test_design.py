@@ -3,7 +3,7 @@ through the command line."""
 
 import errno
 import json
-import tempfile
+import os
 from dataclasses import replace
 from pathlib import Path
 
@@ -177,15 +177,17 @@ def test_tiny_design_search_through_the_cli(tmp_path, capsys, monkeypatch):
     # The disk fills up while the second design file is written: none is replaced or added,
     # no temporary file is left, and the error is one line.
     before = {p: p.read_bytes() for p in tmp_path.glob("*/*") if p.is_file()}
-    real, calls = tempfile.mkstemp, []
+    real, calls = os.open, []
 
-    def full_after_one(*args, **kwargs):
-        calls.append(kwargs.get("dir"))
-        if len(calls) > 1:
-            raise OSError(errno.ENOSPC, "No space left on device")
-        return real(*args, **kwargs)
+    def full_after_one(path, flags, *args, **kwargs):
+        name = os.path.basename(path)
+        if name.startswith(".") and name.endswith(".tmp"):  # a file written whole, first
+            calls.append(os.path.dirname(path))
+            if len(calls) > 1:
+                raise OSError(errno.ENOSPC, "No space left on device")
+        return real(path, flags, *args, **kwargs)
 
-    monkeypatch.setattr(tempfile, "mkstemp", full_after_one)
+    monkeypatch.setattr(os, "open", full_after_one)
     assert main([*argv, "--resume"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.endswith(": No space left on device\n")

@@ -85,17 +85,22 @@ def main() -> int:
         best_tuned = int(np.argmin(cycles[tuned_wl := _same(tuned[task], counts)]))
         total = sum(n * cycles[wl] for wl, n in counts.items())
         for wl, n in counts.items():
-            ratio = cycles[wl][best_tuned] / cycles[wl].min()
             lines.append(f"| {task} | {wl.epilogue.describe()} ({n}) | "
-                         f"{'yes' if wl == tuned_wl else ''} | {len(legal):,} | {ratio:.5f} |")
-        totals.append((task, total[best_tuned] / total.min()))
+                         f"{'yes' if wl == tuned_wl else ''} | {len(legal):,} | "
+                         f"{_ratio(cycles[wl][best_tuned], cycles[wl].min())} |")
+        totals.append((task, _ratio(total[best_tuned], total.min())))
     lines += ["", "The layers' total cycles (each epilogue's cycles times its layers) with the "
               "tuned optimum, over the best total of any one config:", ""]
-    lines += [f"- {task}: {ratio:.5f}" for task, ratio in totals]
+    lines += [f"- {task}: {ratio}" for task, ratio in totals]
     text = "\n".join(lines) + "\n"
     write_whole({Path(args.out): text.encode()})
     print(text)
     return 0
+
+
+def _ratio(cycles: float, best: float) -> str:
+    """``cycles / best``, said exactly when they are equal."""
+    return "1 (its optimum)" if cycles == best else f"{cycles / best:.5f}"
 
 
 def _same(workload: Any, counts: Counter) -> Any:

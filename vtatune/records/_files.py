@@ -111,7 +111,6 @@ class GroupSync:
         self._synced_at = time.monotonic()
 
 
-
 def append_whole(fd: int, data: bytes) -> int:
     """Append ``data`` to the file open at ``fd`` in one system call and return the offset
     it starts at. A failed or short write (a full disk) is cut back off the file and raises
@@ -126,6 +125,7 @@ def append_whole(fd: int, data: bytes) -> int:
                 os.ftruncate(fd, start)
         raise
     return start
+
 
 class RecordWriter:
     """Append-only JSON-lines writer: one ``os.write`` of one complete line per record.

@@ -66,8 +66,8 @@ def main() -> int:
              "", "| task | epilogue (layers) | tuned | legal configs | the tuned optimum on "
              "it / its own optimum |", "|---|---|---|---:|---:|"]
     totals = []
+    wanted = {t for t in args.tasks.split(",") if t}
     for task, counts in variants.items():
-        wanted = {t for t in args.tasks.split(",") if t}
         if len(counts) < 2 or wanted and not {task, task.split(".")[-1]} & wanted:
             continue
         tpl = get_template(tuned[task], net.hw)
@@ -82,7 +82,8 @@ def main() -> int:
             c = np.array([x for p in parts for x in p], dtype=float)
             c[c < 0] = np.inf
             cycles[wl] = c
-        best_tuned = int(np.argmin(cycles[tuned_wl := _same(tuned[task], counts)]))
+        tuned_wl = _same(tuned[task], counts)
+        best_tuned = int(np.argmin(cycles[tuned_wl]))
         total = sum(n * cycles[wl] for wl, n in counts.items())
         for wl, n in counts.items():
             lines.append(f"| {task} | {wl.epilogue.describe()} ({n}) | "

@@ -33,6 +33,7 @@ from vtatune.lowering import (
     Stage,
     Threaded,
     _emit,
+    _skeleton,
     expand_threads,
     insert_deps,
     loop,
@@ -391,8 +392,8 @@ def test_every_tile_loop_nest_shares_the_one_loop_skeleton():
                 for nthreads, v01 in ((1, False), (2, False), (1, True)):
                     looped = (*outer, *inner)
                     leaves = ("load_bias", "alu0", "alu1")
-                    shared = _emit._skeleton(looped, leaves, nthreads, v01)
-                    recorded = _emit._record_skeleton(looped, leaves, nthreads, v01)
+                    shared = _skeleton._skeleton(looped, leaves, nthreads, v01)
+                    recorded = _skeleton._record_skeleton(looped, leaves, nthreads, v01)
                     assert np.array_equal(shared.ops, recorded.ops), (looped, nthreads, v01)
                     assert shared.after_sync == recorded.after_sync, (looped, nthreads, v01)
                     structures += 1

@@ -8,8 +8,9 @@ A schedule becomes a program in four steps, one module each:
   ``SHAPE_RULES`` are those decided by the tile shape alone), over the DMA patterns of
   ``_dma`` and the DRAM/SRAM layouts of ``_layouts``;
 - ``_plan``: the SRAM allocation per virtual thread and the micro-op kernels (:func:`plan`);
-- ``_emit``: the loop tree, TVM's dependency insertion and virtual threads (``_ir``), and
-  the instructions as TVM's runtime builds them (``_runtime``: :class:`CommandQueue`).
+- ``_emit``: the loop tree, TVM's dependency insertion and virtual threads (``_ir``),
+  recorded once per loop structure (``_skeleton``), and the instructions as TVM's runtime
+  builds them (``_runtime``: :class:`CommandQueue`).
 
 :func:`lower` runs them all; :func:`lower_vadd` lowers the getting-started vector add.
 

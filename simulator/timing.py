@@ -522,14 +522,21 @@ def _read_duration(pre, xfer, post, pads, latency, pad_start):
 
 # --- the event engine ------------------------------------------------------------------------
 _SCRATCH = 12  # rows of the engine's working array
+_START, _END, _TOKEN_WAIT = 4, 5, 7  # its rows the engine leaves per instruction
+# Rows of the engine's per-module (busy, stall, memory wait) and per-FIFO state (4 columns).
+_BUSY, _STALL, _MEM_WAIT, _HEAD, _POPS_DONE, _NPUSHED = range(6)
+_STATE_ROWS = 6
 
 
 @njit(cache=True)
-def _engine(costs, P, insn_bytes, scratch, tokens_in, consumer):
+def _engine(costs, P, insn_bytes, scratch, state, tokens_in, consumer):
     """Run the modules over ``costs`` (see :func:`_costs`), using the ``_SCRATCH`` rows of
-    ``scratch``; per instruction (start, end, token wait), per module (busy, stall, memory
-    wait), the FINISH time, the serial sum, and on a deadlock (status 1) the state it
-    stopped in: module heads, pops done, pushes made, next to dispatch, chunk end."""
+    ``scratch`` and leaving there per instruction its start, end and token wait (rows
+    :data:`_START`, :data:`_END`, :data:`_TOKEN_WAIT`), and in the rows of ``state``
+    (:data:`_STATE_ROWS` x 4) per module its busy, stall and memory-wait cycles and, for a
+    deadlock, where it stopped: module heads, pops done and pushes made per FIFO. Returns
+    (status: 1 on a deadlock, the FINISH time, the serial sum, next to dispatch, chunk
+    end). (Only scalars come back: numba boxes each returned array at a cost.)"""
     mod, pops, pushes, kind = costs[0], costs[1], costs[2], costs[3]
     pre, xfer, post, prio, pads = costs[4], costs[5], costs[6], costs[7], costs[8]
     n = mod.shape[0]
@@ -543,7 +550,8 @@ def _engine(costs, P, insn_bytes, scratch, tokens_in, consumer):
         qpos[i] = qlen[m]
         queues[m, qlen[m]] = i
         qlen[m] += 1
-    start, end, dispatch, token_wait = scratch[4], scratch[5], scratch[6], scratch[7]
+    start, end, token_wait = scratch[_START], scratch[_END], scratch[_TOKEN_WAIT]
+    dispatch = scratch[6]
     start[:] = -1
     dispatch[:] = -1
     push_times = scratch[8:12]  # per FIFO, completion time of k-th push
@@ -552,12 +560,10 @@ def _engine(costs, P, insn_bytes, scratch, tokens_in, consumer):
         for k in range(tokens_in[f]):
             push_times[f, k] = 0
         npushed[f] = tokens_in[f]
-    pops_done = np.zeros(4, np.int64)
-    head = np.zeros(3, np.int64)
+    state[:] = 0
+    busy, stall, mem_wait = state[_BUSY], state[_STALL], state[_MEM_WAIT]
+    head, pops_done, npushed_out = state[_HEAD], state[_POPS_DONE], state[_NPUSHED]
     free = np.zeros(3, np.int64)  # when each module finishes its current instruction
-    busy = np.zeros(3, np.int64)
-    stall = np.zeros(3, np.int64)
-    mem_wait = np.zeros(3, np.int64)
     # The memory bridge: when its channel frees, and when it last took a request off its
     # queue (a request arriving by then finds the queue busy: no fresh delay).
     chan_free = 0
@@ -662,8 +668,8 @@ def _engine(costs, P, insn_bytes, scratch, tokens_in, consumer):
             if best_m == -2 or key < best_key or (key == best_key and p < best_prio):
                 best_m, best_key, best_prio, best_s = m, key, p, cand_s[m]
         if best_m == -2:
-            return (1, start, end, token_wait, busy, stall, mem_wait, finish_time, serial,
-                    head, pops_done, npushed, fetch_next, chunk_end)
+            npushed_out[:] = npushed
+            return 1, finish_time, serial, fetch_next, chunk_end
         m, s = best_m, best_s
         data = 0
         if best_prio != _NO_READ:  # a request reaches the bridge at best_key
@@ -712,8 +718,8 @@ def _engine(costs, P, insn_bytes, scratch, tokens_in, consumer):
         remaining -= 1
         if i == n - 1:
             finish_time = e
-    return (0, start, end, token_wait, busy, stall, mem_wait, finish_time, serial, head,
-            pops_done, npushed, fetch_next, chunk_end)
+    npushed_out[:] = npushed
+    return 0, finish_time, serial, fetch_next, chunk_end
 
 
 @lru_cache(maxsize=64)
@@ -762,31 +768,31 @@ def time_program(program: Program, hw: HardwareConfig, profile: TimingProfile | 
     if bad >= 0:
         insn = program.instructions[bad]
         pops_of(insn), pushes_of(insn)  # raises the precise ProgramError
-    (status, start, end, token_wait, busy, stall, mem_wait, total, serial, head, pops_done,
-     npushed, fetch_next, chunk_end) = _engine(
-        costs, P, insn_bytes, np.empty((_SCRATCH, n + sum(program.tokens_in)), np.int64),
-        _tokens_array(program.tokens_in), _CONSUMER)
+    tokens_in = program.tokens_in
+    scratch = np.empty((_SCRATCH, n + sum(tokens_in)), np.int64)
+    state = np.empty((_STATE_ROWS, 4), np.int64)
+    status, total, serial, fetch_next, chunk_end = _engine(
+        costs, P, insn_bytes, scratch, state, _tokens_array(tokens_in), _CONSUMER)
+    busy, stall, mem_wait, head, pops_done, npushed = state.tolist()
     mod = costs[0]
     if status:
         _deadlock(program, mod, head, pops_done, npushed, fetch_next, chunk_end)
     # Instructions after FINISH in other queues never matter: FINISH is last in the stream.
-    modules = {
-        name: ModuleTime(int(busy[k]), int(stall[k]), max(0, int(total - busy[k] - stall[k])),
-                         int(mem_wait[k]))
-        for k, name in enumerate(MODULES)
-    }
+    modules = {name: ModuleTime(busy[k], stall[k], max(0, total - busy[k] - stall[k]),
+                                mem_wait[k])
+               for k, name in enumerate(MODULES)}
     trace_rows = None
     if trace:
         insns = program.instructions
+        start, end, token_wait = (scratch[row].tolist() for row in (_START, _END, _TOKEN_WAIT))
         trace_rows = tuple(
-            TraceRow(i, MODULES[mod[i]], insns[i].kind, int(start[i]), int(end[i]),
-                     int(token_wait[i]), "+".join(f for f in pops_of(insns[i])))
+            TraceRow(i, MODULES[mod[i]], insns[i].kind, start[i], end[i], token_wait[i],
+                     "+".join(f for f in pops_of(insns[i])))
             for i in range(n) if start[i] >= 0
         )
-    return TimingResult(int(total), modules, int(gemm_cycles),
-                        int(read_bytes) + n * insn_bytes, int(write_bytes), int(serial), p,
-                        trace_rows, tuple(int(a - b) for a, b in zip(npushed, pops_done,
-                                                                      strict=True)))
+    return TimingResult(total, modules, int(gemm_cycles), int(read_bytes) + n * insn_bytes,
+                        int(write_bytes), serial, p, trace_rows,
+                        tuple(a - b for a, b in zip(npushed, pops_done, strict=True)))
 
 
 @lru_cache(maxsize=256)

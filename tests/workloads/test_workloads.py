@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import itertools
+import os
+import pickle
+import subprocess
+import sys
 
 import pytest
 
@@ -12,7 +16,9 @@ from vtatune.workloads import (
     WORKLOADS,
     Conv2dTransposeWorkload,
     Conv2dWorkload,
+    Epilogue,
     GroupConv2dWorkload,
+    deployed,
     get_workload,
 )
 
@@ -126,3 +132,19 @@ def test_output_size_formula_over_a_grid():
                 continue
             t = Conv2dTransposeWorkload(1, h, h, 16, 16, k, p, s, op)
             assert t.out_height == _scatter_size(h, k, p, s, op)
+
+
+def test_an_epilogue_hashed_here_is_found_by_value_in_another_process():
+    """An epilogue remembers its hash (the lowering's caches hash it several times per
+    schedule), but a process that unpickles it (a ``--jobs`` worker) hashes its strings with
+    another seed: the hash must not travel with it."""
+    epilogue = deployed(8, relu=True)
+    assert hash(epilogue) == hash(Epilogue(epilogue.ops))  # remembered, equal by value
+    probe = ("import pickle, sys\n"
+             "from vtatune.workloads import Epilogue\n"
+             "e = pickle.loads(sys.stdin.buffer.read())\n"
+             "print({Epilogue(e.ops): 'found'}.get(e, 'missing'))\n")
+    env = {**os.environ, "PYTHONHASHSEED": "12345"}
+    out = subprocess.run([sys.executable, "-c", probe], input=pickle.dumps(epilogue),
+                         capture_output=True, env=env, check=True).stdout
+    assert out.decode().strip() == "found"

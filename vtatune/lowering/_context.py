@@ -76,6 +76,14 @@ class Geometry(Context):
     ew: int
     counts: dict[str, int]  # outer loop extents per axis (after thread split)
 
+    @classmethod
+    def of(cls, ctx: Context, eh: int, ew: int, counts: dict[str, int]) -> Geometry:
+        """``ctx``'s constants with a schedule's tiles, its fields copied at once: the
+        dataclass ``__init__`` would set its 38 fields one by one for every schedule."""
+        geo = object.__new__(cls)
+        geo.__dict__.update(vars(ctx), eh=eh, ew=ew, counts=counts)
+        return geo
+
 
 class Widths(NamedTuple):
     """Bit widths of the instruction and micro-op fields (simulator.isa's layout)."""

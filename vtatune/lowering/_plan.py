@@ -156,10 +156,9 @@ def plan(workload: Workload, schedule: Schedule, hw: HardwareConfig, bias: bool 
     f = rules(ctx, schedule, bias)
     sch = schedule
     bias, steps = epilogue_steps(ctx.epilogue, bias, sch.clip_order)
-    geo = Geometry(**vars(ctx), eh=f.eh, ew=f.ew,
-                   counts={"b": ctx.nb // sch.tile_b, "h": ctx.oh // sch.tile_h // sch.h_nthread,
-                           "c": ctx.cob // sch.tile_co // sch.oc_nthread,
-                           "w": ctx.ow // sch.tile_w})
+    geo = Geometry.of(ctx, f.eh, f.ew,
+                      {"b": ctx.nb // sch.tile_b, "h": ctx.oh // sch.tile_h // sch.h_nthread,
+                       "c": ctx.cob // sch.tile_co // sch.oc_nthread, "w": ctx.ow // sch.tile_w})
     store_loops, store_pattern = store_plan(ctx, sch, f.strict_store_pattern)
     return Plan(workload, sch, hw, bias, geo, f.inp_tile, f.wgt_tile,
                 f.acc_tile, f.bias_tile, f.nthreads, f.gemm_axes, f.reset_axes, f.gemm_folds,

@@ -102,6 +102,18 @@ class Epilogue:
                                                       for o in self.ops):
             raise WorkloadError("an epilogue is a tuple of EpilogueOp")
 
+    def __hash__(self) -> int:
+        # Hashed once: the lowering's caches key on the workload and the rule context, which
+        # hold the epilogue, several times per schedule lowered.
+        try:
+            return self.__dict__["_hash"]
+        except KeyError:
+            h = self.__dict__["_hash"] = hash(self.ops)
+            return h
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"ops": self.ops}  # not the cached hash: strings hash differently per process
+
     @property
     def tensors(self) -> tuple[str, ...]:
         """The extra inputs it reads, in the order first read."""

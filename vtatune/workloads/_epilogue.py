@@ -112,7 +112,8 @@ class Epilogue:
             return h
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"ops": self.ops}  # not the cached hash: strings hash differently per process
+        # Not the cached hash: another process hashes strings with another seed.
+        return {k: v for k, v in vars(self).items() if k != "_hash"}
 
     @property
     def tensors(self) -> tuple[str, ...]:

@@ -521,11 +521,13 @@ def _read_duration(pre, xfer, post, pads, latency, pad_start):
 
 
 # --- the event engine ------------------------------------------------------------------------
-_SCRATCH = 12  # rows of the engine's working array
-_START, _END, _TOKEN_WAIT = 4, 5, 7  # its rows the engine leaves per instruction
+# Rows of the engine's working array: each module's queue (0-2), each instruction's position
+# in its queue, start, end, dispatch time and token wait, then each FIFO's push times.
+_QPOS, _START, _END, _DISPATCH, _TOKEN_WAIT, _PUSH_TIMES = 3, 4, 5, 6, 7, 8
+_SCRATCH = _PUSH_TIMES + 4
 # Rows of the engine's per-module (busy, stall, memory wait) and per-FIFO state (4 columns).
 _BUSY, _STALL, _MEM_WAIT, _HEAD, _POPS_DONE, _NPUSHED = range(6)
-_STATE_ROWS = 6
+_STATE_ROWS = _NPUSHED + 1
 
 
 @njit(cache=True)
@@ -544,17 +546,17 @@ def _engine(costs, P, insn_bytes, scratch, state, tokens_in, consumer):
     request, pad_start = P[_REQUEST], P[_PAD_START]
     queues = scratch[0:3]
     qlen = np.zeros(3, np.int64)
-    qpos = scratch[3]  # position of each instruction in its module's queue
+    qpos = scratch[_QPOS]  # position of each instruction in its module's queue
     for i in range(n):
         m = mod[i]
         qpos[i] = qlen[m]
         queues[m, qlen[m]] = i
         qlen[m] += 1
     start, end, token_wait = scratch[_START], scratch[_END], scratch[_TOKEN_WAIT]
-    dispatch = scratch[6]
+    dispatch = scratch[_DISPATCH]
     start[:] = -1
     dispatch[:] = -1
-    push_times = scratch[8:12]  # per FIFO, completion time of k-th push
+    push_times = scratch[_PUSH_TIMES:]  # per FIFO, completion time of k-th push
     npushed = np.zeros(4, np.int64)
     for f in range(4):  # tokens left by the stream before: there from the start
         for k in range(tokens_in[f]):

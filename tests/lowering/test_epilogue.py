@@ -124,7 +124,7 @@ def test_deployed_resnet18_convs_count_as_tvm_fsim():
 
 
 def test_deployed_resnet18_conv_streams_time_as_tvms():
-    """TVM's own instruction stream of each deployed conv, timed (the shared reference):
+    """TVM's own instruction stream of each deployed conv, timed (the reference in tests/data):
     the streams vtatune builds with TVM's runtime rules take the same cycles; those that
     follow a residual add inherit its token and its pending pop (the reference primed the
     token with a store NOP, a few cycles later than a token already there)."""

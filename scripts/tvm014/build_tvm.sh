@@ -10,8 +10,8 @@
 #   JOBS         parallel compile jobs (default: the number of CPUs)
 #   LLVM_CONFIG  llvm-config of LLVM 14, the LLVM TVM v0.14 was released against
 #                (default: llvm-config-14 on the PATH, else /usr/lib/llvm-14/bin/llvm-config)
-#   OPT          the compiler's optimisation flag (default -O2; -O0 compiles about twice as
-#                fast and runs fsim slower)
+#   OPT          the compiler's optimisation flag (default -O2; -O0 compiles faster and
+#                runs fsim slower)
 # Needs git, cmake, ninja, a C++17 compiler, python3 and LLVM 14's development files
 # (Debian/Ubuntu: apt-get install git g++ cmake ninja-build python3-venv llvm-14-dev).
 # It ends by importing the build from Python and printing the variables to export.

@@ -1,18 +1,21 @@
 """How closely the timing model follows VTA's RTL, record by record.
 
-Runs every record of the shared tsim reference (``tsim_reference.jsonl`` and
+Runs every record of the tsim reference (``tsim_reference.jsonl`` and
 ``tsim_micro/*.bin``: cycles VTA's Chisel RTL counted under Verilator, launch to FINISH,
 against tsim's simulated memory, not a board's DDR): schedules through the normal lowering,
 micro-benchmarks through their program files, and prints per workload and bias setting and
 overall the RTL/model ratio's median, p10, p90, min and max, the mean absolute error, the
 Spearman rank correlation, whether the model's fastest schedule is the RTL's, and how many
 micro-benchmarks land within 2% or 2 cycles. Then the same for the codesign reference
-(``tsim_codesign_reference.jsonl``: other VTA shapes and buses, the configurations in the
-shared ``hw/``), per workload, bias and hardware, with a line per hardware configuration,
+(``tsim_codesign_reference.jsonl``: other VTA shapes and buses, the configurations in its
+``hw/``), per workload, bias and hardware, with a line per hardware configuration,
 against its own goal (MAE <= 0.2%, programs of 10,000 cycles or more within 1%, the best
 schedule agreeing).
 
-    python scripts/bench_fidelity.py                    # ../shared/data beside the repo
+The data is the repository's ``tests/data/`` (its README.md: what each file is and where it
+came from); ``$VTATUNE_SHARED_DATA`` or ``--data`` name another copy.
+
+    python scripts/bench_fidelity.py                    # tests/data in this checkout
     python scripts/bench_fidelity.py --data DIR --jobs 2
     python scripts/bench_fidelity.py --reference codesign   # only one of the two files
     python scripts/bench_fidelity.py --recorded         # the model the reference recorded
@@ -32,7 +35,9 @@ from vtatune.errors import VtatuneError  # noqa: E402
 from vtatune.fidelity import (  # noqa: E402
     CODESIGN,
     CODESIGN_GOAL,
+    DATA_ENV,
     REFERENCE,
+    REPO_DATA,
     TSIM_GOAL,
     compare,
     data_dir,
@@ -47,8 +52,8 @@ DEFAULT_DATA = data_dir(ROOT)
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA,
-                    help=f"shared data directory (default $VTATUNE_SHARED_DATA or "
-                         f"../shared/data beside the repository: {DEFAULT_DATA})")
+                    help=f"reference data directory (default ${DATA_ENV} or the "
+                         f"repository's {REPO_DATA}: {DEFAULT_DATA})")
     ap.add_argument("--jobs", type=int, default=1, help="processes (default 1)")
     ap.add_argument("--profile", metavar="FILE.json",
                     help="timing profile overrides (fields of TimingProfile)")

@@ -1,17 +1,14 @@
 import json
-from pathlib import Path
 
 import pytest
 
-SHARED = Path(__file__).resolve().parents[2] / "shared"
-REFERENCE = SHARED / "data" / "fsim_reference.jsonl"
+from tests._data import FSIM_REFERENCE
 
 
 @pytest.fixture(scope="session")
 def fsim_reference():
-    if not REFERENCE.exists():
-        pytest.skip(f"{REFERENCE} not found")
-    return [json.loads(line) for line in REFERENCE.read_text().splitlines() if line.strip()]
+    return [json.loads(line) for line in FSIM_REFERENCE.read_text().splitlines()
+            if line.strip()]
 
 
 @pytest.fixture(scope="session", autouse=True)

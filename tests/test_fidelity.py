@@ -1,10 +1,10 @@
-"""The timing model holds to VTA's RTL on every record of the shared tsim reference.
+"""The timing model holds to VTA's RTL on every record of the tsim reference.
 
 The goal of issue 13: mean absolute error at most 1%, every program of at least 10,000
 cycles within 3%, Spearman at least 0.995 within every workload and bias setting, the best
 schedule agreeing on every workload, every micro-benchmark within 2% or 2 cycles. The data
-is ``../shared/data`` beside the repository (``$VTATUNE_SHARED_DATA`` overrides); without it
-the test skips, saying so.
+is the repository's ``tests/data/`` (``$VTATUNE_SHARED_DATA`` overrides): it is part of the
+checkout, so these tests never skip, and the first test below fails if it is missing.
 
 The codesign reference (issue 26: VTA shapes 1x8x32 on a 64-bit bus and stock 1x16 on the
 64- and 128-bit bus) is held to its own goal: mean absolute error at most 0.2%, every program
@@ -15,14 +15,22 @@ which the model before it charged as the narrow one (up to +8.7%).
 
 from __future__ import annotations
 
-from pathlib import Path
+import hashlib
+import subprocess
+import sys
 
 import pytest
 
+from tests._data import DATA, ROOT
 from vtatune.fidelity import (
     CODESIGN,
     CODESIGN_GOAL,
+    DATA_ENV,
+    HW_DIR,
+    REFERENCE,
+    REPO_DATA,
     Comparison,
+    ReferenceDataError,
     compare,
     data_dir,
     format_report,
@@ -31,20 +39,58 @@ from vtatune.fidelity import (
     summarize,
 )
 
-DATA = data_dir(Path(__file__).resolve().parent.parent)
+#: What the repository's copy holds, besides its README.md and SHA256SUMS.
+COPIED = {"fsim_reference.jsonl", REFERENCE, CODESIGN, "tvm014_resnet18_deployed.json",
+          HW_DIR, "tsim_micro"}
+
+
+def test_the_reference_data_is_in_the_repository(monkeypatch):
+    """Without the environment variable the data is the checkout's own copy, every file of
+    it as copied (SHA256SUMS), every program and hardware the references name present, and
+    the README saying what each entry is."""
+    monkeypatch.delenv(DATA_ENV, raising=False)
+    repo = data_dir(ROOT)
+    assert repo == ROOT / REPO_DATA
+    sums = {}
+    for line in (repo / "SHA256SUMS").read_text().splitlines():
+        digest, name = line.split("  ", 1)
+        sums[name] = digest
+    files = {p.relative_to(repo).as_posix() for p in repo.rglob("*") if p.is_file()}
+    assert files - {"README.md", "SHA256SUMS"} == set(sums)
+    assert {name.split("/")[0] for name in sums} == COPIED
+    for name, digest in sums.items():
+        assert hashlib.sha256((repo / name).read_bytes()).hexdigest() == digest, name
+    named = {r["program"] for r in load_reference(repo) if r["operator"] == "micro"} | \
+        {f"{HW_DIR}/{r['hw']}.json" for r in load_reference(repo, CODESIGN)}
+    assert named <= set(sums) and len(named) == 99 + 3
+    readme = (repo / "README.md").read_text()
+    assert [entry for entry in sorted(COPIED) if f"`{entry}" not in readme] == []
+
+
+def test_the_environment_variable_names_another_copy(monkeypatch, tmp_path):
+    monkeypatch.setenv(DATA_ENV, str(tmp_path))
+    assert data_dir(ROOT) == tmp_path
+    with pytest.raises(ReferenceDataError, match=f"{REFERENCE}: no such file"):
+        load_reference(data_dir(ROOT))
+
+
+def test_bench_fidelity_reads_the_repositorys_copy(monkeypatch):
+    """The README's fidelity figures come from ``scripts/bench_fidelity.py`` with no
+    argument: in a clone it scores the copy here (the codesign reference, the shorter)."""
+    monkeypatch.delenv(DATA_ENV, raising=False)
+    done = subprocess.run([sys.executable, "scripts/bench_fidelity.py", "--reference",
+                           "codesign"], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith(f"95 records of {ROOT / REPO_DATA / CODESIGN} "), done.stdout
 
 
 @pytest.fixture(scope="module")
 def scored():
-    if not (DATA / "tsim_reference.jsonl").is_file():
-        pytest.skip(f"no shared RTL reference at {DATA} (set VTATUNE_SHARED_DATA)")
     return compare(load_reference(DATA), DATA)
 
 
 @pytest.fixture(scope="module")
 def codesign():
-    if not (DATA / CODESIGN).is_file():
-        pytest.skip(f"no shared codesign reference at {DATA} (set VTATUNE_SHARED_DATA)")
     return compare(load_reference(DATA, CODESIGN), DATA)
 
 

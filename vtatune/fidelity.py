@@ -1,12 +1,13 @@
-"""How closely the timing model follows VTA's RTL: scoring the shared tsim reference.
+"""How closely the timing model follows VTA's RTL: scoring the tsim reference.
 
-The reference (``tsim_reference.jsonl`` beside ``tsim_micro/``, in the shared data
-directory) holds cycles VTA's Chisel RTL counted under Verilator with tsim's simulated
+The reference (``tsim_reference.jsonl`` beside ``tsim_micro/``, in the reference data
+directory: the repository's ``tests/data/``, whose README says what each file is and where
+it came from) holds cycles VTA's Chisel RTL counted under Verilator with tsim's simulated
 memory, launch to FINISH: lowered schedules (rebuilt here from each record's operator,
 shape, hardware, bias and schedule, through the normal lowering) and micro-benchmark
 programs (loaded from their ``program.bin``). The codesign reference
 (``tsim_codesign_reference.jsonl``) holds the same for other VTA shapes and buses, each
-record's ``hw`` naming a ``vta_config.json`` in the shared ``hw/`` directory and its
+record's ``hw`` naming a ``vta_config.json`` in the data's ``hw/`` directory and its
 ``named_workload`` the shape. :func:`compare` times each with the model;
 :func:`summarize` and :func:`goal_failures` say how close it is (:data:`TSIM_GOAL` for the
 stock reference, :data:`CODESIGN_GOAL` for the codesign one).
@@ -37,14 +38,15 @@ from simulator.program import Program
 from simulator.timing import TimingProfile, time_program
 from vtatune.errors import IllegalSchedule, VtatuneError
 
-#: File names inside the shared data directory.
 __all__ = [
-    "CODESIGN", "CODESIGN_GOAL", "HW_DIR", "LONG_PROGRAM", "MAX_LONG_ERROR", "MAX_MAE",
-    "MICRO_ABS", "MICRO_REL", "MIN_SPEARMAN", "REFERENCE", "TSIM_GOAL", "Comparison", "Goal",
-    "ReferenceDataError", "Stats", "compare", "data_dir", "format_report", "goal_failures",
-    "load_reference", "program_of", "recorded", "spearman", "stats", "summarize",
+    "CODESIGN", "CODESIGN_GOAL", "DATA_ENV", "HW_DIR", "LONG_PROGRAM", "MAX_LONG_ERROR",
+    "MAX_MAE", "MICRO_ABS", "MICRO_REL", "MIN_SPEARMAN", "REFERENCE", "REPO_DATA", "TSIM_GOAL",
+    "Comparison", "Goal", "ReferenceDataError", "Stats", "compare", "data_dir", "format_report",
+    "goal_failures", "load_reference", "program_of", "recorded", "spearman", "stats",
+    "summarize",
 ]
 
+#: File names inside the reference data directory.
 REFERENCE = "tsim_reference.jsonl"
 CODESIGN = "tsim_codesign_reference.jsonl"
 HW_DIR = "hw"  # the codesign records' vta_config.json files, by their ``hw`` name
@@ -75,11 +77,18 @@ TSIM_GOAL = Goal(MAX_MAE, MAX_LONG_ERROR, MIN_SPEARMAN)
 CODESIGN_GOAL = Goal(0.002, 0.01, None)
 
 
+#: The reference data's place in a checkout: test data, copied verbatim from the
+#: measurements (its README.md gives each file's provenance).
+REPO_DATA = Path("tests") / "data"
+#: An environment variable naming another directory of the same layout, used instead.
+DATA_ENV = "VTATUNE_SHARED_DATA"
+
+
 def data_dir(repo: str | Path) -> Path:
-    """Where the shared data is: ``$VTATUNE_SHARED_DATA``, else ``../shared/data`` beside the
-    repository ``repo`` (CI keeps it beside the clone)."""
-    env = os.environ.get("VTATUNE_SHARED_DATA")
-    return Path(env) if env else Path(repo).resolve().parent / "shared" / "data"
+    """Where the reference data is: ``$VTATUNE_SHARED_DATA`` when set, else the copy in the
+    repository ``repo`` (:data:`REPO_DATA`)."""
+    env = os.environ.get(DATA_ENV)
+    return Path(env) if env else Path(repo).resolve() / REPO_DATA
 
 
 class ReferenceDataError(VtatuneError):
@@ -135,7 +144,8 @@ def load_reference(data_dir: str | Path, name: str = REFERENCE) -> list[dict[str
     """The records of ``data_dir/name`` (:data:`REFERENCE` or :data:`CODESIGN`)."""
     path = Path(data_dir) / name
     if not path.is_file():
-        raise ReferenceDataError(f"{path}: no such file (the shared reference data)")
+        raise ReferenceDataError(f"{path}: no such file (the RTL reference data: tests/data/ "
+                                 f"in the repository, or ${DATA_ENV})")
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
@@ -178,7 +188,7 @@ def program_of(record: dict[str, Any], data_dir: str | Path) -> tuple[Program, H
 
 
 def _hw_of(record: dict[str, Any], data_dir: str | Path) -> HardwareConfig:
-    """A preset name, else the shared ``hw/<name>.json``; checked against the record's
+    """A preset name, else the data's ``hw/<name>.json``; checked against the record's
     ``bus_bits`` where it has one."""
     from simulator.hardware import PRESETS
 

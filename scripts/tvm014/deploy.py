@@ -23,10 +23,10 @@ Differences from the tutorial:
     node-by-node run; the runtime prints to fd 1, which is redirected into the dump file, with a
     '### node ...' marker line before each node.
 
-Environment: TVM v0.14 built with fsim as ../shared/tools/tvm014/README.md says; TVM_HOME its source
-tree, PYTHONPATH=$TVM_HOME/python:$TVM_HOME/vta/python, TVM_LIBRARY_PATH=$TVM_HOME/build;
+Environment: TVM v0.14 built with fsim by scripts/tvm014/build_tvm.sh (docs/tvm014.md); TVM_HOME its
+source tree, PYTHONPATH=$TVM_HOME/python:$TVM_HOME/vta/python, TVM_LIBRARY_PATH=$TVM_HOME/build;
 VTA_HW_PATH_PYNQ a copy of $TVM_HOME/3rdparty/vta-hw whose config/vta_config.json says
-"TARGET": "pynq" (everything else may be symlinks). tests/networks/data/README.md: how the
+"TARGET": "pynq" (everything else may be symlinks; build_tvm.sh makes $TVM_HOME/build/vta-hw-pynq). tests/networks/data/README.md: how the
 tests' references were made with it.
 """
 

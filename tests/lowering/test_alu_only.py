@@ -6,7 +6,6 @@ import json
 import random
 import re
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 
@@ -14,14 +13,13 @@ from search_spaces import get_template
 from simulator.functional import count
 from simulator.hardware import DEFAULT, PRESETS
 from simulator.timing import time_program
+from tests._data import DEPLOYED
 from vtatune.errors import IllegalSchedule
 from vtatune.lowering import COMPUTE, STORE, Carry, lower
 from vtatune.schedule import Schedule, from_autotvm, to_autotvm
 from vtatune.scoring import verify
 from vtatune.workloads import AddWorkload, Epilogue, EpilogueOp, MultiplyWorkload
 
-DEPLOYED = Path(__file__).resolve().parents[3] / "shared" / "data" / \
-    "tvm014_resnet18_deployed.json"
 FALLBACK = Schedule(tile_h=1, tile_w=1, tile_co=1, tvm_strict=True)
 
 
@@ -69,8 +67,6 @@ def test_a_tile_loop_body_leaves_its_token_to_the_next_stream():
 
 
 def test_deployed_resnet18_adds_count_and_time_as_tvm():
-    if not DEPLOYED.exists():
-        pytest.skip(f"{DEPLOYED} not found")
     adds = [n for n in json.loads(DEPLOYED.read_text())["nodes"]
             if n["device"] == "VTA" and not n["relay_ops"].startswith("nn.conv2d")]
     assert len(adds) == 8

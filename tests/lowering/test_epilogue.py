@@ -6,7 +6,6 @@ import json
 import random
 import re
 from dataclasses import replace
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,6 +15,7 @@ from simulator.functional import count
 from simulator.hardware import DEFAULT, PRESETS
 from simulator.isa import AluInsn, AluOp, MemId, MemInsn
 from simulator.timing import time_program
+from tests._data import DEPLOYED
 from vtatune.errors import IllegalSchedule, WorkloadError
 from vtatune.lowering import COMPUTE, FRESH, STORE, Carry, lower
 from vtatune.records import workload_fields, workload_from
@@ -33,8 +33,6 @@ from vtatune.workloads import (
     deployed,
 )
 
-DEPLOYED = Path(__file__).resolve().parents[3] / "shared" / "data" / \
-    "tvm014_resnet18_deployed.json"
 CUSTOM = Epilogue((EpilogueOp("mul", 3), EpilogueOp("add", tensor="bias"),
                    EpilogueOp("shr", 4), EpilogueOp("clip", -100, hi=90)))
 
@@ -107,8 +105,6 @@ def test_an_immediate_wider_than_its_field_is_refused():
 
 
 def _deployed_conv_nodes():
-    if not DEPLOYED.exists():
-        pytest.skip(f"{DEPLOYED} not found")
     nodes = json.loads(DEPLOYED.read_text())["nodes"]
     return [n for n in nodes if n["device"] == "VTA" and n["relay_ops"].startswith("nn.conv2d")]
 
@@ -128,7 +124,7 @@ def test_deployed_resnet18_convs_count_as_tvm_fsim():
 
 
 def test_deployed_resnet18_conv_streams_time_as_tvms():
-    """TVM's own instruction stream of each deployed conv, timed (the shared reference):
+    """TVM's own instruction stream of each deployed conv, timed (the reference in tests/data):
     the streams vtatune builds with TVM's runtime rules take the same cycles; those that
     follow a residual add inherit its token and its pending pop (the reference primed the
     token with a store NOP, a few cycles later than a token already there)."""

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from simulator.hardware import PRESETS
+from tests._data import DEPLOYED
 from vtatune.cli import main
 from vtatune.networks import load_network, network_from_logs, schedules_from_logs
 from vtatune.schedule import tvm_fallback
@@ -18,8 +19,6 @@ DATA = Path(__file__).resolve().parent / "data"
 LOG = DATA / "resnet18-f4385aa.autotvm.log"  # what TVM applied (exported at f4385aa)
 REFERENCES = {(model, case): ref for model in ("resnet18", "resnet50") for case, ref in
               json.loads((DATA / f"tvm014_{model}.json").read_text())["cases"].items()}
-SHARED = Path(__file__).resolve().parents[3] / "shared" / "data" / \
-    "tvm014_resnet18_deployed.json"
 
 
 def _vta_nodes(result):
@@ -49,11 +48,10 @@ def test_every_vta_function_counts_as_tvms_fsim(model, case):
 
 
 def test_sim_streams_time_as_tvms_own():
-    """The shared reference times TVM's own instruction stream of each function (with
-    vtatune's timing model): ours, built from the same configs, takes the same cycles."""
-    if not SHARED.exists():
-        pytest.skip(f"{SHARED} not found")
-    ref = json.loads(SHARED.read_text())
+    """The reference (tests/data/tvm014_resnet18_deployed.json) times TVM's own instruction
+    stream of each function (with vtatune's timing model): ours, built from the same
+    configs, takes the same cycles."""
+    ref = json.loads(DEPLOYED.read_text())
     r = network_from_logs("resnet18", [LOG], "sim")
     nodes = [n for n in ref["nodes"] if n["device"] == "VTA"]
     assert r.deployed.counters == ref["whole_network_fsim"]

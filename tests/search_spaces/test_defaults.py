@@ -234,15 +234,11 @@ def test_default_is_the_schedule_the_rtl_ran_as_default():
     # The codesign reference's "default" runs on the Chisel RTL (1x8x32 on 64 bits: the
     # default with whole BLOCK_OUT loads, "default-ci4"; 1x16 on 64 and 128 bits) are
     # vtatune's default schedule, output byte-for-byte checked there.
-    from pathlib import Path
-
     from simulator.hardware import PRESETS
-    from vtatune.fidelity import CODESIGN, HW_DIR, data_dir, load_reference
+    from tests._data import DATA as data
+    from vtatune.fidelity import CODESIGN, HW_DIR, load_reference
     from vtatune.workloads import get_workload
 
-    data = data_dir(Path(__file__).resolve().parents[2])
-    if not (data / CODESIGN).is_file():
-        pytest.skip(f"no shared codesign reference at {data} (set VTATUNE_SHARED_DATA)")
     runs = [r for r in load_reference(data, CODESIGN) if r["source"].startswith("default")]
     assert {r["hw"] for r in runs} >= {"1x8x32", "1x16"}
     for r in runs:

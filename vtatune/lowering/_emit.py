@@ -562,7 +562,7 @@ def _place(kernels, uops, k, at, kproto, kuops, proto, d, s, w):
 
 #: The streams :func:`emit` can build: TVM's (``vta/runtime/runtime.cc`` and CoProcSync as
 #: TVM v0.14 has them) and vtatune 0.1's, which merged a push into a load or compute NOP and
-#: drained a single-thread tile loop before the synchronize (the shared RTL measurements ran
+#: drained a single-thread tile loop before the synchronize (the RTL measurements in tests/data ran
 #: those streams: :mod:`vtatune.fidelity` rebuilds them to score the timing model).
 STREAMS = ("tvm", "v0.1")
 

@@ -106,7 +106,7 @@ def lower(workload: Workload, schedule: Schedule, hw: HardwareConfig, bias: bool
     take). ``stream``: ``"tvm"`` builds the stream as TVM v0.14's runtime does; ``"v0.1"``
     as vtatune 0.1 did (a push merged into a load or compute NOP, a single-thread tile loop
     drained before the synchronize: one NOP more or less, the same counters), for the
-    programs the shared RTL measurements ran."""
+    programs the RTL measurements in tests/data ran."""
     if isinstance(workload, _ALU_ONLY):
         if bias:
             raise IllegalSchedule("alu_bias", "an ALU-only kernel reads no bias")

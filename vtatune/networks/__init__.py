@@ -37,7 +37,8 @@ from vtatune.networks._layers import (
     place,
     tasks_of,
 )
-from vtatune.networks._onnx import OnnxGraph, OnnxModel, layers_from_model, read_onnx
+from vtatune.networks._onnx import OnnxModel, layers_from_model, read_onnx
+from vtatune.networks._onnx_graph import OnnxGraph
 from vtatune.networks._plot import check_matplotlib, draw_network
 from vtatune.networks._tuning import (
     DEFAULT_PATIENCE,

@@ -53,13 +53,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from vtatune.networks._layers import CpuLayer, CpuOp, Layer
+from vtatune.networks._onnx_graph import OnnxGraph, format_dims
 from vtatune.networks._onnx_shapes import INT8_TYPES, STANDARD
-
-if TYPE_CHECKING:
-    from vtatune.networks._onnx import OnnxGraph
 
 __all__ = ["MIN_BLOCK", "ReadLayer", "deployed_steps", "execution_order"]
 
@@ -425,7 +423,7 @@ class _Walk:
 
     def _edge(self, name: str, ops: str, tensor: str, dtype: str, per_elem: int) -> None:
         elems = self._elems(tensor)
-        self.items.append(CpuOp(name, ops, f"{_dims(self.g.shape(tensor))} {dtype}",
+        self.items.append(CpuOp(name, ops, f"{format_dims(self.g.shape(tensor))} {dtype}",
                                 bytes=per_elem * elems if elems else 0,
                                 reason="TVM's deploy flow (relay.quantize, graph_pack)"))
 
@@ -442,13 +440,9 @@ class _Walk:
                 continue
             total += n * (1 if packed else elem if elem else _bytes(self._type(t)))
         dtype = dtype or _type_name(self._type(outputs[0]))
-        shape = f"{', '.join(_dims(self.g.shape(t)) for t in inputs)} -> " \
-                f"{', '.join(_dims(self.g.shape(t)) for t in outputs)} {dtype}"
+        shape = f"{', '.join(format_dims(self.g.shape(t)) for t in inputs)} -> " \
+                f"{', '.join(format_dims(self.g.shape(t)) for t in outputs)} {dtype}"
         self.items.append(CpuOp(name, ops, shape, bytes=total if known else 0))
-
-
-def _dims(shape: tuple[int, ...] | None) -> str:
-    return "?" if shape is None else "x".join(map(str, shape))
 
 
 def _bytes(elem_type: int) -> int:

@@ -8,8 +8,7 @@ import pytest
 from matplotlib.text import Text
 
 from simulator.resources import estimate
-from vtatune.design import Design, DesignResult, plot_front, stock
-from vtatune.design._plot import label_positions
+from vtatune.design import Design, DesignResult, label_positions, plot_front, stock
 
 
 def _result(designs):

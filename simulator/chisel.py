@@ -18,6 +18,13 @@ other depths moves fields that the stock decoder reads at fixed bits.
 significant first; ``asTypeOf`` packs them with no gaps, so each ``empty_0`` is explicit
 padding). :func:`decoder_check` compares a configuration's layout with it, field by field.
 
+:func:`rtl_spec` is what the decoder needs to read a configuration's programs, derived from
+the same field table the encoder uses: every width constant with one value each, every
+bundle's declaration with its spare fields where ``asTypeOf`` needs them, and the dispatch
+patterns (the ALU ones test ``alu_op``'s bits, wherever the layout puts them).
+:func:`spec_mismatches` checks a spec by reading a program's instructions and micro-ops
+with it as the RTL would; :func:`shell_params` names the stock shell a build starts from.
+
 Example:
     >>> from simulator.hardware import DEFAULT, HardwareConfig
     >>> decoder_check(DEFAULT).summary()
@@ -27,6 +34,9 @@ Example:
     'needs acc 11->10, inp 11->12 bits'
     >>> core_params(hw)["CoreParams"]["blockOut"], core_params(hw)["ShellParams"]["dataBits"]
     (32, 128)
+    >>> pick = HardwareConfig.from_target_model("ultra96_1x8x64_i8w8a32_10_16_18_18")
+    >>> rtl_spec(pick)["dispatch"]["VMIN"]["scala"]
+    'dontCare(25) + aluId("minpool") + dontCare(97) + taskId("alu")'
 """
 
 from __future__ import annotations

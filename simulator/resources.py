@@ -83,8 +83,9 @@ from typing import Any
 from simulator.errors import ConfigError
 from simulator.hardware import HardwareConfig
 
-__all__ = ["DEVICES", "LUT_PER_PRODUCT", "Device", "ModuleResources", "ResourceEstimate",
-           "bank_blocks", "estimate", "gemm_registers", "memory_banks", "tree_pipe_bits"]
+__all__ = ["DEVICES", "LUT_PER_PRODUCT", "LUT_PER_PRODUCT_RANGE", "Device", "ModuleResources",
+           "ResourceEstimate", "bank_blocks", "estimate", "gemm_registers", "memory_banks",
+           "tree_pipe_bits"]
 
 RESOURCES = ("LUT", "FF", "BRAM", "DSP")
 
@@ -145,6 +146,13 @@ _ITER_BITS, _UOP_END_BITS = 14, 14
 #: Without Booth: 134 (Yosys 0.70), 166 (Yosys 0.23, the anchor's version; its whole-design
 #: no-DSP synthesis charged 165.0). Vivado is not measured here.
 LUT_PER_PRODUCT = 95.0
+
+#: The measured range of that cost, (low, high): the model's Booth figure, and 181 LUTs, the
+#: Yosys 0.23 cost of a product reported by the RTL build of issue #35 (above every
+#: marginal figure of ``synth_multiplier.json``: 134 and 177.9 flat with Yosys 0.70, 166 and
+#: 169.4 flat with 0.23). No design was placed and routed: ``ResourceEstimate.lut_margin``
+#: gives a design's LUT share at both ends, so a fit that hangs on the low end shows.
+LUT_PER_PRODUCT_RANGE = (LUT_PER_PRODUCT, 181.0)
 
 
 def _blocks(width: int, depth: int, aspects: tuple[tuple[int, int], ...]) -> int:
@@ -391,12 +399,38 @@ class ResourceEstimate:
     def fits(self) -> bool:
         return not self.over_budget
 
+    @property
+    def products_in_luts(self) -> int:
+        """int8 products beyond the device's DSP blocks, built from LUTs."""
+        return max(0, self.hw.macs_per_cycle - self.dsp * self.device.products_per_dsp)
+
+    def lut_at(self, lut_per_product: float) -> int:
+        """The LUT count were each LUT-built product to cost ``lut_per_product`` LUTs (the
+        estimate charges :data:`LUT_PER_PRODUCT`)."""
+        return round(self.lut + (lut_per_product - LUT_PER_PRODUCT) * self.products_in_luts)
+
+    @property
+    def lut_margin(self) -> dict[str, Any]:
+        """The LUT share at both ends of :data:`LUT_PER_PRODUCT_RANGE`, and whether the
+        design still fits the device at the high end.
+
+        >>> m = estimate(HardwareConfig.from_target_model("ultra96_1x8x64_i8w8a32_10_16_18_18")
+        ...              ).lut_margin
+        >>> m["products_in_luts"], m["lut_percent"], m["fits_at_high"]
+        (152, [93.4, 111.9], False)
+        """
+        lut = [self.lut_at(c) for c in LUT_PER_PRODUCT_RANGE]
+        return {"products_in_luts": self.products_in_luts,
+                "lut_per_product": list(LUT_PER_PRODUCT_RANGE), "lut": lut,
+                "lut_percent": [round(100.0 * n / self.device.lut, 1) for n in lut],
+                "fits_at_high": self.fits and lut[-1] <= self.device.lut}
+
     def to_dict(self) -> dict[str, Any]:
         return {"device": self.device.part, "LUT": self.lut, "FF": self.ff,
                 "BRAM": self.bram, "RAMB36": self.ramb36, "RAMB18": self.ramb18,
                 "DSP": self.dsp, "percent": {k: round(v, 1) for k, v in
                                              self.utilization.items()},
-                "binding": self.binding, "fits": self.fits}
+                "binding": self.binding, "fits": self.fits, "lut_margin": self.lut_margin}
 
 
 def resolve_device(device: Device | str) -> Device:

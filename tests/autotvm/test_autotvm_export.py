@@ -228,3 +228,35 @@ def test_nothing_to_export_leaves_no_file(tmp_path, capsys):
     assert export(capsys, bad, out)[0] == 2 and out.read_text() == written
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.jsonl", "g.jsonl",
                                                           "x.autotvm.log"]  # no temp file
+
+
+def test_hardware_tvm_014_cannot_build_is_said_in_one_line_and_in_json(tmp_path, capsys):
+    # issue #35: a design with BLOCK_IN != BLOCK_OUT exported silently, though TVM v0.14's
+    # pkg_config.py cannot build it
+    from search_spaces import default_schedule
+    from simulator.hardware import HardwareConfig
+    from vtatune.autotvm import HardwareWarning
+
+    apart = HardwareConfig.from_target_model("ultra96_1x8x64_i8w8a32_10_16_18_18")
+    c2 = get_workload("conv2d", "resnet18.C2")
+    log = write_log(tmp_path / "d.jsonl", [
+        record(c2, default_schedule(c2, apart), apart, 0),
+        record(DENSE128, POINTS[0], DEFAULT, 1, space="autotvm")])
+    code, o, e = export(capsys, log, tmp_path / "d.autotvm.log")
+    assert code == 0 and len(o.splitlines()) == 3
+    assert e == ("vtatune: warning: TVM v0.14 cannot build ultra96_1x8x64_i8w8a32_10_16_18_18 "
+                 "(BLOCK_IN 8 != BLOCK_OUT 64: its pkg_config.py sets both from one LOG_BLOCK)"
+                 ": the records for it apply only to a TVM whose VTA toolchain takes them "
+                 "apart (docs/codesign.md, 'The design search in detail')\n")
+    code, o, e = export(capsys, log, tmp_path / "j.autotvm.log", "--json")
+    rows = {r["hw"]: r["tvm014_builds_hardware"] for r in map(json.loads, o.splitlines())}
+    assert rows == {apart.target_model: False, DEFAULT.target_model: True}
+    assert e.count("\n") == 1 and "TVM v0.14 cannot build" in e
+    with pytest.warns(HardwareWarning, match="cannot build ultra96_1x8x64"):
+        done = export_autotvm(log, tmp_path / "p.autotvm.log")
+    assert [r.tvm014_builds for r in done] == [False, True]
+    # hardware TVM v0.14 builds: no such line
+    stock_only = write_log(tmp_path / "s.jsonl", [record(DENSE128, POINTS[0], DEFAULT, 0,
+                                                         space="autotvm")])
+    code, o, e = export(capsys, stock_only, tmp_path / "s.autotvm.log")
+    assert code == 0 and e == ""

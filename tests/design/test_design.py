@@ -170,10 +170,27 @@ def test_tiny_design_search_through_the_cli(tmp_path, capsys, monkeypatch):
     # The table says per design whether the stock decoder reads it.
     assert main([*argv[:-1], "--resume"]) == 0
     table = capsys.readouterr().out.splitlines()
-    assert table[1].split()[-1] == "decoder"
-    for d in result["designs"]:
-        row = next(r for r in table if r.startswith(d["bitstream"]))
+    assert table[1].split() == ["design", "LUT%", "LUT%hi", "LUTmul", "FF%", "BRAM%", "DSP%",
+                                "binds", "VTA", "cycles", "ms", "speedup", "decoder"]
+    rows = table[2:2 + len(result["designs"]) + 1]
+    stock_name = result["stock"]["bitstream"]
+    on_front = stock_name in {d["bitstream"] for d in result["designs"]}
+    assert on_front  # at 2 trials a task on ultra96, the stock design is on the front
+    rows = rows[:len(result["designs"])]
+    # each design once: the stock one marked in its place on the front, not twice
+    assert sum(stock_name in line for line in table) == 1
+    for d, row in zip(result["designs"], rows, strict=True):
+        name = row.removeprefix("stock ").split()[0]
+        assert name == d["bitstream"] and row.startswith("stock ") == (name == stock_name)
         assert row.endswith("x  " + d["decoder"]["summary"])
+        margin = d["resources"]["lut_margin"]
+        assert row.split()[2 + row.startswith("stock ") + (" *" in row):][:3] == [
+            f"{margin['lut_percent'][1]:.1f}", str(margin["products_in_luts"]),
+            f"{d['resources']['percent']['FF']:.1f}"]
+    over = [d["bitstream"] for d in result["designs"] if not d["resources"]["lut_margin"][
+        "fits_at_high"]]
+    assert (f"over the board at 181 LUTs a product: {', '.join(over)}" if over else
+            "every design listed fits at 181 LUTs a product") in table
     # The disk fills up while the second design file is written: none is replaced or added,
     # no temporary file is left, and the error is one line.
     before = {p: p.read_bytes() for p in tmp_path.glob("*/*") if p.is_file()}

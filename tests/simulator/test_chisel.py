@@ -123,16 +123,24 @@ def test_index_widths_follow_the_buffer_depths():
     assert check.index_widths == {"acc": (11, acc), "inp": (11, inp)}
     assert check.widened == ("inp",)
     assert check.summary() == "needs acc 11->10, inp 11->12 bits"
-    # C_AIDX_BITS sizes both the ACC factors and AluDecode's src factors, which the
-    # encoding sizes by INP: the constant must split
-    assert check.constants()["C_AIDX_BITS"] == [acc, inp]
-    assert check.constants()["UopDecode.u1"] == [inp]
+    # C_AIDX_BITS sizes both the ACC factors and, in the stock RTL, AluDecode's src
+    # factors, which the encoding sizes by INP: each constant keeps one value, and the src
+    # fields are declared with C_IIDX_BITS
+    assert check.constants() == {"C_AIDX_BITS": acc, "C_IIDX_BITS": inp,
+                                 "UopDecode.u0": acc, "UopDecode.u1": inp}
+    assert check.retyped() == {"AluDecode.src_0": "C_IIDX_BITS",
+                               "AluDecode.src_1": "C_IIDX_BITS"}
     # 256 micro-ops (8 bits): the GEMM head is 3 + 4 + 1 + 8 + 9 + 14 + 14 = 53 bits, an
-    # 11-bit ACC factor ends at bit 64, so the stock bundle's 1-bit gap at bit 63 is gone
+    # 11-bit ACC factor ends at bit 64, so the stock bundle's 1-bit spare field is gone
+    # (the spare bits are now above the last field), and alu_op moves from bit 108
     small = decoder_check(SMALL_UOP)
     assert small.index_widths["uop"] == (13, 8)
-    assert small.padding()["GemmDecode"] == {"stock": [[63, 1]], "needed": []}
-    assert small.summary() == "needs uop 13->8, inp 11->12, wgt 10->9 bits + padding"
+    assert small.padding()["GemmDecode"] == {
+        "stock": [{"chisel": "empty_0", "offset": 63, "width": 1,
+                   "between": ["lp_1", "acc_0"]}], "needed": []}
+    assert small.alu_op_offset == 53 + 2 * 11 + 2 * 12 == 99
+    assert small.summary() == \
+        "needs uop 13->8, inp 11->12, wgt 10->9 bits + padding + ALU patterns"
     assert stock_index_widths() == {"uop": 13, "acc": 11, "inp": 11, "wgt": 10}
 
 
@@ -181,3 +189,26 @@ def test_citations_name_the_lines_declared():
                     assert re.search(rf"val {f.chisel} = .*{re.escape(width)}", text), ref
                 else:
                     assert re.search(rf"val {words[0]} = {f.width}\b", text), ref
+
+
+def test_shell_and_pattern_citations_name_the_lines():
+    from simulator.chisel import _SHELLS, shell_params
+
+    sources = {p: _tvm_vta_file(p) for p in ("shell/Configs.scala", "vta/Configs.scala",
+                                             "core/ISA.scala")}
+    if None in sources.values():
+        pytest.skip("the tvm-vta sources are not at hand (set VTATUNE_TVM_VTA)")
+    lines = {p: text.splitlines() for p, text in sources.items()}
+    for name, where, top, host, mem in _SHELLS.values():
+        first, last = (int(n) for n in where.rsplit(":", 1)[1].split("-"))
+        body = "\n".join(lines["shell/Configs.scala"][first - 1:last])
+        assert body.startswith(f"class {name} extends Config")
+        host_src, mem_src = body.split("memParams")
+        for params, src in ((host, host_src), (mem, mem_src)):
+            for key, value in params.items():
+                assert re.search(rf"{key} = {str(value).lower()}\b", src), (name, key)
+        config, line = re.match(r"(\w+) \(vta/Configs.scala:(\d+)\)", top).groups()
+        assert lines["vta/Configs.scala"][int(line) - 1].startswith(
+            f"class {config} extends Config(new CoreConfig ++ new {name})")
+    assert "dontCare(17) + aluId(id) + dontCare(105)" in lines["core/ISA.scala"][127]
+    assert shell_params(DEFAULT)["memParams"]["dataBits"] == 64

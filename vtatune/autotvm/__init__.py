@@ -22,8 +22,10 @@ from vtatune.autotvm._export import (
     SLOWDOWN_TOLERANCE,
     ExportedRecord,
     ExportWarning,
+    HardwareWarning,
     export_autotvm,
     to_autotvm_record,
+    unbuildable_warning,
 )
 from vtatune.autotvm._import import (
     MAX_WARNINGS,
@@ -47,7 +49,8 @@ from vtatune.autotvm._tophub import TOPHUB, TOPHUB_HW, tophub_config
 
 __all__ = [
     "MAX_WARNINGS", "SLOWDOWN_TOLERANCE", "TASKS", "TOPHUB", "TOPHUB_HW", "TVM_VERSION",
-    "AutotvmError", "AutotvmTask", "ExportWarning", "ExportedRecord", "Imported",
-    "config_entity", "export_autotvm", "import_autotvm", "parse_record", "task_args", "task_of",
-    "to_autotvm_record", "tophub_config", "tvm_splits", "workload_from_task", "write_records",
+    "AutotvmError", "AutotvmTask", "ExportWarning", "ExportedRecord", "HardwareWarning",
+    "Imported", "config_entity", "export_autotvm", "import_autotvm", "parse_record",
+    "task_args", "task_of", "to_autotvm_record", "tophub_config", "tvm_splits",
+    "unbuildable_warning", "workload_from_task", "write_records",
 ]

@@ -81,6 +81,32 @@ class ExportWarning(UserWarning):
     AutoTVM's template cannot express the tuned schedule (tune in ``space="autotvm"``)."""
 
 
+class HardwareWarning(UserWarning):
+    """Records were exported for hardware TVM v0.14 cannot build: BLOCK_IN != BLOCK_OUT
+    (its ``pkg_config.py`` sets both from one ``LOG_BLOCK``)."""
+
+
+def unbuildable_warning(models: Iterable[str]) -> str | None:
+    """The one line that says which of ``models`` (TVM target models) TVM v0.14 cannot
+    build, or None when it builds them all.
+
+    >>> unbuildable_warning(["ultra96_1x8x64_i8w8a32_10_16_18_18", "pynq_1x16_i8w8a32_15_15_18_17"])
+    "TVM v0.14 cannot build ultra96_1x8x64_i8w8a32_10_16_18_18 (BLOCK_IN 8 != BLOCK_OUT 64: \
+its pkg_config.py sets both from one LOG_BLOCK): the records for it apply only to a TVM \
+whose VTA toolchain takes them apart (docs/codesign.md, 'The design search in detail')"
+    """
+    hws = [HardwareConfig.from_target_model(m) for m in dict.fromkeys(models)]
+    apart = [hw for hw in hws if not hw.tvm_stock_blocks]
+    if not apart:
+        return None
+    what = ", ".join(f"{hw.target_model} (BLOCK_IN {hw.block_in} != BLOCK_OUT {hw.block_out}"
+                     for hw in apart)
+    return (f"TVM v0.14 cannot build {what}: its pkg_config.py sets both from one LOG_BLOCK)"
+            f": the records for {'it' if len(apart) == 1 else 'them'} apply only to a TVM "
+            "whose VTA toolchain takes them apart (docs/codesign.md, 'The design search in "
+            "detail')")
+
+
 @dataclass(frozen=True)
 class ExportedRecord:
     """One exported record and what was tuned for its workload.
@@ -121,6 +147,11 @@ class ExportedRecord:
     @property
     def tuned_space(self) -> str:
         return str(self.tuned.get("space") or "full")
+
+    @property
+    def tvm014_builds(self) -> bool:
+        """Whether TVM v0.14 builds the record's hardware (BLOCK_IN = BLOCK_OUT)."""
+        return HardwareConfig.from_target_model(self.model).tvm_stock_blocks
 
 
 def _autotvm_record(wl: Workload, hw: HardwareConfig, schedule: Schedule, seconds: float,
@@ -292,7 +323,9 @@ def export_autotvm(logs: str | Path | Iterable[str | Path], out: str | Path
     simulated with TVM's loop orders (``projected``). Cycles are the current timing
     model's (a record timed by another is re-simulated). Each returned record also says
     what was tuned (the log's best in any space); one more than 1% slower than that
-    (``slower``) is reported with an :class:`ExportWarning`. Returns what was written."""
+    (``slower``) is reported with an :class:`ExportWarning`; records for hardware TVM v0.14
+    cannot build (BLOCK_IN != BLOCK_OUT) with one :class:`HardwareWarning`. Returns what was
+    written."""
     picked: list[ExportedRecord] = []
     for group in _read_logs(logs):
         tuned = _tuned(group)
@@ -318,6 +351,9 @@ def export_autotvm(logs: str | Path | Iterable[str | Path], out: str | Path
             write_whole({Path(out): text.encode()}, make_dirs=False)
         except OSError as exc:
             raise AutotvmError(f"cannot write {out}: {exc.strerror or exc}") from None
+    unbuildable = unbuildable_warning(e.model for e in picked)
+    if unbuildable:
+        warnings.warn(HardwareWarning(unbuildable), stacklevel=2)
     for e in picked:
         if e.slower:
             warnings.warn(ExportWarning(

@@ -110,7 +110,8 @@ def export_json(e: Any) -> dict[str, Any]:
             "exported_log": e.log, "exported_line": e.line, "projected": e.projected,
             "config_index": e.record["config"]["index"],
             "entity": e.record["config"]["entity"], "slowdown": e.slowdown,
-            "slower": e.slower, "tune_command": tune_command(e)}
+            "slower": e.slower, "tune_command": tune_command(e),
+            "tvm014_builds_hardware": e.tvm014_builds}
 
 
 def cmd_export(args: argparse.Namespace) -> int:

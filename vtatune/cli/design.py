@@ -23,18 +23,24 @@ _EXAMPLES = (
 
 _TABLE = """\
 The table lists the Pareto designs (network latency against the mean share of the board's
-LUT, block RAM and DSP): bitstream name, resources in percent of the board, the binding
-resource, the deployed network's VTA cycles (every kernel in order, epilogues and ALU-only
-kernels included) and ms at the board's clock, the speed-up over the stock 1x16
-design tuned the same way, and whether the Chisel RTL's stock instruction decoder reads the
-design's instructions ("stock", or the index field widths it must change, "+ padding" when
-fields move further); a design marked * needs a change to TVM's VTA toolchain (said below
-the table: BLOCK_IN != BLOCK_OUT). --out gets, per Pareto design,
-<bitstream>/vta_config.json, <bitstream>/hardware_build.json (the Chisel parameters, every
-instruction and micro-op field's offset and width, and the decoder fields that differ from
-the stock RTL's, with their Chisel source lines) and <bitstream>/<network>.jsonl (its tuned
-log), plus the design study and every tuning log; the design files are written whole or not
-at all."""
+LUT, block RAM and DSP), and the stock 1x16 design once (marked "stock", in its place when
+it is on the front): bitstream name, resources in percent of the board (LUT% at 95 LUTs
+per int8 product built in LUTs, LUT%hi at 181, the measured range; LUTmul: how many
+products are LUT-built), the binding resource, the deployed network's VTA cycles (every
+kernel in order, epilogues and ALU-only kernels included) and ms at the board's clock, the
+speed-up over the stock design tuned the same way, and whether the Chisel RTL's stock
+instruction decoder reads the design's instructions ("stock", or the index field widths it
+must change, "+ padding" when a spare field moves, "+ ALU patterns" when the ALU dispatch
+patterns must test other bits); below it, the designs over the board at 181 LUTs a
+product. A design marked * needs a change to TVM's VTA toolchain (said below the table:
+BLOCK_IN != BLOCK_OUT). --out gets, per Pareto design, <bitstream>/vta_config.json,
+<bitstream>/hardware_build.json (for VTA's Chisel flow: the target clock, the resources
+with the LUT margin, the core and shell parameters, every instruction and micro-op field's
+offset and width, the decoder fields that differ from the stock RTL's with their Chisel
+source lines, and the complete decoder spec: width constants, bundle declarations with
+their spare fields, dispatch patterns) and <bitstream>/<network>.jsonl (its tuned log),
+plus the design study and every tuning log; the design files are written whole or not at
+all."""
 
 
 def register(sub: Any) -> None:
@@ -78,6 +84,7 @@ def register(sub: Any) -> None:
 
 
 def cmd_design(args: argparse.Namespace) -> int:
+    from simulator.resources import LUT_PER_PRODUCT_RANGE
     from vtatune.design import co_design, plot_front
 
     warnings_one_line()
@@ -98,22 +105,39 @@ def cmd_design(args: argparse.Namespace) -> int:
           f"{dev.bram} {dev.bram_kind}, {dev.dsp} DSP), {result.trials_per_task} trials/task, "
           f"{len(result.evaluated)} designs evaluated ({result.new_evaluations} new) in "
           f"{result.wall_seconds:.0f} s")
-    head = (f"{'design':<30}{'LUT%':>6}{'FF%':>6}{'BRAM%':>7}{'DSP%':>6}  {'binds':<5}"
-            f"{'VTA cycles':>11}{'ms':>9}{'speedup':>9}  decoder")
+    lo, hi = LUT_PER_PRODUCT_RANGE
+    head = (f"{'design':<30}{'LUT%':>6}{'LUT%hi':>7}{'LUTmul':>7}{'FF%':>6}{'BRAM%':>7}"
+            f"{'DSP%':>6}  {'binds':<5}{'VTA cycles':>11}{'ms':>9}{'speedup':>9}  decoder")
     print(head)
     changes = set()
-    for tag, d in [("", d) for d in result.designs] + [("stock ", result.stock)]:
+    # the stock design once: in its place when it is on the front, else below it
+    stock_key = result.stock.hw.bitstream
+    rows = list(result.designs)
+    if stock_key not in {d.hw.bitstream for d in rows}:
+        rows.append(result.stock)
+    over = []
+    for d in rows:
         u = d.resources.utilization
+        margin = d.resources.lut_margin
         mark = "" if d.stock_toolchain else " *"
         if mark:
             changes.add(d.toolchain)
-        print(f"{tag + d.hw.bitstream + mark:<30}{u['LUT']:>6.1f}{u['FF']:>6.1f}{u['BRAM']:>7.1f}"
+        if not margin["fits_at_high"]:
+            over.append(d.hw.bitstream)
+        tag = "stock " if d.hw.bitstream == stock_key else ""
+        print(f"{tag + d.hw.bitstream + mark:<30}{u['LUT']:>6.1f}{margin['lut_percent'][1]:>7.1f}"
+              f"{margin['products_in_luts']:>7}{u['FF']:>6.1f}{u['BRAM']:>7.1f}"
               f"{u['DSP']:>6.1f}  {d.resources.binding:<5}{d.total_cycles:>11}"
               f"{d.total_ms:>9.3f}{d.speedup:>8.2f}x  {d.decoder.summary()}")
     for change in sorted(changes):
         print(f"* {change}")
     print("VTA cycles: the deployed network, every VTA kernel in order (fused epilogues and "
           "ALU-only kernels included)")
+    print(f"LUTmul: int8 products beyond the DSPs, built in LUTs; LUT% charges {lo:g} LUTs "
+          f"each (Yosys 0.70, Booth), LUT%hi {hi:g} (Yosys 0.23): logic synthesis estimates, "
+          "no design placed and routed")
+    print(f"over the board at {hi:g} LUTs a product: {', '.join(over)}" if over else
+          f"every design listed fits at {hi:g} LUTs a product")
     for line in result.skipped:
         print(f"skipped {line}")
     if result.infeasible:

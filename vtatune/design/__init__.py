@@ -36,7 +36,7 @@ from vtatune.design._inner import (
     tune_tasks,
     vta_layers,
 )
-from vtatune.design._plot import plot_front
+from vtatune.design._plot import label_positions, plot_front
 from vtatune.design._search import OBJECTIVES, co_design
 from vtatune.design._space import (
     BUFFERS,
@@ -61,7 +61,8 @@ __all__ = [
     "BUFFERS", "BUILD_FILE", "KNOB_RANGES", "MIN_DEPTH", "OBJECTIVES", "SHAPE_KNOBS",
     "TVM_STOCK", "Design", "DesignError", "DesignResult", "InnerResult", "co_design",
     "compute_floor", "hardware_build",
-    "infeasibility", "layout_reason", "maximal_configs", "nearest_feasible", "network_log",
+    "infeasibility", "label_positions", "layout_reason", "maximal_configs", "nearest_feasible",
+    "network_log",
     "pareto_front", "placed", "placement_difference", "plot_front", "shape_label", "shapes",
     "smallest", "stock", "toolchain", "tune_tasks", "vta_layers", "with_shape",
 ]

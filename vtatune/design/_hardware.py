@@ -1,7 +1,9 @@
-"""What building a design takes, written beside its ``vta_config.json``: the Chisel
-parameters, the instruction and micro-op field layout, and whether the Chisel RTL's stock
-decoder reads it (:mod:`simulator.chisel`); and the files of ``design --out``, written
-whole or not at all."""
+"""What building a design takes, written beside its ``vta_config.json``: the flow it covers
+(VTA's Chisel RTL), the target clock, the resource estimate with its LUT margin, the
+Chisel parameters (core and shell), the instruction and micro-op field layout, whether the
+Chisel RTL's stock decoder reads it, and the complete decoder spec that does
+(:mod:`simulator.chisel`); and the files of ``design --out``, written whole or not at
+all."""
 
 from __future__ import annotations
 
@@ -9,9 +11,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from simulator.chisel import core_params, decoder_check
+from simulator.chisel import FLOW, core_params, decoder_check, rtl_spec
 from simulator.hardware import HardwareConfig
 from simulator.isa import Opcode, insn_layout, uop_layout
+from simulator.resources import estimate
 from vtatune.design._inner import DesignError
 from vtatune.design._space import toolchain
 from vtatune.records import write_whole
@@ -25,10 +28,15 @@ def _fields(layout: tuple[tuple[str, int, int], ...]) -> list[dict[str, Any]]:
 
 
 def hardware_build(hw: HardwareConfig) -> dict[str, Any]:
-    """What building ``hw`` on the Chisel RTL takes, as JSON: the ``CoreParams`` and the
-    shell's bus width, every instruction field's offset and width per opcode and the
-    micro-op's, whether the stock decoder reads them (and, if not, every field it reads
-    elsewhere, with the Chisel source line), and the TVM toolchain change, if any.
+    """What building ``hw`` on the Chisel RTL takes, as JSON: the flow it covers, the
+    target clock, the resource estimate of its board (with ``lut_margin``: the products
+    built in LUTs and the LUT share at both ends of the measured per-product cost), the
+    ``CoreParams`` and the shell's parameters (which stock shell, whether one has this bus
+    width), every instruction field's offset and width per opcode and the micro-op's,
+    whether the stock decoder reads them (and, if not, every field it reads elsewhere, with
+    the Chisel source line), the decoder spec that reads them (``rtl_spec``: constants,
+    bundle declarations with their spare fields, dispatch patterns) and the TVM toolchain
+    change, if any.
 
     Example:
         >>> from simulator.hardware import DEFAULT
@@ -41,10 +49,11 @@ def hardware_build(hw: HardwareConfig) -> dict[str, Any]:
     """
     layout = {op.name: _fields(insn_layout(hw, op)) for op in Opcode}
     layout["uop"] = _fields(uop_layout(hw))
-    return {"bitstream": hw.bitstream, "target_model": hw.target_model,
-            "vta_config": hw.to_dict(), "chisel": core_params(hw),
-            "decoder": decoder_check(hw).to_dict(), "layout": layout,
-            "tvm_toolchain": toolchain(hw)}
+    return {"bitstream": hw.bitstream, "target_model": hw.target_model, "flow": FLOW,
+            "clock_mhz": hw.clock_mhz, "vta_config": hw.to_dict(),
+            "resources": estimate(hw).to_dict(), "chisel": core_params(hw),
+            "decoder": decoder_check(hw).to_dict(), "rtl_spec": rtl_spec(hw),
+            "layout": layout, "tvm_toolchain": toolchain(hw)}
 
 
 def build_file_text(hw: HardwareConfig) -> str:

@@ -29,6 +29,7 @@ from vtatune.deploy._model import (
     is_quantized,
     load_model,
     model_input,
+    model_macs,
     random_input,
 )
 from vtatune.deploy._partition import partition
@@ -50,8 +51,9 @@ class DeployResult:
     ``offloaded``: every VTA layer in the order it ran (:class:`OffloadedCall`: op,
     workload, schedule source, requantization, cycles); ``cpu_ops``: everything the CPU ran
     in order (:class:`CpuOp`: TVM's compiled ops, and vtatune's packing around the VTA
-    calls), a reason on the layers VTA could have run; ``vta_cycles``: the offloaded
-    layers' cycles in all (timing model); ``output``: the model's output."""
+    calls), every reason on the layers VTA could have run; ``vta_cycles``: the offloaded
+    layers' cycles in all (timing model); ``output``: the model's output; ``model_macs``:
+    the model's multiply-accumulates (:func:`~vtatune.deploy.model_macs`)."""
 
     model: str
     hw: HardwareConfig
@@ -61,29 +63,50 @@ class DeployResult:
     vta_cycles: int
     output: np.ndarray
     seconds: dict[str, float] = field(default_factory=dict)
+    model_macs: int = 0
 
     @property
     def vta_ms(self) -> float:
         """The VTA layers' time at the board's clock."""
         return self.vta_cycles / (self.hw.clock_mhz * 1e3)
 
+    @property
+    def vta_macs(self) -> int:
+        """The multiply-accumulates of the layers VTA ran, as the model has them (padded
+        channels not counted)."""
+        return sum(c.macs for c in self.offloaded)
+
+    @property
+    def vta_mac_share(self) -> float:
+        """The share of the model's multiply-accumulates that ran on VTA."""
+        return self.vta_macs / self.model_macs if self.model_macs else 0.0
+
     def as_dict(self) -> dict[str, Any]:
         return {"model": self.model, "hw": self.hw.target_model, "device": self.device,
                 "offloaded": [c.as_dict() for c in self.offloaded],
                 "cpu_ops": [c.as_dict() for c in self.cpu_ops],
                 "vta_cycles": self.vta_cycles, "vta_ms": self.vta_ms,
+                "vta_macs": self.vta_macs, "model_macs": self.model_macs,
+                "vta_mac_share": self.vta_mac_share,
                 "output_shape": list(self.output.shape), "output": self.output.tolist(),
                 "seconds": dict(self.seconds)}
 
     def report(self) -> str:
         """What ran where, as the ``deploy`` command prints it."""
         lines = [f"{self.model} on {self.hw.target_model} ({self.device})", "",
-                 f"VTA: {len(self.offloaded)} offloaded layers"]
+                 f"VTA: {len(self.offloaded)} offloaded layers, "
+                 f"{100 * self.vta_mac_share:.1f} % of the model's multiply-accumulates "
+                 f"({self.vta_macs:,} of {self.model_macs:,})"]
         if self.offloaded:
-            rows = [("layer", "workload", "schedule from", "requantization", "cycles")]
-            rows += [(c.layer, c.workload, c.provenance, c.requantization, f"{c.cycles:,}")
-                     for c in self.offloaded]
-            lines += _table(rows, right=(4,))
+            rows = [("layer", "workload", "schedule from", "requantization", "passes",
+                     "cycles")]
+            rows += [(c.layer, c.workload, c.provenance, c.requantization, str(c.passes),
+                      f"{c.cycles:,}") for c in self.offloaded]
+            lines += _table(rows, right=(4, 5))
+            for c in self.offloaded:
+                notes = list(c.notes) + ([f"padding costs {c.padding_cycles:,} cycles"]
+                                         if c.padding_cycles else [])
+                lines += [f"  {c.layer}: {'; '.join(notes)}"] if notes else []
         tvm_ops = [c for c in self.cpu_ops if c.by == "tvm"]
         host = [c for c in self.cpu_ops if c.by == "vtatune"]
         lines += ["", f"CPU: {len(tvm_ops)} ops compiled by TVM ({_counts(tvm_ops)})"]
@@ -147,6 +170,7 @@ class CompiledModel:
         self.main_ops = main_ops
         self.partitioning = partitioning
         self.seconds = seconds
+        self.model_macs = model_macs(model)
 
     def run(self, x: Any = None, seed: int = 0) -> DeployResult:
         """One inference on ``x`` (None: :func:`random_input` with ``seed``)."""
@@ -167,7 +191,7 @@ class CompiledModel:
                 cpu += [h for s, h in self.trace.host_ops if s == symbol]
         calls = tuple(self.trace.calls)
         return DeployResult(self.name, self.hw, self.device.name, calls, tuple(cpu),
-                            sum(c.cycles for c in calls), output, seconds)
+                            sum(c.cycles for c in calls), output, seconds, self.model_macs)
 
 
 @contextlib.contextmanager

@@ -219,6 +219,10 @@ def _check(name: str, kind: str) -> Callable[[Any], bool]:
                 reason = _relu_refusal(spec, ann, ctx, var2val, hw)
         except Unsupported as exc:
             reason = str(exc)
+        except Exception as exc:  # noqa: BLE001  (a form the reader does not know: the CPU runs it)
+            text = str(exc).strip().splitlines()
+            reason = (f"not read as a VTA layer ({type(exc).__name__}"
+                      + (f": {text[0]}" if text else "") + ")")
         if reason is None:
             reason = _leak(ctx)
         if reason is None:

@@ -74,6 +74,8 @@ class LayerSpec:
     #: The largest rounding, in accumulator units, of a bias rescaled to the accumulator's
     #: scale (a bias quantized at another scale: shared between layers, say); 0 when exact.
     bias_rounding: float = 0.0
+    #: What that rounding lost per channel, in real units (None when exact).
+    bias_residuals: tuple[float, ...] | None = None
     strides: tuple[int, int] = (1, 1)
     padding: tuple[int, int, int, int] = (0, 0, 0, 0)
     dilation: tuple[int, int] = (1, 1)
@@ -118,7 +120,8 @@ class LayerSpec:
         scales = self.acc_scales()
         channel = tuple(float(v) for v in scales) if self.weight_scales is not None else None
         return Requantization(float(scales[0]), self.out.scale, self.out.zero_point,
-                              self.relu, exact=exact, channel_scales=channel)
+                              self.relu, exact=exact, channel_scales=channel,
+                              channel_residuals=self.bias_residuals)
 
     def border(self) -> int:
         """The zero-point border the input needs: a conv's padding when its input has a
@@ -231,33 +234,52 @@ def _weight_qparams(ann: dict[str, Any], channels: int, offset: int
     return q, tuple(float(v) for v in scale) if per_channel else None
 
 
-def _bias(ann: dict[str, Any], acc_scales: np.ndarray) -> tuple[np.ndarray, float]:
-    """The bias in the accumulator's scale, and the largest rounding that took (in
-    accumulator units). A bias quantized at the accumulator's scale (input scale x weight
-    scale, zero point 0) is taken as it is; any other (a bias shared between layers and
-    quantized once, at the first one's scale; a zero point) is rescaled: its real value
-    (``(b - zp) * scale`` in float32, as TVM dequantizes it) to the nearest accumulator
-    unit, exact where it is representable there (a zero bias always is)."""
+#: A bias in the accumulator's scale: the int32 values, the largest rounding (accumulator
+#: units), and what the rounding lost per channel in real units (None: exact).
+_Bias = tuple[np.ndarray, float, tuple[float, ...] | None]
+
+
+def _to_units(real: np.ndarray, acc_scales: np.ndarray) -> _Bias:
+    """Real bias values in accumulator units, rounded to the nearest."""
+    units = real.astype(np.float64) / acc_scales.astype(np.float64)
+    values = np.rint(units).astype(np.int64)
+    lost = (units - values) * acc_scales.astype(np.float64)
+    residuals = tuple(float(v) for v in lost) if lost.any() else None
+    return _int32_bias(values), float(np.abs(units - values).max(initial=0.0)), residuals
+
+
+def _bias(ann: dict[str, Any], acc_scales: np.ndarray) -> _Bias:
+    """The bias in the accumulator's scale (:data:`_Bias`). A bias quantized at the
+    accumulator's scale (input scale x weight scale, zero point 0) is taken as it is; any
+    other (a bias shared between layers and quantized once, at the first one's scale; a
+    zero point; a float32 bias the quantizer left) is rescaled: its real value (``(b - zp)
+    * scale`` in float32, as TVM dequantizes it) to the nearest accumulator unit, exact
+    where it is representable there (a zero bias always is)."""
+    channels = acc_scales.size
+    if "b_f" in ann:  # left in float by the quantizer: its real values
+        real = _np(ann["b_f"]).reshape(-1)
+        if real.dtype.kind != "f" or real.size not in (1, channels):
+            raise Unsupported(f"a bias of {real.size} {real.dtype} values for {channels} "
+                              "channels")
+        return _to_units(np.broadcast_to(real.astype(np.float32), (channels,)), acc_scales)
     b = _np(ann["b_q"]).reshape(-1)
     if b.dtype.kind not in "iu":
         raise Unsupported(f"the bias is {b.dtype}, not an integer tensor")
-    channels = acc_scales.size
     if b.size != channels:
         raise Unsupported(f"a bias of {b.size} values for {channels} channels")
     scale, zp = _scales(ann, "b")
     if scale.size not in (1, channels) or zp.size not in (1, channels):
         raise Unsupported(f"bias scales of {scale.size} values for {channels} channels")
     if not zp.any() and np.array_equal(np.broadcast_to(scale, acc_scales.shape), acc_scales):
-        values = b.astype(np.int64)
-        rounding = 0.0
-    else:
-        real = ((b.astype(np.int64) - zp).astype(np.float32) * scale).astype(np.float32)
-        units = real.astype(np.float64) / acc_scales.astype(np.float64)
-        values = np.rint(units).astype(np.int64)
-        rounding = float(np.abs(units - values).max(initial=0.0))
+        return _int32_bias(b.astype(np.int64)), 0.0, None
+    real = ((b.astype(np.int64) - zp).astype(np.float32) * scale).astype(np.float32)
+    return _to_units(real, acc_scales)
+
+
+def _int32_bias(values: np.ndarray) -> np.ndarray:
     if np.abs(values).max(initial=0) >= 1 << 31:
         raise Unsupported("the bias in the accumulator's scale overflows int32")
-    return values.astype(np.int32), rounding
+    return values.astype(np.int32)
 
 
 def _pair(values: Any) -> tuple[int, int]:
@@ -294,10 +316,11 @@ def spec_of(kind: str, ann: dict[str, Any]) -> LayerSpec:
     wq, w_scales = _weight_qparams(ann, channels, w_offset)
     common: dict[str, Any] = dict(inputs=((x_shape, x),), out_shape=out_shape, out=out,
                                   relu=relu, weight_q=wq, weight_scales=w_scales)
-    if "b_q" in ann:
+    if "b_q" in ann or "b_f" in ann:
         probe = LayerSpec(kind, ((x_shape, x),), out_shape, out, weight_q=wq,
                           weight_scales=w_scales)
-        common["bias"], common["bias_rounding"] = _bias(ann, probe.acc_scales())
+        common["bias"], common["bias_rounding"], common["bias_residuals"] = _bias(
+            ann, probe.acc_scales())
     if kind == "dense":
         if len(x_shape) != 2 or w.ndim != 2:
             raise Unsupported(f"matmul of {len(x_shape)}-D by {w.ndim}-D tensors (VTA's dense "

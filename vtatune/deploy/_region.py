@@ -127,7 +127,9 @@ class BuiltLayer:
             notes.append(f"runs unpadded on its input with a {spec.border()}-pixel border of "
                          f"the zero point {spec.x.zero_point}")
         if spec.bias_rounding:
-            notes.append(f"bias rescaled to the accumulator's scale, rounded by up to "
+            where = ("rounded by up to" if self.requant.on_vta else
+                     "the CPU's requantization adding back a rounding of up to")
+            notes.append(f"bias rescaled to the accumulator's scale, {where} "
                          f"{spec.bias_rounding:.3g} accumulator units")
         real = spec.layer().macs
         padded = getattr(self.workload, "macs", real)
@@ -321,8 +323,7 @@ class Region:
         if built.requant.on_vta:
             packed.buffer = outs[0]
             return packed
-        packed.host = built.requant.finish([device.download(o) for o in outs],
-                                           built.requant.scales_of(out_shape))
+        packed.host = built.requant.finish([device.download(o) for o in outs], out_shape)
         self._host_op("requantize", spec.out_shape)
         return packed
 

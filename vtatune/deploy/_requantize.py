@@ -74,6 +74,9 @@ class Requantization:
     exact: bool = False
     offset: int = 0
     channel_scales: tuple[float, ...] | None = None
+    #: What a bias rescaled to accumulator units lost in the rounding, per channel, in real
+    #: units: the CPU adds it back after scaling (a fused requantization cannot).
+    channel_residuals: tuple[float, ...] | None = None
 
     @property
     def shift(self) -> int | None:
@@ -158,35 +161,30 @@ class Requantization:
         """Whether a GEMM layer's passes read a bias tensor: its own, or the rounding."""
         return has_bias or (self.rounding == "bias" and bool(self.shift))
 
-    def finish(self, planes: list[np.ndarray], channels: np.ndarray | None = None
+    def finish(self, planes: list[np.ndarray], packed_shape: tuple[int, ...] | None = None
                ) -> np.ndarray:
         """The CPU's part when VTA cannot requantize: the passes' int8 outputs (same shape,
-        any layout) reassembled into the accumulators, then :meth:`requantize`."""
+        any layout; per channel: the packed output layout ``packed_shape``) reassembled
+        into the accumulators, then :meth:`requantize`."""
         acc = planes[-1].astype(np.int64) << 8 * (len(planes) - 1)
         for j, plane in enumerate(planes[:-1]):
             acc += plane.view(np.uint8).astype(np.int64) << 8 * j
-        return self.requantize(acc, channels)
+        if packed_shape is None:
+            return self.requantize(acc)
+        return self.requantize(acc, _per_channel(self.channel_scales, packed_shape),
+                               _per_channel(self.channel_residuals, packed_shape))
 
-    def scales_of(self, packed_shape: tuple[int, ...]) -> np.ndarray | None:
-        """The accumulator scale of every element of a packed output ((N/B, C/c, ..., c):
-        channel ``cb * c + ci``), broadcastable; None when per tensor."""
-        if self.channel_scales is None:
-            return None
-        cb, c = packed_shape[1], packed_shape[-1]
-        scales = np.zeros(cb * c, np.float32)
-        given = np.asarray(self.channel_scales, np.float32)
-        scales[:given.size] = given  # padded channels: anything (their weights are 0)
-        shape = [1] * len(packed_shape)
-        shape[1], shape[-1] = cb, c
-        return scales.reshape(cb, c).reshape(shape)
-
-    def requantize(self, acc: np.ndarray, scales: np.ndarray | None = None) -> np.ndarray:
+    def requantize(self, acc: np.ndarray, scales: np.ndarray | None = None,
+                   residuals: np.ndarray | None = None) -> np.ndarray:
         """int32 accumulators (bias included) -> int8, as TVM's float32 QDQ path computes
         it: ``f = float32(acc) * acc_scale``, ``clip(round_half_even(f / out_scale) + zp)``
         (the ReLU of the float value is the clip's low bound); ``scales``: each element's
-        accumulator scale (per channel, :meth:`scales_of`), else ``acc_scale``."""
+        accumulator scale (per channel), else ``acc_scale``; ``residuals``: real values
+        added to ``f`` (a rescaled bias's rounding)."""
         f = acc.astype(np.float32) * (np.float32(self.acc_scale) if scales is None
                                       else scales)
+        if residuals is not None:
+            f = f + residuals
         q = np.rint(f / np.float32(self.out_scale)) + self.zero_point
         return np.clip(q, self.low, QMAX).astype(np.int8)
 
@@ -202,3 +200,17 @@ class Requantization:
             times = f"x{self.multiplier:.6g}"
         return (f"on the CPU: {times}{zp}{relu} ({self.planes} VTA passes, "
                 f"one per accumulator byte)")
+
+
+def _per_channel(values: tuple[float, ...] | None, packed_shape: tuple[int, ...]
+                 ) -> np.ndarray | None:
+    """Per-channel values broadcast over a packed output ((N/B, C/c, ..., c): channel
+    ``cb * c + ci``; padded channels take 0: their weights and bias are 0), or None."""
+    if values is None:
+        return None
+    cb, c = packed_shape[1], packed_shape[-1]
+    out = np.zeros(cb * c, np.float32)
+    out[:len(values)] = np.asarray(values, np.float32)
+    shape = [1] * len(packed_shape)
+    shape[1], shape[-1] = cb, c
+    return out.reshape(shape)

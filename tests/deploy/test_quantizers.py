@@ -262,3 +262,25 @@ def test_a_tensor_of_no_static_shape_is_a_reason_not_a_crash():
 
     with pytest.raises(Unsupported, match="a tensor of no static shape"):
         _shape(NoShape())
+
+
+def test_a_layer_no_pattern_matches_says_what_it_lacks(tmp_path):
+    """Only the convs quantized: the Gemm runs on the CPU with the reason no pattern of
+    VTA's table matched it; the share of the model's multiply-accumulates says so."""
+    import onnx
+    from onnxruntime.quantization import QuantFormat, quantize_static
+
+    onnx.save(models.classifier(), tmp_path / "f.onnx")
+    quantize_static(tmp_path / "f.onnx", tmp_path / "q.onnx", _Reader("x", [1, 3, 8, 8]),
+                    quant_format=QuantFormat.QDQ, op_types_to_quantize=["Conv"])
+    model = onnx.load(tmp_path / "q.onnx")
+    r = _deploy(model, np.zeros((1, 3, 8, 8), np.float32))
+    assert [c.op for c in r.offloaded] == ["conv2d", "conv2d"]
+    (matmul,) = [c for c in r.cpu_ops if c.op == "matmul"]
+    assert matmul.reason == ("its input is not a dequantized 8-bit tensor: VTA computes QDQ "
+                             "layers (quantize the model)")
+    # the Gemm 32 -> 10 on the CPU
+    assert r.vta_mac_share == r.vta_macs / model_macs(model) == (model_macs(model) - 32 * 10) / \
+        model_macs(model)
+    assert f"{100 * r.vta_mac_share:.1f} % of the model's multiply-accumulates" in r.report()
+    assert r.as_dict()["vta_mac_share"] == r.vta_mac_share

@@ -215,6 +215,7 @@ def _main_ops(mod: Any, state: Partitioning) -> list[tuple[str, CpuOp | None]]:
 
     out: list[tuple[str, CpuOp | None]] = []
     func = mod["main"]
+    values = {b.var: b.value for block in func.body.blocks for b in block.bindings}
     for block in func.body.blocks:
         for b in block.bindings:
             v = b.value
@@ -227,8 +228,35 @@ def _main_ops(mod: Any, state: Partitioning) -> list[tuple[str, CpuOp | None]]:
             shape = "x".join(str(int(s)) for s in b.var.ty.shape) \
                 if hasattr(b.var.ty, "shape") and b.var.ty.shape is not None else "?"
             reason = state.reason_for(v, b.var.name) if name in _ANCHOR_OPS else None
+            if reason is None and name in _LAYER_OPS:
+                reason = _unmatched(v, values)
             out.append(("", CpuOp(name, shape, "tvm", reason or "")))
     return out
+
+
+#: The ops of a layer VTA could compute: each one on the CPU gets a reason.
+_LAYER_OPS = ("nn.conv2d", "nn.conv2d_transpose", "matmul")
+
+
+def _unmatched(call: Any, values: dict[Any, Any]) -> str:
+    """Why no pattern of VTA's table matched a conv or matmul at all (its check function
+    never ran): which part of a QDQ layer it lacks."""
+    t = tvm()
+
+    def is_op(expr: Any, op: str) -> bool:
+        expr = values.get(expr, expr)
+        return isinstance(expr, t.relax.Call) and isinstance(expr.op, t.ir.Op) \
+            and expr.op.name == f"relax.{op}"
+
+    lacking = [what for arg, what in zip(call.args[:2], ("input", "weight"), strict=False)
+               if not (is_op(arg, "dequantize") or is_op(arg, "permute_dims"))]
+    if lacking:
+        what = "is not a dequantized 8-bit tensor" if len(lacking) == 1 else \
+            "are not dequantized 8-bit tensors"
+        return (f"its {' and '.join(lacking)} {what}: VTA computes QDQ layers (quantize "
+                "the model)")
+    return ("its result is not quantized to 8 bits (no QuantizeLinear after the layer, its "
+            "bias add and ReLU): VTA's layers end in an 8-bit tensor")
 
 
 def compile_model(model: Any, *, hw: HardwareConfig | str | None = None,

@@ -193,8 +193,8 @@ def test_float_qdq_scales_requantize_on_the_cpu(references):
 
 def test_onnxruntimes_default_quantization(references, tmp_path):
     """quantize_static with its defaults: asymmetric activations (zero points), calibrated
-    scales. An input zero point folds into the bias where nothing is padded (dense); the
-    padded convs with one stay on the CPU, saying why."""
+    scales. An input zero point folds into the bias; a padded conv with one runs unpadded
+    on its input with a border of the zero point, exactly as TVM computes it."""
     import onnx
     from onnxruntime.quantization import QuantFormat, quantize_static
 
@@ -216,16 +216,23 @@ def test_onnxruntimes_default_quantization(references, tmp_path):
         model = onnx.load(tmp_path / f"{name}_int8.onnx")
         x = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
         out[name] = _quiet(model=model, input=x)
-        _check(out[name], model, x, references, exact=False)
+        _check(out[name], model, x, references, exact=True)
     assert [c.op for c in out["mlp"].offloaded] == ["dense", "dense"]
     # the first dense's ReLU became its output's zero point -128, the second dense's input's
     assert "zero point -128" in out["mlp"].offloaded[0].requantization
-    reasons = [c.reason for c in out["residual"].cpu_ops if c.op == "nn.conv2d"]
-    # the model's input (calibrated zero point) and the first conv's ReLU output (-128)
-    assert [r.split(" != ")[0] for r in reasons] == ["input zero point 11",
-                                                     "input zero point -128"]
-    assert all(r.endswith("with padding: VTA pads with 0 (quantize activations symmetric: "
-                          "ActivationSymmetric=True)") for r in reasons)
+    r = out["residual"]
+    # the model's input (calibrated zero point 11) and the first conv's ReLU output (-128)
+    assert [c.notes for c in r.offloaded] == [
+        ("runs unpadded on its input with a 1-pixel border of the zero point 11",),
+        ("runs unpadded on its input with a 1-pixel border of the zero point -128",)]
+    assert [c.op for c in r.cpu_ops if c.by == "vtatune"] == [
+        "pack", "border", "requantize", "border", "requantize", "unpack"]
+    # the residual add's inputs have two scales: the CPU adds them, saying every reason
+    add = next(c for c in r.cpu_ops if c.op == "add" and c.reason)
+    assert add.reason.split("; ") == [
+        "residual add: TVM v0.14 runs ALU-only kernels on VTA for the sim and intelfocl "
+        "targets only", "an add of inputs at two scales (0.0175563, 0.0280652): VTA's ALU "
+        "adds the int8 values as they are"]
 
 
 def test_schedules_come_from_the_log_else_the_default_with_one_warning(residual, tmp_path):

@@ -303,7 +303,13 @@ def test_cli_lists_the_catalogue_and_a_network(capsys):
     assert code == 0 and [line.split()[0] for line in out.splitlines()] == list(NETWORKS)
     code, out, _ = cli(capsys, "network", "mobilenet_v1", "--list")
     assert code == 0
-    assert "13 layers on VTA in 9 tasks, 15 on the CPU" in out
+    net = load_network("mobilenet_v1")
+    macs = sum(x.macs for x in net.layers)
+    on_cpu = sum(c.macs for c in net.cpu)
+    share = f"{100 * (macs - on_cpu) / macs:.1f} %"
+    assert f"13 layers on VTA in 9 tasks ({share} of the multiply-accumulates), 15 on the CPU" \
+        in out
+    assert "placement as TVM v0.14's graph packing places it" in out
     assert "  block1.dw   conv2d 1x32x112x112 -> 32, k3 p1 s1 g32: depthwise convolution" in out
     code, out, _ = cli(capsys, "network", "resnet18", "--list", "--json", "--space", "autotvm")
     d = json.loads(out)

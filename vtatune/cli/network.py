@@ -39,12 +39,21 @@ _EXAMPLES = (
 )
 
 
+#: How ``--list`` says where the layers were placed from (:data:`vtatune.networks.PLACEMENTS`).
+PLACEMENT_WORDS = {
+    "tvm014": "as TVM v0.14's graph packing places it (channel counts in whole blocks)",
+    "deploy": "as `vtatune deploy` runs it with today's TVM (channel counts padded to whole "
+              "blocks)",
+}
+
+
 def register(sub: Any) -> None:
     from vtatune.networks import (
         DEFAULT_PATIENCE,
         DEFAULT_ROUND,
         DEFAULT_TRIALS_PER_TASK,
         DEFAULT_WARMUP,
+        PLACEMENTS,
     )
     from vtatune.networks.schedulers import SCHEDULERS
     from vtatune.tuning import RUNS_DIR
@@ -76,6 +85,11 @@ def register(sub: Any) -> None:
                    help="rounds without improvement after which a task has converged "
                         "(0: never; default: %(default)s)")
     add_study_flags(p, log_default=f"{RUNS_DIR}/<network>-<hw model>.jsonl")
+    p.add_argument("--placement", choices=PLACEMENTS, default=None,
+                   help="place the layers as `vtatune deploy` runs them with today's TVM "
+                        "(deploy: channel counts padded to whole blocks) or as TVM v0.14's "
+                        "graph packing (tvm014); default: deploy for an ONNX model, tvm014 "
+                        "for a catalogue network and with --space autotvm")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--plot", metavar="FILE.png",
                    help="bar chart of where the network's time goes (needs matplotlib)")
@@ -108,7 +122,7 @@ def cmd_network(args: argparse.Namespace) -> int:
         raise UsageError("--plot draws a tuned network: drop --list")
     net = load_network(args.network, args.hw, batch=args.batch,
                        tasks="autotvm" if getattr(args, "space", "full") == "autotvm"
-                       else "deployed")
+                       else "deployed", placement=args.placement)
     if args.list:
         if args.json:
             print(json.dumps(network_json(net)))
@@ -162,7 +176,8 @@ def _shape(wl: Any) -> str:
 def network_json(net: Any) -> dict[str, Any]:
     """The ``--list --json`` object: the network's tasks and CPU layers."""
     hw = net.hw
-    return {"network": net.name, "source": net.source,
+    return {"network": net.name, "source": net.source, "placement": net.placement,
+            "vta_mac_share": net.vta_mac_share,
             "hw": {"target": hw.target, "bitstream": hw.bitstream, "model": hw.target_model,
                    "clock_mhz": hw.clock_mhz},
             "tasks": [{"name": t.name, "operator": t.operator,
@@ -199,7 +214,9 @@ def _print_cpu(net: Any) -> None:
 def print_network(net: Any) -> None:
     hw = net.hw
     print(f"network   {net.name} on {hw.target_model}: {net.vta_layers} layers on VTA in "
-          f"{len(net.tasks)} tasks, {len(net.cpu)} on the CPU")
+          f"{len(net.tasks)} tasks ({100 * net.vta_mac_share:.1f} % of the "
+          f"multiply-accumulates), {len(net.cpu)} on the CPU")
+    print(f"placement {PLACEMENT_WORDS[net.placement]}")
     print(f"source    {net.source}")
     for note in net.notes:
         print(f"note      {note}")

@@ -45,12 +45,20 @@ from vtatune.deploy._deploy import (
 )
 from vtatune.deploy._device import Buffer, Device, SimulatedDevice
 from vtatune.deploy._errors import DeployError
-from vtatune.deploy._match import LayerSpec, QParams, refusal, spec_of, workload_of
+from vtatune.deploy._match import (
+    LayerSpec,
+    QParams,
+    refusal,
+    refusals,
+    spec_of,
+    workload_of,
+)
 from vtatune.deploy._model import (
     check_input,
     is_quantized,
     load_model,
     model_input,
+    model_macs,
     output_step,
     random_input,
 )
@@ -66,7 +74,8 @@ __all__ = [
     "Agreement", "Buffer", "CompiledModel", "CpuOp", "DeployError", "DeployResult", "Device",
     "LayerBuilder", "LayerPrograms", "LayerSpec", "OffloadedCall", "PREFIX", "Partitioning",
     "QParams", "Refusal", "Requantization", "SimulatedDevice", "TVM_VERSION", "agreement",
-    "check_input", "compile_model", "deploy", "external_functions", "is_quantized", "load_model",
-    "model_input", "output_step", "partition", "pattern_entries", "quantize", "random_input",
-    "reference", "refusal", "register", "same_memory", "spec_of", "workload_of",
+    "check_input", "compile_model", "deploy", "external_functions", "is_quantized",
+    "load_model", "model_input", "model_macs", "output_step", "partition", "pattern_entries",
+    "quantize", "random_input", "reference", "refusal", "refusals", "register", "same_memory",
+    "spec_of", "workload_of",
 ]

@@ -27,7 +27,7 @@ from vtatune.deploy._device import Device
 from vtatune.deploy._errors import DeployError
 from vtatune.deploy._match import LayerSpec, Unsupported, spec_of
 from vtatune.deploy._patterns import annotations, kind_of, register
-from vtatune.deploy._region import Region, RegionPlan, Trace, VtaLayer
+from vtatune.deploy._region import Region, RegionPlan, Trace, VtaLayer, from_int8
 from vtatune.deploy._schedules import LayerBuilder
 from vtatune.deploy._tvm import tvm
 
@@ -159,7 +159,7 @@ def _packed_function(region: Region) -> Any:
                 raise DeployError(f"{region.plan.symbol}: {len(dests)} outputs given, "
                                   f"{len(outputs)} computed")
             for dest, y in zip(dests, outputs, strict=True):
-                dest.copyfrom(np.ascontiguousarray(y, dtype=np.int8))
+                dest.copyfrom(from_int8(y, str(dest.dtype)))
         except Exception as exc:  # kept: TVM hands its caller a RuntimeError
             region.trace.error = exc
             raise

@@ -29,6 +29,7 @@ from vtatune.deploy._model import (
     is_quantized,
     load_model,
     model_input,
+    model_macs,
     random_input,
 )
 from vtatune.deploy._partition import partition
@@ -50,8 +51,9 @@ class DeployResult:
     ``offloaded``: every VTA layer in the order it ran (:class:`OffloadedCall`: op,
     workload, schedule source, requantization, cycles); ``cpu_ops``: everything the CPU ran
     in order (:class:`CpuOp`: TVM's compiled ops, and vtatune's packing around the VTA
-    calls), a reason on the layers VTA could have run; ``vta_cycles``: the offloaded
-    layers' cycles in all (timing model); ``output``: the model's output."""
+    calls), every reason on the layers VTA could have run; ``vta_cycles``: the offloaded
+    layers' cycles in all (timing model); ``output``: the model's output; ``model_macs``:
+    the model's multiply-accumulates (:func:`~vtatune.deploy.model_macs`)."""
 
     model: str
     hw: HardwareConfig
@@ -61,29 +63,50 @@ class DeployResult:
     vta_cycles: int
     output: np.ndarray
     seconds: dict[str, float] = field(default_factory=dict)
+    model_macs: int = 0
 
     @property
     def vta_ms(self) -> float:
         """The VTA layers' time at the board's clock."""
         return self.vta_cycles / (self.hw.clock_mhz * 1e3)
 
+    @property
+    def vta_macs(self) -> int:
+        """The multiply-accumulates of the layers VTA ran, as the model has them (padded
+        channels not counted)."""
+        return sum(c.macs for c in self.offloaded)
+
+    @property
+    def vta_mac_share(self) -> float:
+        """The share of the model's multiply-accumulates that ran on VTA."""
+        return self.vta_macs / self.model_macs if self.model_macs else 0.0
+
     def as_dict(self) -> dict[str, Any]:
         return {"model": self.model, "hw": self.hw.target_model, "device": self.device,
                 "offloaded": [c.as_dict() for c in self.offloaded],
                 "cpu_ops": [c.as_dict() for c in self.cpu_ops],
                 "vta_cycles": self.vta_cycles, "vta_ms": self.vta_ms,
+                "vta_macs": self.vta_macs, "model_macs": self.model_macs,
+                "vta_mac_share": self.vta_mac_share,
                 "output_shape": list(self.output.shape), "output": self.output.tolist(),
                 "seconds": dict(self.seconds)}
 
     def report(self) -> str:
         """What ran where, as the ``deploy`` command prints it."""
         lines = [f"{self.model} on {self.hw.target_model} ({self.device})", "",
-                 f"VTA: {len(self.offloaded)} offloaded layers"]
+                 f"VTA: {len(self.offloaded)} offloaded layers, "
+                 f"{100 * self.vta_mac_share:.1f} % of the model's multiply-accumulates "
+                 f"({self.vta_macs:,} of {self.model_macs:,})"]
         if self.offloaded:
-            rows = [("layer", "workload", "schedule from", "requantization", "cycles")]
-            rows += [(c.layer, c.workload, c.provenance, c.requantization, f"{c.cycles:,}")
-                     for c in self.offloaded]
-            lines += _table(rows, right=(4,))
+            rows = [("layer", "workload", "schedule from", "requantization", "passes",
+                     "cycles")]
+            rows += [(c.layer, c.workload, c.provenance, c.requantization, str(c.passes),
+                      f"{c.cycles:,}") for c in self.offloaded]
+            lines += _table(rows, right=(4, 5))
+            for c in self.offloaded:
+                notes = list(c.notes) + ([f"padding costs {c.padding_cycles:,} cycles"]
+                                         if c.padding_cycles else [])
+                lines += [f"  {c.layer}: {'; '.join(notes)}"] if notes else []
         tvm_ops = [c for c in self.cpu_ops if c.by == "tvm"]
         host = [c for c in self.cpu_ops if c.by == "vtatune"]
         lines += ["", f"CPU: {len(tvm_ops)} ops compiled by TVM ({_counts(tvm_ops)})"]
@@ -147,6 +170,7 @@ class CompiledModel:
         self.main_ops = main_ops
         self.partitioning = partitioning
         self.seconds = seconds
+        self.model_macs = model_macs(model)
 
     def run(self, x: Any = None, seed: int = 0) -> DeployResult:
         """One inference on ``x`` (None: :func:`random_input` with ``seed``)."""
@@ -167,7 +191,7 @@ class CompiledModel:
                 cpu += [h for s, h in self.trace.host_ops if s == symbol]
         calls = tuple(self.trace.calls)
         return DeployResult(self.name, self.hw, self.device.name, calls, tuple(cpu),
-                            sum(c.cycles for c in calls), output, seconds)
+                            sum(c.cycles for c in calls), output, seconds, self.model_macs)
 
 
 @contextlib.contextmanager
@@ -191,6 +215,7 @@ def _main_ops(mod: Any, state: Partitioning) -> list[tuple[str, CpuOp | None]]:
 
     out: list[tuple[str, CpuOp | None]] = []
     func = mod["main"]
+    values = {b.var: b.value for block in func.body.blocks for b in block.bindings}
     for block in func.body.blocks:
         for b in block.bindings:
             v = b.value
@@ -203,8 +228,35 @@ def _main_ops(mod: Any, state: Partitioning) -> list[tuple[str, CpuOp | None]]:
             shape = "x".join(str(int(s)) for s in b.var.ty.shape) \
                 if hasattr(b.var.ty, "shape") and b.var.ty.shape is not None else "?"
             reason = state.reason_for(v, b.var.name) if name in _ANCHOR_OPS else None
+            if reason is None and name in _LAYER_OPS:
+                reason = _unmatched(v, values)
             out.append(("", CpuOp(name, shape, "tvm", reason or "")))
     return out
+
+
+#: The ops of a layer VTA could compute: each one on the CPU gets a reason.
+_LAYER_OPS = ("nn.conv2d", "nn.conv2d_transpose", "matmul")
+
+
+def _unmatched(call: Any, values: dict[Any, Any]) -> str:
+    """Why no pattern of VTA's table matched a conv or matmul at all (its check function
+    never ran): which part of a QDQ layer it lacks."""
+    t = tvm()
+
+    def is_op(expr: Any, op: str) -> bool:
+        expr = values.get(expr, expr)
+        return isinstance(expr, t.relax.Call) and isinstance(expr.op, t.ir.Op) \
+            and expr.op.name == f"relax.{op}"
+
+    lacking = [what for arg, what in zip(call.args[:2], ("input", "weight"), strict=False)
+               if not (is_op(arg, "dequantize") or is_op(arg, "permute_dims"))]
+    if lacking:
+        what = "is not a dequantized 8-bit tensor" if len(lacking) == 1 else \
+            "are not dequantized 8-bit tensors"
+        return (f"its {' and '.join(lacking)} {what}: VTA computes QDQ layers (quantize "
+                "the model)")
+    return ("its result is not quantized to 8 bits (no QuantizeLinear after the layer, its "
+            "bias add and ReLU): VTA's layers end in an 8-bit tensor")
 
 
 def compile_model(model: Any, *, hw: HardwareConfig | str | None = None,

@@ -55,6 +55,10 @@ class LayerSpec:
     (:func:`vtatune.workloads.operand_shapes`: OIHW, grouped (O, I/g, K, K), transposed
     IOHW, dense (O, I)). ``bias``: int32 per output channel, in the accumulator's scale.
     ``padding`` is (top, left, bottom, right) as Relax and ONNX have it.
+
+    uint8 tensors (``QuantType.QUInt8``) are read as the int8 tensors ``u - 128`` with
+    their zero points ``- 128`` (the same real values, exactly); the region converts at its
+    boundary (:func:`to_int8`, :func:`from_int8`).
     """
 
     kind: str
@@ -65,6 +69,13 @@ class LayerSpec:
     weight: np.ndarray | None = None
     weight_q: QParams | None = None
     bias: np.ndarray | None = None
+    #: Per-output-channel weight scales (``per_channel=True``), else None (``weight_q``'s).
+    weight_scales: tuple[float, ...] | None = None
+    #: The largest rounding, in accumulator units, of a bias rescaled to the accumulator's
+    #: scale (a bias quantized at another scale: shared between layers, say); 0 when exact.
+    bias_rounding: float = 0.0
+    #: What that rounding lost per channel, in real units (None when exact).
+    bias_residuals: tuple[float, ...] | None = None
     strides: tuple[int, int] = (1, 1)
     padding: tuple[int, int, int, int] = (0, 0, 0, 0)
     dilation: tuple[int, int] = (1, 1)
@@ -91,20 +102,50 @@ class LayerSpec:
                      self.dilation, self.groups, self.output_padding, quantized=True,
                      relu=self.relu)
 
+    def acc_scales(self) -> np.ndarray:
+        """The accumulator's float32 scale per output channel: input scale x weight scale
+        (the scale TVM's float32 QDQ graph gives each channel's products)."""
+        w = np.asarray(self.weight_scales if self.weight_scales is not None
+                       else [self.weight_q.scale] * self.out_shape[1], np.float32)
+        return (np.float32(self.x.scale) * w).astype(np.float32)
+
     def requantization(self, exact: bool = False) -> Requantization:
         """How the layer's accumulators become its int8 output (see ``_requantize``;
         ``exact``: on the CPU wherever VTA's rounding could differ from TVM's)."""
         if self.kind == "add":
+            (_, a), (_, r) = self.inputs
             return Requantization(self.x.scale, self.out.scale, self.out.zero_point,
-                                  self.relu, rounding="imm", exact=exact)
-        acc_scale = float(np.float32(self.x.scale) * np.float32(self.weight_q.scale))
-        return Requantization(acc_scale, self.out.scale, self.out.zero_point, self.relu,
-                              exact=exact)
+                                  self.relu, rounding="imm", exact=exact,
+                                  offset=-(a.zero_point + r.zero_point))
+        scales = self.acc_scales()
+        channel = tuple(float(v) for v in scales) if self.weight_scales is not None else None
+        return Requantization(float(scales[0]), self.out.scale, self.out.zero_point,
+                              self.relu, exact=exact, channel_scales=channel,
+                              channel_residuals=self.bias_residuals)
+
+    def border(self) -> int:
+        """The zero-point border the input needs: a conv's padding when its input has a
+        zero point (the padded pixels must read as the zero point, and VTA's DMA pads with
+        0), else 0. The conv then runs unpadded on the input with that border written
+        around it (:meth:`run_workload`)."""
+        if self.kind == "conv2d" and self.x.zero_point and any(self.padding):
+            return self.padding[0]
+        return 0
+
+    def run_workload(self, workload: Workload) -> Workload:
+        """The workload VTA runs for ``workload`` (this layer's, from :func:`workload_of`):
+        itself, or with a zero-point border (:meth:`border`) the same conv unpadded on the
+        bordered input (the same output, every tap a real or zero-point pixel)."""
+        p = self.border()
+        if not p:
+            return workload
+        return replace(workload, height=workload.height + 2 * p,
+                       width=workload.width + 2 * p, pad=0)
 
     def accumulator_bias(self) -> np.ndarray | None:
         """The int32 VTA adds to its accumulators: the model's bias, and ``-zx * sum(w)``
-        per output channel when the input has a zero point (exact only without padding,
-        which :func:`refusal` checks)."""
+        per output channel when the input has a zero point (exact: a padded conv reads its
+        padding as the zero point, :meth:`border`)."""
         zx = self.x.zero_point
         if self.kind not in ("conv2d", "conv2d_transpose", "dense") or (
                 self.bias is None and not zx):
@@ -136,24 +177,109 @@ def _dtype(expr: Any) -> str:
 
 
 def _shape(expr: Any) -> tuple[int, ...]:
-    return tuple(int(s) for s in expr.ty.shape)
+    shape = getattr(getattr(expr, "ty", None), "shape", None)
+    try:
+        return tuple(int(s) for s in shape)
+    except (TypeError, ValueError):  # no static shape (a symbolic or unknown one)
+        raise Unsupported(f"a tensor of no static shape ({shape}): VTA's programs are "
+                          "built for fixed shapes") from None
 
 
-def _qparams(ann: dict[str, Any], prefix: str) -> QParams:
-    scale, zp = _np(ann[f"{prefix}_scale"]), _np(ann[f"{prefix}_zp"])
-    if scale.size != 1 or zp.size != 1:
-        what = {"x": "input", "w": "weight", "a": "input", "r": "input", "out": "output",
-                "b": "bias"}[prefix]
-        raise Unsupported(f"per-channel {what} scales ({scale.size}): VTA requantizes per "
-                          "tensor (quantize with per_channel=False)")
-    return QParams(float(scale.reshape(-1)[0]), int(zp.reshape(-1)[0]))
+_WHAT = {"x": "input", "w": "weight", "a": "input", "r": "input", "out": "output", "b": "bias",
+         "root": "output", "x_q": "input", "a_q": "an input", "r_q": "an input",
+         "w_q": "weight"}
 
 
-def _int8(ann: dict[str, Any], key: str, what: str) -> None:
+def _offset(ann: dict[str, Any], key: str) -> int:
+    """What reads a tensor as int8: 0 for int8, -128 for uint8 (``u - 128``, the zero point
+    moved alike: the same real values); Unsupported for any other type."""
     dtype = _dtype(ann[key])
-    if dtype != "int8":
-        raise Unsupported(f"{what} is {dtype}: VTA computes int8 (quantize with "
-                          "QuantType.QInt8)")
+    if dtype == "int8":
+        return 0
+    if dtype == "uint8":
+        return -128
+    raise Unsupported(f"the {_WHAT[key]} is {dtype}: VTA computes 8-bit integers "
+                      "(QuantType.QInt8 or QUInt8)")
+
+
+def _scales(ann: dict[str, Any], prefix: str) -> tuple[np.ndarray, np.ndarray]:
+    """A quantization's float32 scales and integer zero points, one or one per channel."""
+    scale = _np(ann[f"{prefix}_scale"]).astype(np.float32).reshape(-1)
+    zp = _np(ann[f"{prefix}_zp"]).astype(np.int64).reshape(-1)
+    return scale, zp
+
+
+def _qparams(ann: dict[str, Any], prefix: str, offset: int = 0) -> QParams:
+    """A per-tensor quantization (an activation's), its zero point read as int8's."""
+    scale, zp = _scales(ann, prefix)
+    if scale.size != 1 or zp.size != 1:
+        raise Unsupported(f"per-channel {_WHAT[prefix]} scales ({scale.size}): VTA's "
+                          "activations are quantized per tensor")
+    return QParams(float(scale[0]), int(zp[0]) + offset)
+
+
+def _weight_qparams(ann: dict[str, Any], channels: int, offset: int
+                    ) -> tuple[QParams, tuple[float, ...] | None]:
+    """The weight's quantization: per tensor, or per output channel (``per_channel=True``:
+    the scales, when they differ); its zero point read as int8's, one for all channels
+    or the first that differs (nonzero ones are refused)."""
+    scale, zp = _scales(ann, "w")
+    zp = zp + offset
+    if scale.size not in (1, channels) or zp.size not in (1, channels):
+        raise Unsupported(f"weight scales of {scale.size} values for {channels} output "
+                          "channels")
+    nonzero = zp[zp != 0]
+    q = QParams(float(scale[0]), int(nonzero[0]) if nonzero.size else 0)
+    per_channel = scale.size > 1 and bool((scale != scale[0]).any())
+    return q, tuple(float(v) for v in scale) if per_channel else None
+
+
+#: A bias in the accumulator's scale: the int32 values, the largest rounding (accumulator
+#: units), and what the rounding lost per channel in real units (None: exact).
+_Bias = tuple[np.ndarray, float, tuple[float, ...] | None]
+
+
+def _to_units(real: np.ndarray, acc_scales: np.ndarray) -> _Bias:
+    """Real bias values in accumulator units, rounded to the nearest."""
+    units = real.astype(np.float64) / acc_scales.astype(np.float64)
+    values = np.rint(units).astype(np.int64)
+    lost = (units - values) * acc_scales.astype(np.float64)
+    residuals = tuple(float(v) for v in lost) if lost.any() else None
+    return _int32_bias(values), float(np.abs(units - values).max(initial=0.0)), residuals
+
+
+def _bias(ann: dict[str, Any], acc_scales: np.ndarray) -> _Bias:
+    """The bias in the accumulator's scale (:data:`_Bias`). A bias quantized at the
+    accumulator's scale (input scale x weight scale, zero point 0) is taken as it is; any
+    other (a bias shared between layers and quantized once, at the first one's scale; a
+    zero point; a float32 bias the quantizer left) is rescaled: its real value (``(b - zp)
+    * scale`` in float32, as TVM dequantizes it) to the nearest accumulator unit, exact
+    where it is representable there (a zero bias always is)."""
+    channels = acc_scales.size
+    if "b_f" in ann:  # left in float by the quantizer: its real values
+        real = _np(ann["b_f"]).reshape(-1)
+        if real.dtype.kind != "f" or real.size not in (1, channels):
+            raise Unsupported(f"a bias of {real.size} {real.dtype} values for {channels} "
+                              "channels")
+        return _to_units(np.broadcast_to(real.astype(np.float32), (channels,)), acc_scales)
+    b = _np(ann["b_q"]).reshape(-1)
+    if b.dtype.kind not in "iu":
+        raise Unsupported(f"the bias is {b.dtype}, not an integer tensor")
+    if b.size != channels:
+        raise Unsupported(f"a bias of {b.size} values for {channels} channels")
+    scale, zp = _scales(ann, "b")
+    if scale.size not in (1, channels) or zp.size not in (1, channels):
+        raise Unsupported(f"bias scales of {scale.size} values for {channels} channels")
+    if not zp.any() and np.array_equal(np.broadcast_to(scale, acc_scales.shape), acc_scales):
+        return _int32_bias(b.astype(np.int64)), 0.0, None
+    real = ((b.astype(np.int64) - zp).astype(np.float32) * scale).astype(np.float32)
+    return _to_units(real, acc_scales)
+
+
+def _int32_bias(values: np.ndarray) -> np.ndarray:
+    if np.abs(values).max(initial=0) >= 1 << 31:
+        raise Unsupported("the bias in the accumulator's scale overflows int32")
+    return values.astype(np.int32)
 
 
 def _pair(values: Any) -> tuple[int, int]:
@@ -163,44 +289,38 @@ def _pair(values: Any) -> tuple[int, int]:
 
 def spec_of(kind: str, ann: dict[str, Any]) -> LayerSpec:
     """The layer a match of ``kind`` annotates (Relax expressions by annotation name);
-    Unsupported when it is not an int8 per-tensor layer of that kind."""
-    _int8(ann, "root", "the output")
-    out = _qparams(ann, "out")
+    Unsupported when it is not an 8-bit layer of that kind with per-tensor activations."""
+    out = _qparams(ann, "out", _offset(ann, "root"))
     out_shape = _shape(ann["root"])
     relu = "relu" in ann
     if kind == "relu":
-        _int8(ann, "x_q", "the input")
-        return LayerSpec("relu", ((_shape(ann["x_q"]), _qparams(ann, "x")),), out_shape, out,
-                         relu=True)
+        x = _qparams(ann, "x", _offset(ann, "x_q"))
+        return LayerSpec("relu", ((_shape(ann["x_q"]), x),), out_shape, out, relu=True)
     if kind == "add":
-        _int8(ann, "a_q", "an input")
-        _int8(ann, "r_q", "an input")
-        a, r = (_shape(ann["a_q"]), _qparams(ann, "a")), (_shape(ann["r_q"]), _qparams(ann, "r"))
+        a = (_shape(ann["a_q"]), _qparams(ann, "a", _offset(ann, "a_q")))
+        r = (_shape(ann["r_q"]), _qparams(ann, "r", _offset(ann, "r_q")))
         if a[0] != r[0] or a[0] != out_shape:
             raise Unsupported(f"broadcasting add {list(a[0])} + {list(r[0])}")
         if len(out_shape) != 4:
             raise Unsupported(f"add of {len(out_shape)}-D tensors (VTA adds NCHW tensors)")
         return LayerSpec("add", (a, r), out_shape, out, relu=relu)
-    _int8(ann, "x_q", "the input")
-    _int8(ann, "w_q", "the weight")
-    x, wq = _qparams(ann, "x"), _qparams(ann, "w")
-    x_shape, w = _shape(ann["x_q"]), _np(ann["w_q"])
-    core = ann["core"]
-    bias = None
-    if "b_q" in ann:
-        if _dtype(ann["b_q"]) != "int32":
-            raise Unsupported(f"the bias is {_dtype(ann['b_q'])}, not int32 in the "
-                              "accumulator's scale")
-        bq = _qparams(ann, "b")
-        acc_scale = np.float32(np.float32(x.scale) * np.float32(wq.scale))
-        if np.float32(bq.scale) != acc_scale or bq.zero_point:
-            raise Unsupported(f"the bias's scale {bq.scale:.6g} is not input scale x weight "
-                              f"scale {float(acc_scale):.6g} (or it has a zero point)")
-        bias = _np(ann["b_q"]).reshape(-1).astype(np.int32)
-        if len(out_shape) < 2 or bias.size != out_shape[1]:
-            raise Unsupported(f"a bias of {bias.size} values for {out_shape[1]} channels")
-    common = dict(inputs=((x_shape, x),), out_shape=out_shape, out=out, relu=relu,
-                  weight_q=wq, bias=bias)
+    x = _qparams(ann, "x", _offset(ann, "x_q"))
+    x_shape = _shape(ann["x_q"])
+    w_offset = _offset(ann, "w_q")
+    w = _np(ann["w_q"])
+    if w_offset:
+        w = (w.astype(np.int16) + w_offset).astype(np.int8)
+    if len(out_shape) < 2:
+        raise Unsupported(f"an output of {len(out_shape)} dimension(s)")
+    channels = out_shape[1]
+    wq, w_scales = _weight_qparams(ann, channels, w_offset)
+    common: dict[str, Any] = dict(inputs=((x_shape, x),), out_shape=out_shape, out=out,
+                                  relu=relu, weight_q=wq, weight_scales=w_scales)
+    if "b_q" in ann or "b_f" in ann:
+        probe = LayerSpec(kind, ((x_shape, x),), out_shape, out, weight_q=wq,
+                          weight_scales=w_scales)
+        common["bias"], common["bias_rounding"], common["bias_residuals"] = _bias(
+            ann, probe.acc_scales())
     if kind == "dense":
         if len(x_shape) != 2 or w.ndim != 2:
             raise Unsupported(f"matmul of {len(x_shape)}-D by {w.ndim}-D tensors (VTA's dense "
@@ -216,7 +336,7 @@ def spec_of(kind: str, ann: dict[str, Any]) -> LayerSpec:
             raise Unsupported(f"weight {list(w.shape)} does not match {list(x_shape)} -> "
                               f"{list(out_shape)}")
         return LayerSpec("dense", weight=np.ascontiguousarray(weight), **common)
-    attrs = core.attrs
+    attrs = ann["core"].attrs
     for name, want in (("data_layout", "NCHW"), ("out_layout", "NCHW"),
                        ("kernel_layout", "IOHW" if kind == "conv2d_transpose" else "OIHW")):
         if str(getattr(attrs, name)) != want:
@@ -232,41 +352,51 @@ def spec_of(kind: str, ann: dict[str, Any]) -> LayerSpec:
 
 
 # --- deciding --------------------------------------------------------------------------------
-def refusal(spec: LayerSpec, hw: HardwareConfig) -> str | None:
-    """Why VTA does not run ``spec`` on ``hw`` (``network``'s placement first: the same
-    layer is offloaded by both or by neither, for the same reason), or None."""
+def refusals(spec: LayerSpec, hw: HardwareConfig) -> list[str]:
+    """Every reason VTA does not run ``spec`` on ``hw`` (``network``'s placement among
+    them: the same layer is offloaded by both or by neither, for the same reason); empty
+    when it runs."""
     if spec.kind == "relu":
-        return None  # fused into its producer: _patterns checks that one
+        return []  # fused into its producer: _patterns checks that one
+    reasons = []
     if spec.kind != "add":
         if spec.weight_q.zero_point:
-            return (f"weight zero point {spec.weight_q.zero_point} != 0: VTA multiplies the "
-                    "int8 weights as they are (quantize weights symmetric)")
+            reasons.append(f"weight zero point {spec.weight_q.zero_point} != 0: VTA multiplies "
+                           "the int8 weights as they are (quantize weights symmetric)")
         zx = spec.x.zero_point
-        if zx and (spec.kind == "conv2d_transpose" or any(spec.padding)):
-            return (f"input zero point {zx} != 0 with padding: VTA pads with 0 (quantize "
-                    "activations symmetric: ActivationSymmetric=True)")
-    placed = place(spec.layer(), hw)
+        if zx and spec.kind == "conv2d_transpose":
+            reasons.append(f"input zero point {zx} != 0 in a transposed convolution: its "
+                           "dilation and padding read 0 on VTA, not the zero point")
+    placed = place(spec.layer(), hw, pad_channels=True)
     if isinstance(placed, str):
-        return placed
+        reasons.append(placed)
     if spec.kind == "add":
         (_, a), (_, r) = spec.inputs
-        if a.zero_point or r.zero_point:
-            return "an add of inputs with zero points: VTA's ALU adds the int8 values as they are"
         if np.float32(a.scale) != np.float32(r.scale):
-            return (f"an add of inputs at two scales ({a.scale:.6g}, {r.scale:.6g}): VTA's "
-                    "ALU adds the int8 values as they are")
-    try:
-        spec.accumulator_bias()
-    except Unsupported as exc:
-        return str(exc)
-    return schedule_refusal(workload_of(spec, hw), hw)
+            reasons.append(f"an add of inputs at two scales ({a.scale:.6g}, {r.scale:.6g}): "
+                           "VTA's ALU adds the int8 values as they are")
+    else:
+        try:
+            spec.accumulator_bias()
+        except Unsupported as exc:
+            reasons.append(str(exc))
+    if not reasons:
+        refused = schedule_refusal(spec.run_workload(workload_of(spec, hw)), hw)
+        if refused is not None:
+            reasons.append(refused)
+    return reasons
+
+
+def refusal(spec: LayerSpec, hw: HardwareConfig) -> str | None:
+    """Why VTA does not run ``spec`` on ``hw`` (every reason, ``; ``-joined), or None."""
+    return "; ".join(refusals(spec, hw)) or None
 
 
 def workload_of(spec: LayerSpec, hw: HardwareConfig, name: str = "",
                 exact: bool = False) -> Workload:
     """The workload VTA runs ``spec`` as: ``network``'s placement, with the epilogue of
     the layer's first VTA pass (its requantization when VTA does it)."""
-    placed = place(spec.layer(name), hw, name)
+    placed = place(spec.layer(name), hw, name, pad_channels=True)
     if isinstance(placed, str):
         raise Unsupported(placed)
     req = spec.requantization(exact)

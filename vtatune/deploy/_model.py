@@ -67,6 +67,45 @@ def output_step(model: Any) -> float:
     raise DeployError(f"the model's output {out.name} is not a dequantized int8 tensor")
 
 
+#: The ONNX ops whose multiply-accumulates :func:`model_macs` counts.
+MAC_OPS = ("Conv", "ConvTranspose", "Gemm", "MatMul")
+
+
+def model_macs(model: Any) -> int:
+    """The model's multiply-accumulates, counted from its own Conv, ConvTranspose, Gemm and
+    MatMul nodes (shapes by ONNX shape inference, a symbolic dimension read as 1): per
+    output element, a conv's ``I/g x KH x KW``, a Gemm's or MatMul's inner dimension; per
+    input element, a transposed conv's ``O/g x KH x KW`` (how ``network`` counts a layer's,
+    :attr:`vtatune.networks.Layer.macs`). 0 when a shape is unknown."""
+    onnx = _onnx()
+    try:
+        graph = onnx.shape_inference.infer_shapes(model).graph
+    except Exception:  # noqa: BLE001  (a model shape inference cannot read: count what is known)
+        graph = model.graph
+    shapes = {i.name: tuple(i.dims) for i in graph.initializer}
+    for v in (*graph.input, *graph.value_info, *graph.output):
+        dims = v.type.tensor_type.shape.dim
+        if v.type.tensor_type.HasField("shape"):
+            shapes[v.name] = tuple(d.dim_value if d.HasField("dim_value") else 1 for d in dims)
+    total = 0
+    for node in graph.node:
+        if node.op_type not in MAC_OPS:
+            continue
+        a, b = (shapes.get(n) for n in node.input[:2])
+        out = shapes.get(node.output[0])
+        if a is None or b is None or out is None or not a or not b:
+            continue
+        if node.op_type == "Conv":
+            total += int(np.prod(out)) * int(np.prod(b[1:]))
+        elif node.op_type == "ConvTranspose":
+            total += int(np.prod(a)) * int(np.prod(b[1:]))
+        else:
+            trans_a = any(x.name == "transA" and x.i for x in node.attribute)
+            inner = a[-2] if node.op_type == "Gemm" and trans_a else a[-1]
+            total += int(np.prod(out)) * int(inner)
+    return total
+
+
 def check_input(x: Any, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
     """``x`` as the model's input: DeployError for another shape or a float for an integer
     input."""

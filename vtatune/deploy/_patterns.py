@@ -6,7 +6,8 @@ it, from the int8 inputs to the int8 output:
 
 - ``vta.qconv2d[_bias][_relu]``, ``vta.qconv2d_transpose[...]``, ``vta.qdense[...]``:
   ``quantize([relu]([add](op(dequantize(x), dequantize(W)), [reshape](dequantize(B)))))``
-  with ``op`` conv2d (groups included), conv2d_transpose or matmul (a Gemm's weight
+  (``B`` quantized, or a float32 constant the quantizer left in float) with ``op``
+  conv2d (groups included), conv2d_transpose or matmul (a Gemm's weight
   through ``permute_dims``): int8 operands, int32 accumulation, the bias add, ReLU, and the
   requantization (right shift, clip, cast) VTA's epilogue fuses;
 - ``vta.qadd[_relu]``: ``quantize([relu](add(dequantize(a), dequantize(b))))``, a residual
@@ -118,6 +119,13 @@ def _relu(x: Any, ann: dict[str, Any]) -> Any:
     return ann["relu"]
 
 
+def _float_bias(ann: dict[str, Any]) -> Any:
+    from tvm.relax.dpl import is_const
+
+    ann["b_f"] = is_const()
+    return ann["b_f"]
+
+
 def anchor_pattern(op: str, bias: bool, relu: bool) -> tuple[Any, dict[str, Any]]:
     """``quantize([relu]([add](op(dq(x), dq(W)), [reshape](dq(B)))))`` and its annotations."""
     from tvm.relax.dpl import is_const, is_op, wildcard
@@ -130,7 +138,9 @@ def anchor_pattern(op: str, bias: bool, relu: bool) -> tuple[Any, dict[str, Any]
         w = w | ann["w_perm"]
     core = ann["core"] = is_op(op)(x, w)
     if bias:
-        b = _dequantize(is_const(), "b", ann)
+        # quantized (int32 at the accumulator's scale, or at another layer's when shared),
+        # or left in float32 (a bias reached through an Identity: quantize_static skips it)
+        b = _dequantize(is_const(), "b", ann) | _float_bias(ann)
         core = is_op("relax.add")(core, is_op("relax.reshape")(b, wildcard()) | b)
     if relu:
         core = _relu(core, ann)
@@ -219,6 +229,10 @@ def _check(name: str, kind: str) -> Callable[[Any], bool]:
                 reason = _relu_refusal(spec, ann, ctx, var2val, hw)
         except Unsupported as exc:
             reason = str(exc)
+        except Exception as exc:  # noqa: BLE001  (a form the reader does not know: the CPU runs it)
+            text = str(exc).strip().splitlines()
+            reason = (f"not read as a VTA layer ({type(exc).__name__}"
+                      + (f": {text[0]}" if text else "") + ")")
         if reason is None:
             reason = _leak(ctx)
         if reason is None:

@@ -61,7 +61,10 @@ class Requantization:
     ``bias`` (a GEMM layer's bias tensor) or ``imm`` (an ALU-only add: an immediate).
     ``exact``: requantize on the CPU even a power-of-two multiplier (rounding ties to even
     as TVM does, at the price of the accumulator's passes), except a shift of 0 (no
-    rounding)."""
+    rounding). ``offset``: an integer the accumulators take before anything else (an add's
+    zero points, ``-(za + zr)``, as an immediate). ``channel_scales``: the accumulator's
+    scale per output channel (per-channel weight scales; ``acc_scale`` is the first): VTA
+    computes the integer core and the CPU requantizes each channel by its own multiplier."""
 
     acc_scale: float
     out_scale: float
@@ -69,11 +72,18 @@ class Requantization:
     relu: bool
     rounding: str = "bias"
     exact: bool = False
+    offset: int = 0
+    channel_scales: tuple[float, ...] | None = None
+    #: What a bias rescaled to accumulator units lost in the rounding, per channel, in real
+    #: units: the CPU adds it back after scaling (a fused requantization cannot).
+    channel_residuals: tuple[float, ...] | None = None
 
     @property
     def shift(self) -> int | None:
         """``k`` when the multiplier is ``2^-k`` with ``0 <= k <= 31`` (VTA requantizes;
         with ``exact``, only ``k = 0``), else None (the CPU does)."""
+        if self.channel_scales is not None:
+            return None  # a shift per channel needs a second per-channel ALU operand
         m_acc, e_acc = np.frexp(np.float32(self.acc_scale))
         m_out, e_out = np.frexp(np.float32(self.out_scale))
         k = int(e_out) - int(e_acc)
@@ -83,7 +93,15 @@ class Requantization:
 
     @property
     def multiplier(self) -> float:
-        return float(np.float32(self.acc_scale)) / float(np.float32(self.out_scale))
+        """The (smallest, per channel) requantization multiplier."""
+        return float(self.multipliers.min())
+
+    @property
+    def multipliers(self) -> np.ndarray:
+        """The multiplier of each output channel (one value when per tensor)."""
+        scales = np.asarray(self.channel_scales if self.channel_scales is not None
+                            else [self.acc_scale], np.float32)
+        return scales.astype(np.float64) / float(np.float32(self.out_scale))
 
     @property
     def on_vta(self) -> bool:
@@ -110,6 +128,8 @@ class Requantization:
         """The epilogue of each VTA pass (one when VTA requantizes), reading a per-channel
         ``bias`` tensor when the layer has one (with :meth:`fused_bias` when fused)."""
         add_bias = (EpilogueOp("add", tensor="bias"),) if bias else ()
+        if self.offset:
+            add_bias += (EpilogueOp("add", self.offset),)
         k = self.shift
         if k is not None:
             ops = list(add_bias)
@@ -141,19 +161,30 @@ class Requantization:
         """Whether a GEMM layer's passes read a bias tensor: its own, or the rounding."""
         return has_bias or (self.rounding == "bias" and bool(self.shift))
 
-    def finish(self, planes: list[np.ndarray]) -> np.ndarray:
+    def finish(self, planes: list[np.ndarray], packed_shape: tuple[int, ...] | None = None
+               ) -> np.ndarray:
         """The CPU's part when VTA cannot requantize: the passes' int8 outputs (same shape,
-        any layout) reassembled into the accumulators, then :meth:`requantize`."""
+        any layout; per channel: the packed output layout ``packed_shape``) reassembled
+        into the accumulators, then :meth:`requantize`."""
         acc = planes[-1].astype(np.int64) << 8 * (len(planes) - 1)
         for j, plane in enumerate(planes[:-1]):
             acc += plane.view(np.uint8).astype(np.int64) << 8 * j
-        return self.requantize(acc)
+        if packed_shape is None:
+            return self.requantize(acc)
+        return self.requantize(acc, _per_channel(self.channel_scales, packed_shape),
+                               _per_channel(self.channel_residuals, packed_shape))
 
-    def requantize(self, acc: np.ndarray) -> np.ndarray:
+    def requantize(self, acc: np.ndarray, scales: np.ndarray | None = None,
+                   residuals: np.ndarray | None = None) -> np.ndarray:
         """int32 accumulators (bias included) -> int8, as TVM's float32 QDQ path computes
         it: ``f = float32(acc) * acc_scale``, ``clip(round_half_even(f / out_scale) + zp)``
-        (the ReLU of the float value is the clip's low bound)."""
-        f = acc.astype(np.float32) * np.float32(self.acc_scale)
+        (the ReLU of the float value is the clip's low bound); ``scales``: each element's
+        accumulator scale (per channel), else ``acc_scale``; ``residuals``: real values
+        added to ``f`` (a rescaled bias's rounding)."""
+        f = acc.astype(np.float32) * (np.float32(self.acc_scale) if scales is None
+                                      else scales)
+        if residuals is not None:
+            f = f + residuals
         q = np.rint(f / np.float32(self.out_scale)) + self.zero_point
         return np.clip(q, self.low, QMAX).astype(np.int8)
 
@@ -162,5 +193,24 @@ class Requantization:
         zp = f", zero point {self.zero_point}" if self.zero_point else ""
         if self.on_vta:
             return f"on VTA: shift {self.shift}{zp}{relu}"
-        return (f"on the CPU: x{self.multiplier:.6g}{zp}{relu} ({self.planes} VTA passes, "
+        if self.channel_scales is not None:
+            m = self.multipliers
+            times = f"x{m.min():.6g}..{m.max():.6g} per channel"
+        else:
+            times = f"x{self.multiplier:.6g}"
+        return (f"on the CPU: {times}{zp}{relu} ({self.planes} VTA passes, "
                 f"one per accumulator byte)")
+
+
+def _per_channel(values: tuple[float, ...] | None, packed_shape: tuple[int, ...]
+                 ) -> np.ndarray | None:
+    """Per-channel values broadcast over a packed output ((N/B, C/c, ..., c): channel
+    ``cb * c + ci``; padded channels take 0: their weights and bias are 0), or None."""
+    if values is None:
+        return None
+    cb, c = packed_shape[1], packed_shape[-1]
+    out = np.zeros(cb * c, np.float32)
+    out[:len(values)] = np.asarray(values, np.float32)
+    shape = [1] * len(packed_shape)
+    shape[1], shape[-1] = cb, c
+    return out.reshape(shape)

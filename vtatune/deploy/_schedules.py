@@ -93,16 +93,19 @@ class LayerBuilder:
         self._stack.close()
 
     def programs(self, workload: Workload, epilogues: tuple[Epilogue, ...],
-                 bias: bool) -> LayerPrograms:
+                 bias: bool, runs_as: Workload | None = None) -> LayerPrograms:
         """One program per epilogue (VTA pass), all with the schedule chosen for
-        ``workload`` (the first pass's)."""
-        key = (workload, epilogues, bias)
+        ``workload`` (the first pass's). ``runs_as``: the workload VTA runs instead, with
+        that schedule (a conv with a zero-point border runs unpadded on the bordered input:
+        the same output tiles, so the layer's tuned schedule serves it; the default
+        schedule where it does not lower)."""
+        key = (workload, epilogues, bias, runs_as)
         if key not in self._built:
-            self._built[key] = self._programs(workload, epilogues, bias)
+            self._built[key] = self._programs(workload, epilogues, bias, runs_as)
         return self._built[key]
 
     def _programs(self, workload: Workload, epilogues: tuple[Epilogue, ...],
-                  bias: bool) -> LayerPrograms:
+                  bias: bool, runs_as: Workload | None) -> LayerPrograms:
         tuned = False
         known = self.history is not None and \
             self.history.lookup(workload, self.hw, bias, any_epilogue=True)[1] is not None
@@ -110,6 +113,14 @@ class LayerBuilder:
             self._tune(workload, bias)
             tuned = True
         first = self._first(workload, bias)
+        if runs_as is not None and runs_as != workload:
+            wl = replace(runs_as, epilogue=workload.epilogue)
+            try:
+                first = replace(first, lowered=lower(wl, first.schedule, self.hw, bias=bias))
+            except VtatuneError as exc:
+                first = _default(wl, self.hw, bias, f"{first.provenance.describe()} does not "
+                                 f"lower unpadded on the zero-point border: {exc}")
+            workload = wl
         passes = [first.lowered]
         for epilogue in epilogues[1:]:
             wl = replace(workload, epilogue=epilogue)

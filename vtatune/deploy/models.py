@@ -19,7 +19,7 @@ import numpy as np
 
 from vtatune.deploy._tvm import onnx as _onnx
 
-__all__ = ["conv_residual", "grouped_conv", "mlp", "resnet18", "transposed_conv"]
+__all__ = ["classifier", "conv_residual", "grouped_conv", "mlp", "resnet18", "transposed_conv"]
 
 #: The ONNX opset the models use.
 OPSET = 17
@@ -117,6 +117,21 @@ def mlp(batch: int = 1, features: int = 64, hidden: int = 32, classes: int = 16,
             x = g.node("Relu", [x])
         h = fan_out
     return g.model("mlp", "x", [batch, features], x, [batch, h])
+
+
+def classifier(in_channels: int = 3, width: int = 16, classes: int = 10, size: int = 8,
+               seed: int = 4) -> Any:
+    """A small image classifier whose channel counts are not whole blocks at both ends: a
+    stem conv 3x3 of ``in_channels`` (3: RGB) + ReLU, a conv 3x3 stride 2 + ReLU, global
+    average pooling and a ``classes``-way Gemm."""
+    g = _Graph(seed)
+    x = g.conv("x", in_channels, width, 3, pad=1, relu=True)
+    x = g.conv(x, width, 2 * width, 3, stride=2, pad=1, relu=True)
+    x = g.node("Flatten", [g.node("GlobalAveragePool", [x])])
+    w = g.rng.normal(0, np.sqrt(1 / (2 * width)), (classes, 2 * width))
+    y = g.node("Gemm", [x, g.const("w", w), g.const("b", g.rng.normal(0, 0.1, classes))],
+               transB=1)
+    return g.model("classifier", "x", [1, in_channels, size, size], y, [1, classes])
 
 
 def resnet18(classes: int = 1000, size: int = 224, seed: int = 0) -> Any:

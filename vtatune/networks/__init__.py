@@ -25,6 +25,7 @@ from vtatune.networks._deployed import (
 from vtatune.networks._layers import (
     ALU_TARGETS,
     DEPLOYED_SHIFT,
+    PLACEMENTS,
     TASK_KINDS,
     CpuLayer,
     CpuOp,
@@ -34,6 +35,7 @@ from vtatune.networks._layers import (
     NetworkSpec,
     Step,
     Task,
+    padded,
     place,
     tasks_of,
 )
@@ -54,10 +56,10 @@ from vtatune.networks._tuning import (
 
 __all__ = [
     "ALU_TARGETS", "Applied", "CpuLayer", "CpuOp", "DEFAULT_PATIENCE", "DEFAULT_ROUND",
-    "DEFAULT_TRIALS_PER_TASK", "DEFAULT_WARMUP", "DEPLOYED_SHIFT", "DeployedRun", "KernelRun",
-    "Layer", "NETWORKS", "Network", "NetworkError", "NetworkResult", "NetworkSpec", "OnnxGraph",
-    "OnnxModel", "Step", "TASK_KINDS", "Task", "TaskResult", "check_matplotlib",
-    "default_network_log", "deployed_run", "draw_network", "layers_from_model", "load_network",
-    "network_from_logs", "network_names", "place", "read_onnx", "schedules_from_logs", "tasks_of",
-    "tune_network",
+    "DEFAULT_TRIALS_PER_TASK", "DEFAULT_WARMUP", "DEPLOYED_SHIFT", "PLACEMENTS", "DeployedRun",
+    "KernelRun", "Layer", "NETWORKS", "Network", "NetworkError", "NetworkResult",
+    "NetworkSpec", "OnnxGraph", "OnnxModel", "Step", "TASK_KINDS", "Task", "TaskResult",
+    "check_matplotlib", "default_network_log", "deployed_run", "draw_network",
+    "layers_from_model", "load_network", "network_from_logs", "network_names", "padded",
+    "place", "read_onnx", "schedules_from_logs", "tasks_of", "tune_network",
 ]

@@ -206,13 +206,19 @@ def network_names() -> list[str]:
 
 
 def load_network(network: str | Path, hw: HardwareConfig | str | None = None, *,
-                 batch: int | None = None, tasks: str = "deployed") -> Network:
+                 batch: int | None = None, tasks: str = "deployed",
+                 placement: str | None = None) -> Network:
     """A catalogue network by name, or an ONNX model file, placed on ``hw``.
 
     ``batch`` (default 1) sets a catalogue network's batch, or an ONNX model's dynamic
     batch axis; an ONNX model whose batch is fixed at another number is refused. ``tasks``:
     ``deployed`` (one task per workload, its epilogue included) or ``autotvm`` (one per
     AutoTVM key, as TVM v0.14 tunes and applies them: :data:`~vtatune.networks.TASK_KINDS`).
+    ``placement`` (:data:`~vtatune.networks.PLACEMENTS`): ``deploy`` places the layers as
+    ``vtatune deploy`` runs them with today's TVM (channel counts padded to whole blocks),
+    ``tvm014`` as TVM v0.14's graph packing does; default ``deploy`` for an ONNX model
+    (unless ``tasks`` is ``autotvm``: TVM v0.14 builds those), ``tvm014`` for a catalogue
+    network (its TVM v0.14 deployment).
 
     Example:
         >>> net = load_network("mobilenet_v1")
@@ -237,6 +243,8 @@ def load_network(network: str | Path, hw: HardwareConfig | str | None = None, *,
     else:
         raise NetworkError(f"unknown network {str(network)!r} (known: "
                            f"{', '.join(NETWORKS)}; or an ONNX model file)")
-    grouped, cpu, steps = tasks_of(layers, hw, name, tasks)
+    if placement is None:
+        placement = "deploy" if spec is None and tasks != "autotvm" else "tvm014"
+    grouped, cpu, steps = tasks_of(layers, hw, name, tasks, placement)
     return Network(name, source, hw, grouped, cpu, notes,
-                   tuple(x for x in layers if not isinstance(x, CpuOp)), steps)
+                   tuple(x for x in layers if not isinstance(x, CpuOp)), steps, placement)

@@ -182,6 +182,7 @@ class Network:
     notes: tuple[str, ...] = ()
     layers: tuple[Layer | CpuLayer, ...] = ()
     steps: tuple[Step, ...] = ()
+    placement: str = "tvm014"
 
     def task(self, name: str) -> Task:
         return next(t for t in self.tasks if t.name == name)
@@ -199,6 +200,15 @@ class Network:
     def vta_layers(self) -> int:
         return sum(t.multiplicity for t in self.tasks)
 
+    @property
+    def vta_mac_share(self) -> float:
+        """The share of the network's multiply-accumulates (its layers' as the model has
+        them) that its VTA layers compute."""
+        cpu = {c.name for c in self.cpu}
+        total = sum(x.macs for x in self.layers)
+        vta = sum(x.macs for x in self.layers if isinstance(x, Layer) and x.name not in cpu)
+        return vta / total if total else 0.0
+
 
 @dataclass(frozen=True)
 class NetworkSpec:
@@ -209,8 +219,14 @@ class NetworkSpec:
     build: Callable[[int], list[Layer]] = field(repr=False)
 
 
-def place(layer: Layer, hw: HardwareConfig, name: str = "") -> Workload | str:
+def place(layer: Layer, hw: HardwareConfig, name: str = "", pad_channels: bool = False
+          ) -> Workload | str:
     """The workload VTA runs ``layer`` as (named ``name``), or why it stays on the CPU.
+
+    ``pad_channels``: channel counts that are not whole blocks (a first convolution's 3
+    input channels, a classifier's 1000 outputs) are padded with zeros to whole blocks, as
+    ``vtatune deploy`` runs them (the workload has the padded counts), instead of refused
+    as TVM v0.14's graph packing refuses them; not a grouped convolution's.
 
     Example:
         >>> from simulator.hardware import DEFAULT
@@ -233,14 +249,16 @@ def place(layer: Layer, hw: HardwareConfig, name: str = "") -> Workload | str:
             return str(exc)
         return wl
     if op == "dense":
+        cin, cout = layer.in_channels, layer.out_channels
+        if pad_channels:
+            cin, cout = padded(cin, hw.block_in), padded(cout, hw.block_out)
         checks = [(layer.batch, hw.batch, "batch", "BATCH"),
-                  (layer.in_channels, hw.block_in, "input channels", "BLOCK_IN"),
-                  (layer.out_channels, hw.block_out, "output channels", "BLOCK_OUT")]
+                  (cin, hw.block_in, "input channels", "BLOCK_IN"),
+                  (cout, hw.block_out, "output channels", "BLOCK_OUT")]
         for v, block, what, const in checks:
             if v % block:
                 return f"{v} {what} are not a multiple of {const} {block}"
-        return GemmWorkload(layer.batch, layer.in_channels, layer.out_channels, name,
-                            deployed(DEPLOYED_SHIFT, layer.relu))
+        return GemmWorkload(layer.batch, cin, cout, name, deployed(DEPLOYED_SHIFT, layer.relu))
     if op not in ("conv2d", "conv2d_transpose"):
         return f"{op} has no VTA template"
     kh, kw = layer.kernel
@@ -259,6 +277,8 @@ def place(layer: Layer, hw: HardwareConfig, name: str = "") -> Workload | str:
         return (f"depthwise convolution (1 input channel per group; VTA needs multiples of "
                 f"BLOCK_IN {hw.block_in})")
     ci, co = layer.in_channels // g, layer.out_channels // g
+    if pad_channels and g == 1:
+        ci, co = padded(ci, hw.block_in), padded(co, hw.block_out)
     per = " per group" if g > 1 else ""
     if ci % hw.block_in:
         first = " (the first convolution stays on the CPU)" if layer.in_channels == 3 else ""
@@ -280,11 +300,16 @@ def place(layer: Layer, hw: HardwareConfig, name: str = "") -> Workload | str:
     elif g > 1:
         extra = {"groups": g}
     try:
-        return cls(layer.batch, layer.height, layer.width, layer.in_channels,
-                   layer.out_channels, kh, layer.pad[0], layer.stride[0], **extra, name=name,
+        return cls(layer.batch, layer.height, layer.width, ci * g, co * g, kh, layer.pad[0],
+                   layer.stride[0], **extra, name=name,
                    epilogue=deployed(DEPLOYED_SHIFT, layer.relu))
     except WorkloadError as exc:
         return str(exc)
+
+
+def padded(channels: int, block: int) -> int:
+    """``channels`` rounded up to whole blocks of ``block``."""
+    return -(-channels // block) * block
 
 
 def _operator_class(op: str, groups: int) -> tuple[type | str, dict]:
@@ -319,8 +344,14 @@ def _untunable(workload: Workload, hw: HardwareConfig) -> str:
 TASK_KINDS = ("deployed", "autotvm")
 
 
+#: How a network's layers are placed: ``tvm014`` as TVM v0.14's graph packing places them
+#: (channel counts must be whole blocks), ``deploy`` as ``vtatune deploy`` runs them with
+#: today's TVM (channel counts padded to whole blocks: :func:`place`'s ``pad_channels``).
+PLACEMENTS = ("tvm014", "deploy")
+
+
 def tasks_of(layers: list[Layer | CpuLayer | CpuOp], hw: HardwareConfig, network: str,
-             kind: str = "deployed"
+             kind: str = "deployed", placement: str = "tvm014"
              ) -> tuple[tuple[Task, ...], tuple[CpuLayer, ...], tuple[Step, ...]]:
     """Place every layer; the VTA layers of one AutoTVM key (:func:`autotvm_key`: operator
     and shapes) become one task (first occurrence order), as TVM tunes and applies one
@@ -333,10 +364,12 @@ def tasks_of(layers: list[Layer | CpuLayer | CpuOp], hw: HardwareConfig, network
     schedule).
 
     A task is named ``<network>.<label>`` after the catalogue's label for its shape, else
-    ``<network>.T<i>`` in order of first occurrence.
+    ``<network>.T<i>`` in order of first occurrence. ``placement``: :data:`PLACEMENTS`.
     """
     if kind not in TASK_KINDS:
         raise NetworkError(f"unknown task kind {kind!r} (known: {', '.join(TASK_KINDS)})")
+    if placement not in PLACEMENTS:
+        raise NetworkError(f"unknown placement {placement!r} (known: {', '.join(PLACEMENTS)})")
     groups: dict[tuple[str, str], tuple[str, list[Workload], list[str]]] = {}
     cpu = []
     order: list[tuple[str, tuple[str, str] | None, CpuOp | CpuLayer | None,
@@ -349,7 +382,7 @@ def tasks_of(layers: list[Layer | CpuLayer | CpuOp], hw: HardwareConfig, network
             cpu.append(layer)
             order.append((layer.name, None, layer, None))
             continue
-        placed = place(layer, hw)
+        placed = place(layer, hw, pad_channels=placement == "deploy")
         if isinstance(placed, str):
             cpu.append(CpuLayer(layer.name, layer.operator, layer.describe(), placed,
                                 layer.quantized, layer.macs))

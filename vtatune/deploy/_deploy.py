@@ -143,6 +143,27 @@ def _import(model: Any, shape: tuple[int, ...], name: str) -> Any:
         raise DeployError(f"TVM cannot import the model: {first}") from None
 
 
+def _build(mod: Any) -> Any:
+    """``relax.build`` for the CPU; DeployError when TVM cannot build what its own frontend
+    imported (TVM 0.27 leaves an ``R.concat`` of tensors of unknown shape unlegalized, as in
+    torchvision's ShuffleNet exported as it is: its CPU-only build fails alike; after
+    onnxruntime's ``quant_pre_process``, which infers the shapes, it builds)."""
+    tvm()
+    from tvm import relax
+
+    try:
+        return relax.build(mod, target=TARGET)
+    except Exception as exc:  # TVM raises InternalError, TVMError, ...
+        text = str(exc).strip().splitlines()
+        first = next((line for line in text if "Error" in line), text[0] if text else "")
+        offending = next((text[i + 1].strip() for i, line in enumerate(text[:-1])
+                          if line.startswith("Offending call")), "")
+        raise DeployError(f"TVM cannot build the model for the CPU: {first.strip()}"
+                          + (f" ({offending})" if offending else "") + "; shapes TVM could "
+                          "not infer are the usual cause: run onnxruntime's quant_pre_process "
+                          "on the float model before quantizing it") from None
+
+
 def _run_vm(vm: Any, x: np.ndarray) -> np.ndarray:
     t = tvm()
     out = vm["main"](t.runtime.tensor(x))
@@ -309,7 +330,7 @@ def compile_model(model: Any, *, hw: HardwareConfig | str | None = None,
     if builder.without_log and codegen.regions:
         warnings.warn(NO_LOG, FallbackWarning, stacklevel=2)
     t0 = time.perf_counter()
-    executable = relax.build(mod, target=TARGET)
+    executable = _build(mod)
     vm = relax.VirtualMachine(executable, t.cpu())
     seconds["build"] = time.perf_counter() - t0
     return CompiledModel(name, proto, hw, device, input_spec, vm, codegen.trace,
@@ -339,7 +360,7 @@ def reference(model: Any, input: Any, engine: str = "tvm") -> np.ndarray:
         t = tvm()
         from tvm import relax
 
-        vm = relax.VirtualMachine(relax.build(_import(proto, shape, name), target=TARGET),
+        vm = relax.VirtualMachine(_build(_import(proto, shape, name)),
                                   t.cpu())
         return _run_vm(vm, x)
     if engine == "onnxruntime":

@@ -284,3 +284,23 @@ def test_a_layer_no_pattern_matches_says_what_it_lacks(tmp_path):
         model_macs(model)
     assert f"{100 * r.vta_mac_share:.1f} % of the model's multiply-accumulates" in r.report()
     assert r.as_dict()["vta_mac_share"] == r.vta_mac_share
+
+
+def test_a_model_tvm_cannot_build_is_one_deploy_error():
+    """What TVM's own build raises (a concat of tensors of unknown shape, as the ONNX
+    frontend leaves ShuffleNet's) is a DeployError naming it and the usual fix, never
+    TVM's traceback."""
+    import tvm
+    from tvm.script import relax as R
+
+    from vtatune.deploy import DeployError
+    from vtatune.deploy._deploy import _build
+
+    @R.function
+    def main(x: R.Tensor(dtype="float32", ndim=2)):
+        return R.concat((x, x), axis=1)
+
+    with pytest.raises(DeployError, match=r"^TVM cannot build the model for the CPU: .*"
+                       r"run onnxruntime's quant_pre_process") as info:
+        _build(tvm.IRModule({"main": main}))
+    assert "\n" not in str(info.value)

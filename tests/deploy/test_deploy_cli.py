@@ -140,9 +140,9 @@ def test_tuning_on_the_spot_keys_studies_by_workload_not_layer(files, capsys, tm
     records = [json.loads(line) for line in log.read_text().splitlines()]
     studies = {r["study"] for r in records}
     assert len(studies) == 4 and not any("dense_" in s for s in studies)
-    # named as `tune` names a workload of shape flags: operator, shapes and epilogue (its
-    # key), hardware, space, bias
-    assert studies == {f"gemm.{r['workload']['key']}.{r['hw']['model']}.full"
+    # named as every study: operator, shapes and epilogue (the workload's key), hardware,
+    # space, bias
+    assert studies == {f"{r['workload']['key']}.{r['hw']['model']}.full"
                        + (".bias" if r["bias"] else "") for r in records}
     empty = tmp_path / "empty.jsonl"
     empty.touch()

@@ -148,8 +148,6 @@ class LayerBuilder:
         from vtatune.tuning import tune
 
         Path(self.tune_log).parent.mkdir(parents=True, exist_ok=True)
-        # ``workload`` has no name (see programs): its study is named as tune names one of
-        # shape flags, after the operator, shapes, epilogue and hardware
         tune(workload, self.hw, trials=self.tune_trials, seed=0, log=self.tune_log, bias=bias)
         # the new records are applied as an inner apply_history_best block is
         self._stack.enter_context(apply_history_best(self.tune_log))

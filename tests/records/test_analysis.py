@@ -106,6 +106,15 @@ def test_the_epilogue_each_record_was_tuned_with_has_a_column(tmp_path, capsys):
     assert sorted(zip(s.workload_key, s.epilogue, strict=True)) == sorted(
         [(C11.key(), "benchmark"), (deployed.key(), "deployed"), (relu.key(), "deployed-relu"),
          (WL.key(), "benchmark")])
+    # the default schedule it is compared with runs the same epilogue
+    from search_spaces import default_schedule
+    from vtatune.scoring import score
+
+    s = summary(df)
+    for wl in (C11, deployed, relu):
+        got = s.loc[s.workload_key == wl.key(), "default_cycles"].item()
+        assert got == score(wl, default_schedule(wl, DEFAULT, False), DEFAULT).cycles
+    assert len({*s.default_cycles}) == 4  # the epilogues cost differently
     assert main(["analyze", str(log), "--no-default"]) == 0
     rows = capsys.readouterr().out.splitlines()
     assert rows[0].split()[:3] == ["workload", "epilogue", "hardware"]

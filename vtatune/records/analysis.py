@@ -223,15 +223,23 @@ def knob_stats(df: pd.DataFrame, top: float = 0.1) -> pd.DataFrame:
 
 
 def _default_cycles(row: pd.Series) -> int | None:
-    """Cycles of vtatune's default schedule for the row's workload and hardware."""
+    """Cycles of vtatune's default schedule for the row's workload, epilogue and hardware
+    (None for an epilogue ``--epilogue`` has no name for)."""
+    from dataclasses import replace
+
     from search_spaces import default_schedule
     from vtatune.scoring import score
-    from vtatune.workloads import WORKLOAD_CLASSES, shape_fields
+    from vtatune.workloads import WORKLOAD_CLASSES, named_epilogues, shape_fields
 
+    epilogue = named_epilogues().get(row["epilogue"])
+    if epilogue is None:
+        return None
     try:
         hw = HardwareConfig.from_target_model(row["hw_model"])
         cls = WORKLOAD_CLASSES[row["operator"]]
         wl = cls(**{k: int(row[k]) for k in shape_fields(cls)})
+        if not epilogue.is_benchmark:  # the benchmark's: the class's own, --bias adds its bias
+            wl = replace(wl, epilogue=epilogue)
         ev = score(wl, default_schedule(wl, hw, bool(row["bias"])), hw,
                       bias=bool(row["bias"]))
     except Exception:  # an exotic hardware or shape: the column stays empty, never a crash

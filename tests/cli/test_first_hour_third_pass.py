@@ -5,6 +5,7 @@ packages are checked before any work."""
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import sys
 from pathlib import Path
@@ -105,3 +106,54 @@ def test_a_missing_optional_package_is_refused_before_any_work(argv, missing, ha
     code, out, err = run_cli(capsys, *argv)
     assert code == 2 and out == ""
     assert err == f"vtatune: error: {message}\n"
+
+
+# --- item 17: a JSON error reads once ("starting at at line 1" before) --------------------
+@pytest.mark.parametrize("argv, text, message", [
+    (["simulate", "gemm", "--hw", "{path}"], '{"TARGET": "pynq',
+     "{path}: not valid JSON (Unterminated string starting at: line 1 column 12)"),
+    (["simulate", "gemm", "--schedule", '{{"tile_b": "x'], None,
+     "schedule is not valid JSON (Unterminated string starting at: column 12)"),
+    (["simulate", "--program", "{path}"], '{"format": "vtatune.program',
+     "{path}: not valid JSON (Unterminated string starting at: line 1 column 12)"),
+])
+def test_json_errors_say_where_once(argv, text, message, tmp_path, capsys):
+    path = tmp_path / "bad.json"
+    if text is not None:
+        path.write_text(text)
+    code, out, err = run_cli(capsys, *(a.format(path=path) for a in argv))
+    assert code == 2 and err == f"vtatune: error: {message.format(path=path)}\n"
+
+
+def test_analyze_help_names_the_module_that_has_its_tables(capsys):
+    with pytest.raises(SystemExit):
+        main(["analyze", "--help"])
+    page = " ".join(capsys.readouterr().out.split())
+    assert "The same tables as vtatune.records.analysis.summary / read_log." in page
+    from vtatune.records import analysis
+
+    assert callable(analysis.summary) and callable(analysis.read_log)
+
+
+def test_the_shipped_runtime_header_names_where_it_is():
+    from vtatune.builds import header_path
+
+    header = header_path()
+    where = re.search(r"Shipped with vtatune \(([^)]+)\)", header.read_text()).group(1)
+    assert (ROOT / where).resolve() == header.resolve()
+
+
+# --- item 1: studies keyed by the workload's key, never its name --------------------------
+def test_one_layer_tuned_with_two_epilogues_into_one_log(tmp_path, capsys):
+    """The study of ``--workload C11`` was named after the layer: tuned with the deployed
+    epilogue, then the benchmark one, into one log, the second was refused (``study
+    conv2d.resnet18.C11... belongs to ...epi_addbias..., not ...``)."""
+    log = tmp_path / "c11.jsonl"
+    for epilogue in ("deployed", "benchmark"):
+        code, out, err = run_cli(capsys, "conv2d", "--workload", "C11", "--epilogue", epilogue,
+                                 "--trials", 1, "--seed", 0, "--log", log, "--quiet")
+        assert code == 0, err
+    records = [json.loads(line) for line in log.read_text().splitlines()]
+    assert len({r["workload"]["key"] for r in records}) == 2
+    assert {r["study"] for r in records} == {
+        f"{r['workload']['key']}.{PRESETS['pynq'].target_model}.full" for r in records}

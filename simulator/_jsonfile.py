@@ -18,4 +18,5 @@ def load_json(path: str | Path, what: str) -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
-        raise ConfigError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
+        raise ConfigError(f"{path}: not valid JSON ({exc.msg}: line {exc.lineno} column "
+                          f"{exc.colno})") from None

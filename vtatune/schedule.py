@@ -315,8 +315,7 @@ def parse_schedule(spec: str | None, workload: Workload, hw=None) -> Schedule | 
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise ScheduleError(f"schedule is not valid JSON ({exc.msg} at column {exc.colno})") \
-            from None
+        raise ScheduleError(f"schedule is not valid JSON ({exc.msg}: column {exc.colno})") from None
     return schedule_from_knobs(data, workload, hw)
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import warnings
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +20,7 @@ from simulator.hardware import DEFAULT, PRESETS, HardwareConfig  # noqa: E402
 from vtatune.builds import FallbackWarning  # noqa: E402
 from vtatune.deploy import (  # noqa: E402
     DeployError,
+    LayerBuilder,
     SimulatedDevice,
     agreement,
     deploy,
@@ -32,7 +34,7 @@ from vtatune.errors import VtatuneError  # noqa: E402
 from vtatune.networks import Layer, place  # noqa: E402
 from vtatune.schedule import Schedule  # noqa: E402
 from vtatune.tuning import tune  # noqa: E402
-from vtatune.workloads import Conv2dWorkload  # noqa: E402
+from vtatune.workloads import Conv2dWorkload, GemmWorkload  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore::vtatune.builds.FallbackWarning")
 
@@ -251,7 +253,26 @@ def test_schedules_come_from_the_log_else_the_default_with_one_warning(residual,
     # the add is not in the log: the default schedule, and one warning for it
     assert r.offloaded[2].source == "fallback"
     fallback = [str(w.message) for w in caught if issubclass(w.category, FallbackWarning)]
-    assert len(fallback) == 1 and "no ok record for add_1 on sim_1x16" in fallback[0]
+    # named by its workload's key (operator, shapes, epilogue), not by its layer (add_1)
+    assert len(fallback) == 1 and "add_1" not in fallback[0]
+    assert fallback[0].startswith("vtatune.build: no ok record for add.") and \
+        " on sim_1x16" in fallback[0]
+
+
+def test_the_layers_of_one_workload_are_built_and_warned_about_once():
+    """Issue 35, item 9: one fallback warning per layer, named by layer (30 for
+    MobileNet-v2); docs/deploy.md promises one per workload."""
+    hw = PRESETS["pynq"]
+    wl = GemmWorkload(1, 64, 32)
+    builder = LayerBuilder(hw, ROOT / "logs" / "resnet18-pynq.jsonl")  # convs only
+    with builder, warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        first = builder.programs(replace(wl, name="dense_1"), (wl.epilogue,), False)
+        again = builder.programs(replace(wl, name="dense_7"), (wl.epilogue,), False)
+    assert again is first and first.source == "fallback"
+    fallback = [str(w.message) for w in caught if issubclass(w.category, FallbackWarning)]
+    assert fallback == [f"vtatune.build: no ok record for {wl.key()} on {hw.target_model} in "
+                        f"{ROOT / 'logs' / 'resnet18-pynq.jsonl'}; using the default schedule"]
 
 
 def test_a_workload_the_log_lacks_is_tuned_on_the_spot_when_asked(tmp_path):

@@ -3,6 +3,7 @@ exit status 2."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -36,6 +37,8 @@ def files(tmp_path_factory):
     np.save(paths["x"], rng.standard_normal((1, 64)).astype(np.float32))
     np.save(paths["bad_x"], np.zeros((1, 32), np.float32))
     paths["junk"].write_bytes(b"not a model")
+    paths["empty"] = d / "empty.jsonl"
+    paths["empty"].touch()
     return paths
 
 
@@ -58,8 +61,95 @@ def test_json_names_every_offloaded_call_and_saves_the_output(files, capsys, tmp
     assert d["vta_cycles"] == sum(c["cycles"] for c in d["offloaded"])
     assert [c["op"] for c in d["cpu_ops"]] == ["quantize", "pack", "unpack", "dequantize"]
     assert [c["by"] for c in d["cpu_ops"]] == ["tvm", "vtatune", "vtatune", "tvm"]
-    np.testing.assert_array_equal(np.load(out_file), np.array(d["output"], np.float32))
     assert d["check"]["tvm"]["max_steps"] <= 1 and d["check"]["onnxruntime"]["max_steps"] <= 1
+    # issue 35, item 13: the output as its shape, dtype, checksum and file; no values
+    saved = np.load(out_file)
+    assert "output" not in d and d["output_file"] == str(out_file)
+    assert (d["output_shape"], d["output_dtype"]) == ([1, 16], "float32") == \
+        (list(saved.shape), str(saved.dtype))
+    assert d["output_sha256"] == hashlib.sha256(saved.astype("<f4").tobytes()).hexdigest()
+
+
+def test_json_values_adds_the_outputs_values(files, capsys, tmp_path):
+    out_file = tmp_path / "y.npy"
+    status, out, _ = _run(capsys, files["int8"], "--input", files["x"], "--output", out_file,
+                          "--json-values")
+    d = json.loads(out)
+    assert status == 0 and d["output_file"] == str(out_file)
+    np.testing.assert_array_equal(np.load(out_file), np.array(d["output"], np.float32))
+    assert d["output_sha256"] == hashlib.sha256(np.load(out_file).tobytes()).hexdigest()
+
+
+def test_the_output_goes_to_exactly_the_file_named(files, capsys, tmp_path):
+    """Issue 35, item 4: ``--output y.out`` wrote ``y.out.npy`` and reported ``y.out``."""
+    out_file = tmp_path / "y.out"
+    status, out, _ = _run(capsys, files["int8"], "--output", out_file)
+    assert status == 0 and f"saved to {out_file};" in out
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["y.out"]
+    assert np.load(out_file).shape == (1, 16)
+
+
+@pytest.fixture
+def no_build(monkeypatch):
+    """A deploy that reaches the build fails the test: what is refused, is refused first."""
+    import vtatune.deploy
+
+    def build(*args, **kwargs):
+        pytest.fail("the model was built before its output file was checked")
+
+    monkeypatch.setattr(vtatune.deploy, "compile_model", build)
+
+
+@pytest.mark.parametrize("make, output, message", [
+    (lambda d: (d / "dir").mkdir(), "dir", "--output {d}/dir is a directory: name the file"),
+    (lambda d: (d / "f").write_text("x"), "f/y.npy", "cannot write --output {d}/f/y.npy: "),
+])
+def test_an_output_it_cannot_write_is_refused_before_the_build(
+        files, capsys, tmp_path, no_build, make, output, message):
+    """Issue 35, items 4 and 12: a directory became ``dir.npy``; an unwritable place was
+    found after the whole model ran, and the report was lost."""
+    make(tmp_path)
+    status, out, err = _run(capsys, files["int8"], "--output", tmp_path / output)
+    assert status == 2 and out == ""
+    assert err.startswith("vtatune: error: " + message.format(d=tmp_path))
+    assert err.count("\n") == 1
+
+
+def test_the_default_output_is_checked_before_the_build(files, capsys, tmp_path, monkeypatch,
+                                                       no_build):
+    monkeypatch.chdir(tmp_path)
+    Path("runs").write_text("a file where the default output's folder goes")
+    status, _, err = _run(capsys, files["int8"])
+    assert status == 2 and err.startswith(
+        "vtatune: error: cannot write runs/mlp_int8.output.npy (the default --output): ")
+
+
+def test_tuning_on_the_spot_keys_studies_by_workload_not_layer(files, capsys, tmp_path):
+    """Issue 35, item 1: studies named after layers (every model has a ``dense_1``) made the
+    second model on a hardware fail; ``--log`` of a new file was refused."""
+    log = tmp_path / "new.jsonl"
+    second = tmp_path / "wider.onnx"
+    rng = np.random.default_rng(1)
+    onnx.save(quantize(models.mlp(features=32, hidden=48),
+                       rng.standard_normal((4, 1, 32)).astype(np.float32)), second)
+    for model in (files["int8"], second):
+        status, out, err = _run(capsys, model, "--log", log, "--tune", 1, "--hw", "sim",
+                                "--output", tmp_path / "y.npy", "--json")
+        assert status == 0, err
+        assert [c["source"] for c in json.loads(out)["offloaded"]] == ["tuned", "tuned"]
+    records = [json.loads(line) for line in log.read_text().splitlines()]
+    studies = {r["study"] for r in records}
+    assert len(studies) == 4 and not any("dense_" in s for s in studies)
+    # named as every study: operator, shapes and epilogue (the workload's key), hardware,
+    # space, bias
+    assert studies == {f"{r['workload']['key']}.{r['hw']['model']}.full"
+                       + (".bias" if r["bias"] else "") for r in records}
+    empty = tmp_path / "empty.jsonl"
+    empty.touch()
+    status, _, err = _run(capsys, files["int8"], "--log", empty, "--tune", 1, "--hw", "sim",
+                          "--output", tmp_path / "y.npy")
+    assert status == 0, err
+    assert len(empty.read_text().splitlines()) >= 2
 
 
 def test_the_report_says_what_ran_where(files, capsys, tmp_path):
@@ -82,6 +172,8 @@ def test_the_report_says_what_ran_where(files, capsys, tmp_path):
     (("junk",), "junk.onnx is not a valid ONNX model"),
     (("int8", "--hw", "nosuchboard"), "unknown hardware 'nosuchboard'"),
     (("int8", "--tune", "-1"), "--tune must be at least 0"),
+    (("int8", "--seed", "-1"), "--seed must be in 0..4294967295, got -1"),  # issue 35, item 5
+    (("int8", "--log", "empty"), "empty"),  # read, not tuned into: nothing to take
 ])
 def test_bad_input_is_one_line_and_exit_2(files, capsys, args, message):
     argv = [files.get(a, a) for a in args]

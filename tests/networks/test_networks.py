@@ -2,6 +2,7 @@
 
 import json
 import math
+from pathlib import Path
 
 import pytest
 
@@ -15,13 +16,14 @@ from vtatune.networks import (
     NetworkError,
     Task,
     load_network,
+    network_from_logs,
     place,
     tasks_of,
     tune_network,
 )
 from vtatune.networks.schedulers import Gradient, RoundRobin, TaskState, get_scheduler, objective
 from vtatune.records import read_records
-from vtatune.workloads import WORKLOADS, Conv2dWorkload, GemmWorkload, deployed
+from vtatune.workloads import WORKLOADS, Conv2dWorkload, GemmWorkload, deployed, epilogue_name
 
 pytestmark = pytest.mark.usefixtures("compiled_engines")  # exact CLI output: no first-run notice
 
@@ -270,6 +272,8 @@ def test_skipped_tasks_are_reported_not_tuned(tmp_path):
     ({"round_trials": 0}, "round_trials must be a positive integer"),
     ({"warmup_trials": 0}, "warmup_trials must be a positive integer"),
     ({"scheduler": "x"}, "unknown task scheduler 'x'"),
+    # issue 35, item 8: a budget below one trial a task left tasks untuned, warm-up ignored
+    ({"trials": 2}, "a budget of 2 trials is smaller than the 3 tunable tasks of small: "),
 ])
 def test_bad_arguments(tmp_path, kwargs, message):
     with pytest.raises(VtatuneError, match=message):
@@ -326,6 +330,8 @@ def test_cli_lists_the_catalogue_and_a_network(capsys):
     (["network", "resnet18", "--trials", "4", "--trials-per-task", "2"], "not both"),
     (["network", "resnet18", "--scheduler", "fast"], "invalid choice: 'fast'"),
     (["network", "resnet18", "--list", "--plot", "x.png"], "--plot draws a tuned network"),
+    (["network", "resnet18", "--trials", "4", "--warmup", "10"],
+     "a budget of 4 trials is smaller than the 10 tunable tasks of resnet18"),
 ])
 def test_cli_bad_input_is_one_line(capsys, argv, message):
     code, out, err = cli(capsys, *argv)
@@ -363,6 +369,50 @@ def test_cli_tunes_reports_and_exports_one_record_per_task(capsys, tmp_path):
                        "--resume", "--log", str(log), "--space", "autotvm", "--quiet")
     assert code == 0 and "search    12 trials (12 asked" in out
     assert "resnet18.C2" in out and "speed-up" in out and "on the CPU (10 layers):" in out
+    # issue 35, item 14: AutoTVM's tasks are tuned on the benchmark epilogue, and say so
+    assert out.splitlines()[0].split()[:4] == ["task", "operator", "shape", "epilogue"]
+    assert {_epilogue_cell(line) for line in out.splitlines()
+            if line.startswith("resnet18.C")} == {"benchmark"}
+
+
+def _epilogue_cell(row: str) -> str:
+    """The epilogue column of a network table's task row (the shape holds spaces: the cell
+    after ``s<stride>``)."""
+    words = row.split()
+    return words[next(i for i, w in enumerate(words) if w[0] == "s" and w[1:].isdigit()) + 1]
+
+
+def test_cli_from_a_log_draws_its_plot_and_names_the_epilogues(capsys, tmp_path):
+    """Issue 35, items 6 and 14: ``--trials-per-task 0 --log L --plot F`` drew nothing and
+    said nothing; the table names each task's epilogue (the deployed ones here)."""
+    plot = tmp_path / "r18.png"
+    code, out, _ = cli(capsys, "network", "resnet18", "--trials-per-task", "0", "--log",
+                       str(Path(__file__).parents[2] / "logs" / "resnet18-pynq.jsonl"),
+                       "--plot", str(plot))
+    assert code == 0 and f"plot      {plot}" in out.splitlines()
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    epilogues = {line.split()[0]: _epilogue_cell(line) for line in out.splitlines()
+                 if line.startswith("resnet18.C")}
+    net = load_network("resnet18", "pynq")
+    assert epilogues == {t.name: epilogue_name(t.workload.epilogue) for t in net.tasks}
+    assert set(epilogues.values()) == {"deployed", "deployed-relu"}
+
+
+def test_tophub_is_compared_on_the_deployed_tasks(tmp_path):
+    """Issue 35, item 11: TopHub was looked up with the deployed epilogue in its key, so the
+    default space's column was always empty; AutoTVM applies TopHub's records by shape."""
+    from vtatune.autotvm import tophub_config
+    from vtatune.schedule import from_autotvm
+    from vtatune.scoring import score
+
+    r = network_from_logs("resnet18", [], "pynq")
+    assert {epilogue_name(t.task.workload.epilogue) for t in r.tasks} == \
+        {"deployed", "deployed-relu"}
+    for t in r.tasks:
+        wl = t.task.workload
+        knobs = tophub_config(WORKLOADS["conv2d"][wl.name], PRESETS["pynq"])
+        assert knobs is not None
+        assert t.tophub_cycles == score(wl, from_autotvm(knobs, wl, r.hw), r.hw).cycles
 
 
 def test_grouped_and_transposed_tasks_are_tuned(tmp_path):

@@ -1,5 +1,7 @@
 """read_log and its helpers, and the analyze command."""
 
+from dataclasses import replace
+
 import pandas as pd
 import pytest
 
@@ -82,3 +84,39 @@ def test_analyze_command(logs, tmp_path, capsys):
     assert len(csv) == 3 and {"best_cycles", "speedup_default", "best_knobs"} <= set(csv)
     assert main(["analyze", str(tmp_path / "missing.jsonl")]) == 2
     assert capsys.readouterr().err.startswith("vtatune: error:")
+
+
+def test_the_epilogue_each_record_was_tuned_with_has_a_column(tmp_path, capsys):
+    """Issue 35, item 14: the network's deployed epilogues and AutoTVM's benchmark one are
+    different problems; the frame, the summary and analyze's table say which."""
+    from vtatune.workloads import named_epilogues
+
+    epilogues = named_epilogues()
+    deployed = replace(C11, epilogue=epilogues["deployed"])
+    relu = replace(C11, epilogue=epilogues["deployed-relu"])
+    schedule = Schedule(tile_h=7, tile_w=7, tile_co=8, oc_nthread=2)
+    log = write_log(tmp_path / "e.jsonl", [record(C11, schedule, DEFAULT, 0, study="b"),
+                                          record(deployed, schedule, DEFAULT, 0, study="d"),
+                                          record(relu, schedule, DEFAULT, 0, study="r"),
+                                          record(WL, GEMM[0], DEFAULT, 0, study="g", bias=True)])
+    df = read_log(log)
+    assert list(df["epilogue"]) == ["benchmark", "deployed", "deployed-relu", "benchmark"]
+    assert list(df.columns).index("epilogue") == list(df.columns).index("workload_key") + 1
+    s = summary(df, default=False)
+    assert sorted(zip(s.workload_key, s.epilogue, strict=True)) == sorted(
+        [(C11.key(), "benchmark"), (deployed.key(), "deployed"), (relu.key(), "deployed-relu"),
+         (WL.key(), "benchmark")])
+    # the default schedule it is compared with runs the same epilogue
+    from search_spaces import default_schedule
+    from vtatune.scoring import score
+
+    s = summary(df)
+    for wl in (C11, deployed, relu):
+        got = s.loc[s.workload_key == wl.key(), "default_cycles"].item()
+        assert got == score(wl, default_schedule(wl, DEFAULT, False), DEFAULT).cycles
+    assert len({*s.default_cycles}) == 4  # the epilogues cost differently
+    assert main(["analyze", str(log), "--no-default"]) == 0
+    rows = capsys.readouterr().out.splitlines()
+    assert rows[0].split()[:3] == ["workload", "epilogue", "hardware"]
+    assert sorted(r.split()[1] for r in rows[1:] if r.startswith("resnet18.C11")) == \
+        ["benchmark", "deployed", "deployed-relu"]

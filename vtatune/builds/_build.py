@@ -170,6 +170,8 @@ class HistoryBest:
     seen: dict[str, set[str]]
     # (AutoTVM key: operator and shapes, hw config items) -> the fastest, any epilogue
     by_shape: dict[tuple, tuple[int, str, int, dict[str, Any]]] = field(default_factory=dict)
+    # (AutoTVM key, hw config items) -> the epilogues its records have, to explain a fallback
+    epilogues: dict[tuple, set[str]] = field(default_factory=dict)
 
     @classmethod
     def load(cls, logs: str | Path | Iterable[str | Path]) -> HistoryBest:
@@ -177,15 +179,19 @@ class HistoryBest:
         best: dict[tuple, tuple[int, str, int, dict[str, Any]]] = {}
         by_shape: dict[tuple, tuple[int, str, int, dict[str, Any]]] = {}
         seen: dict[str, set[str]] = {}
+        epilogues: dict[tuple, set[str]] = {}
         for path in paths:
             for line, r in read_records(path, empty_ok=False):
                 try:
                     key = _record_key(r)
-                    shape_key = (autotvm_key(workload_from(r)), key[1])
+                    tuned = workload_from(r)
+                    shape_key = (autotvm_key(tuned), key[1])
                 except (KeyError, TypeError, ValueError, VtatuneError):
                     continue  # a record of another shape of schema: not usable for builds
                 seen.setdefault(key[0], set()).add(
                     r["hw"].get("model", "?") + (" with bias" if key[2] else ""))
+                epilogues.setdefault(shape_key, set()).add(
+                    _epilogue_flag(tuned) + (" --bias" if key[2] else ""))
                 cycles = r.get("cycles")
                 if r.get("status") != "ok" or not isinstance(cycles, int):
                     continue
@@ -193,7 +199,7 @@ class HistoryBest:
                     best[key] = (cycles, str(path), line, r)
                 if shape_key not in by_shape or cycles < by_shape[shape_key][0]:
                     by_shape[shape_key] = (cycles, str(path), line, r)
-        return cls(tuple(str(p) for p in paths), best, seen, by_shape)
+        return cls(tuple(str(p) for p in paths), best, seen, by_shape, epilogues)
 
     def hardware(self) -> tuple[str, ...]:
         """The target models the logs' ``ok`` records were tuned on, sorted."""
@@ -219,9 +225,24 @@ class HistoryBest:
                    f"{' with bias' if bias else ''} in {logs}")
             if others:
                 why += f" (it has records for {', '.join(others)})"
+            else:  # its shapes tuned with other epilogues: say how to name them
+                tuned = self.epilogues.get((autotvm_key(workload), key[1]), set()) \
+                    - {_epilogue_flag(workload) + (" --bias" if bias else "")}
+                if tuned:
+                    why += f" (it has records for its shapes with {' / '.join(sorted(tuned))})"
             return Provenance("fallback", reason=why), None
         _, log, line, record = hit
         return Provenance("log", log, line, record=record), Schedule.from_dict(record["schedule"])
+
+
+def _epilogue_flag(workload: Workload) -> str:
+    """``--epilogue NAME`` naming ``workload``'s epilogue as the commands take it (its steps
+    when no name has it)."""
+    from vtatune.workloads import epilogue_name
+
+    epilogue = workload.epilogue  # type: ignore[union-attr]
+    name = epilogue_name(epilogue)
+    return f"--epilogue {name}" if name else f"epilogue {epilogue.describe()}"
 
 
 def _hw_items(config: dict[str, Any]) -> tuple:

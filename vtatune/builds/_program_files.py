@@ -271,7 +271,8 @@ def load_json(path: str | Path) -> LoadedProgram:
     except OSError as exc:
         raise ExportError(f"cannot read {path}: {exc.strerror}") from None
     except json.JSONDecodeError as exc:
-        raise ExportError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
+        raise ExportError(f"{path}: not valid JSON ({exc.msg}: line {exc.lineno} column "
+                          f"{exc.colno})") from None
     if not isinstance(d, dict) or d.get("format") != "vtatune.program":
         raise ExportError(f"{path}: not a vtatune program.json")
     insns = tuple(insn_from_dict(x) for x in d.get("instructions", ()))

@@ -21,7 +21,7 @@ import time
 from simulator.errors import VTAError
 from simulator.jit import on_first_compile
 from vtatune import __version__
-from vtatune.cli._common import Parser, UsageError, say_compiling
+from vtatune.cli._common import Parser, UsageError, check_optional, say_compiling
 
 #: The command modules, in the order their commands are listed by ``--help``.
 MODULES = ("simulate", "tune", "network", "design", "build", "logs", "autotvm", "deploy")
@@ -47,6 +47,7 @@ def main(argv: list[str] | None = None) -> int:
             parser.print_help()
             return 2
         args.started = started
+        check_optional(args)  # before any work, in every command
         status = args.func(args)
         sys.stdout.flush()  # a closed pipe shows here, not at interpreter exit
         return status

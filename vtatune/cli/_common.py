@@ -4,6 +4,7 @@ the help layout, the shape, workload and hardware flags, and workload resolution
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import re
 import shlex
 import sys
@@ -13,6 +14,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from simulator.errors import VTAError
 from simulator.hardware import DEFAULT, PRESETS, HardwareConfig
 from vtatune import workloads
 from vtatune.errors import VtatuneError
@@ -35,6 +37,39 @@ def seed_arg(text: str) -> int:
     if not 0 <= seed <= SEED_MAX:
         raise UsageError(f"--seed must be in 0..{SEED_MAX}, got {seed}")
     return seed
+
+
+def require(module: str, purpose: str, install: str) -> None:
+    """Refuse in one line what ``purpose`` (a command or a flag) cannot do without the
+    optional package ``module`` (found, not imported: no cost on the way)."""
+    if importlib.util.find_spec(module) is None:
+        raise UsageError(f"{purpose} needs {module}: {install}")
+
+
+def check_optional(args: argparse.Namespace) -> None:
+    """Every optional package the parsed command line needs, checked before the command
+    does any work (a search of minutes must not end on a missing plotting library): one
+    check for every command, keyed by the flags they share."""
+    plot = "pip install 'vtatune[plot]'"
+    for flag in ("plot", "timeline"):
+        if getattr(args, flag, None):
+            require("matplotlib", f"--{flag}", plot)
+    if args.command == "deploy":
+        require("tvm", "deploy", "pip install -e '.[tvm]'")
+        require("onnx", "deploy", "pip install -e '.[tvm]'")
+        for flag in ("check", "calibration"):
+            if getattr(args, flag, None):
+                require("onnxruntime", f"deploy --{flag}", "pip install -e '.[tvm]'")
+    elif str(getattr(args, "network", None) or "").lower().endswith(".onnx"):
+        require("onnx", f"reading {args.network}", "pip install 'vtatune[onnx]'")
+    if getattr(args, "sampler", None) in ("gp", "cmaes"):
+        from vtatune.tuning.samplers import check_sampler
+
+        check_sampler(args.sampler)
+    if "://" in (getattr(args, "storage", None) or ""):
+        from vtatune.tuning.storages import resolve_url
+
+        resolve_url(args.storage)
 
 
 class Parser(argparse.ArgumentParser):
@@ -173,15 +208,26 @@ def hw_help() -> str:
             "TVM's vta_config.json); default: pynq")
 
 
-def hw_flag(config: dict[str, Any]) -> str:
+def hw_flag(config: dict[str, Any], log: str | None = None) -> str:
     """`` --hw <preset>`` naming a record's hardware (its ``vta_config.json`` fields) in a
-    command that reruns it; empty for the default, `` --hw vta_config.json`` for a
-    config no preset has."""
+    command that reruns it; empty for the default. A config no preset has is named by the
+    ``vta_config.json`` that holds it beside ``log`` (the log's path as given: where
+    ``design --out`` writes both) or in the working folder, its path quoted for the shell;
+    `` --hw vta_config.json`` when neither holds it."""
     hw = HardwareConfig.from_dict(config)
     if hw == DEFAULT:
         return ""
     name = next((n for n, p in PRESETS.items() if p == hw), None)
-    return f" --hw {name}" if name else " --hw vta_config.json"
+    if name:
+        return f" --hw {name}"
+    for folder in ([Path(log).parent] if log else []) + [Path()]:
+        path = folder / "vta_config.json"
+        try:
+            if path.is_file() and HardwareConfig.from_json(path) == hw:
+                return f" --hw {shlex.quote(str(path))}"
+        except VTAError:  # not a hardware config: not this one
+            continue
+    return " --hw vta_config.json"
 
 
 def add_hw_flag(p: argparse.ArgumentParser) -> None:

@@ -81,7 +81,8 @@ def tune_command(e: Any) -> str:
     epilogue = epilogue_name(tuned.epilogue)  # type: ignore[attr-defined]
     epilogue_flag = f" --epilogue {epilogue}" if epilogue not in (None, "benchmark") else ""
     return (f"python -m vtatune {w['operator']} {flags}{epilogue_flag}"
-            f"{hw_flag(r['hw']['config'])}{' --bias' if r.get('bias') else ''} --space autotvm "
+            f"{hw_flag(r['hw']['config'], e.tuned_log)}{' --bias' if r.get('bias') else ''} "
+            "--space autotvm "
             f"--trials 200 --log {shlex.quote(e.tuned_log)}")
 
 

@@ -29,8 +29,8 @@ def register(sub: Any) -> None:
         "schedule and a warning), lower it and write program.json, program.bin, program.c and "
         "vta_runtime.h to --out. Exit status: 0, 1 when --verify finds a difference, 2 on bad "
         "input.",
-        ("python -m vtatune build conv2d --workload C11 --log logs/resnet18-pynq.jsonl --out "
-         "build/c11",
+        ("python -m vtatune build conv2d --workload C11 --epilogue deployed --log "
+         "logs/resnet18-pynq.jsonl --out build/c11",
          "python -m vtatune build gemm --workload dense128 --hw ultra96 --log "
          "logs/gemm-ultra96.jsonl --out build/dense128 --verify",
          "python -m vtatune simulate --program build/c11/program.bin"), SCHEDULE_NOTATION)

@@ -12,6 +12,7 @@ from vtatune.cli._common import (
     UsageError,
     add_command,
     add_hw_flag,
+    seed_arg,
     warnings_one_line,
 )
 
@@ -46,15 +47,18 @@ def register(sub: Any) -> None:
                         "lacks takes the default schedule, with a warning); default: none")
     add_hw_flag(p)
     p.add_argument("--input", metavar="X.npy", help="the input (default: seeded random)")
-    p.add_argument("--seed", type=int, default=0, metavar="N", help="seed of the random input")
+    p.add_argument("--seed", type=seed_arg, default=0, metavar="N",
+                   help="seed of the random input")
     p.add_argument("--output", metavar="Y.npy",
-                   help="where to save the output (default: runs/<model>.output.npy)")
+                   help="the file to save the output to, as named (NumPy's .npy format; "
+                        "checked before the build; default: runs/<model>.output.npy)")
     p.add_argument("--calibration", metavar="C.npy",
                    help="quantize a float model first (onnxruntime, power-of-two scales) on "
                         "these inputs: the model's input shape, or several stacked")
     p.add_argument("--tune", type=int, default=0, metavar="N", dest="tune_trials",
                    help="tune each offloaded workload the log lacks for N trials first "
-                        "(appended to --log, else runs/deploy-<hw model>.jsonl)")
+                        "(appended to --log, created if new, else "
+                        "runs/deploy-<hw model>.jsonl)")
     p.add_argument("--exact", action="store_true",
                    help="requantize on the CPU wherever VTA's half-up rounding could differ "
                         "from TVM's half-to-even (VTA then runs such a layer once per "
@@ -62,7 +66,10 @@ def register(sub: Any) -> None:
     p.add_argument("--check", action="store_true",
                    help="compare the output with TVM's CPU build and onnxruntime's")
     p.add_argument("--json", action="store_true",
-                   help="print one JSON object: offloaded, cpu_ops, vta_cycles, output, ...")
+                   help="print one JSON object: offloaded, cpu_ops, vta_cycles, the output's "
+                        "shape, dtype, SHA-256 and file, ...")
+    p.add_argument("--json-values", action="store_true",
+                   help="--json with the output's values too (output: nested lists)")
     p.set_defaults(func=cmd_deploy)
 
 
@@ -73,6 +80,26 @@ def _load_npy(path: str, flag: str) -> Any:
         return np.load(path, allow_pickle=False)
     except (OSError, ValueError) as exc:
         raise UsageError(f"{flag} {path}: {exc}") from None
+
+
+def _output_file(args: argparse.Namespace) -> Path:
+    """The file the output goes to, checked before the build (a model's run is not lost on
+    a folder it cannot write): exactly the path named, never a directory."""
+    given = args.output is not None
+    out = Path(args.output or f"runs/{Path(args.model).stem}.output.npy")
+    what = f"--output {out}" if given else f"{out} (the default --output)"
+    if out.is_dir():
+        raise UsageError(f"{what} is a directory: name the file (e.g. {out / 'y.npy'})")
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        existed = out.exists()
+        with open(out, "ab"):  # creatable or writable; a probe left behind is removed
+            pass
+        if not existed:
+            out.unlink()
+    except OSError as exc:
+        raise UsageError(f"cannot write {what}: {exc.strerror or exc}") from None
+    return out
 
 
 def cmd_deploy(args: argparse.Namespace) -> int:
@@ -95,13 +122,13 @@ def cmd_deploy(args: argparse.Namespace) -> int:
     calibration = _load_npy(args.calibration, "--calibration") if args.calibration else None
     if x is not None:  # refused before the build, not after
         check_input(x, *model_input(load_model(args.model)[0])[1:])
+    out = _output_file(args)
     compiled = compile_model(args.model, hw=args.hw, log=args.log, tune_trials=args.tune_trials,
                              calibration=calibration, exact=args.exact)
     result = compiled.run(x, args.seed)
-    out = Path(args.output or f"runs/{Path(args.model).stem}.output.npy")
     try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        np.save(out, result.output)
+        with open(out, "wb") as f:  # a file object: np.save adds no ".npy" to the name
+            np.save(f, result.output)
     except OSError as exc:
         raise UsageError(f"cannot write {out}: {exc.strerror}") from None
     checks = {}
@@ -114,8 +141,8 @@ def cmd_deploy(args: argparse.Namespace) -> int:
         for engine, label in (("tvm", "TVM (CPU only)"), ("onnxruntime", "onnxruntime")):
             checks[engine] = (label, agreement(
                 result.output, reference(compiled.model, inp, engine), step))
-    if args.json:
-        d = result.as_dict()
+    if args.json or args.json_values:
+        d = result.as_dict(values=args.json_values)
         d["output_file"] = str(out)
         if checks:
             d["check"] = {e: {"exact": a.exact, "elements": a.elements,

@@ -44,7 +44,7 @@ def register(sub: Any) -> None:
         sub, "analyze", "summary per workload of one or more tuning logs",
         "One row per workload x hardware x bias of the logs: trials, legal and failed counts, "
         "best cycles, time, GOPS, utilization, speed-up over the default schedule (simulated) "
-        "and the best knobs. The same tables as vtatune.analysis.summary / read_log.",
+        "and the best knobs. The same tables as vtatune.records.analysis.summary / read_log.",
         ("python -m vtatune analyze logs/resnet18-pynq.jsonl",
          "python -m vtatune analyze logs/gemm-pynq.jsonl logs/gemm-ultra96.jsonl --no-default",
          "python -m vtatune analyze logs/gemm-pynq.jsonl --csv summary.csv "
@@ -110,20 +110,22 @@ def cmd_best(args: argparse.Namespace) -> int:
         print(f"  config {json.dumps(r['config'])}")
         print(f"  simulate: python -m vtatune simulate {w['operator']} "
               + " ".join(f"--{k.replace('_', '-')} {v}" for k, v in w["shape"].items())
-              + hw_flag(hw["config"]) + (" --bias" if r.get("bias") else "")
+              + hw_flag(hw["config"], args.log) + (" --bias" if r.get("bias") else "")
               + f" --schedule '{json.dumps(r['schedule'], separators=(',', ':'))}'")
     return 0
 
 
-def _table(df: Any, cols: list[tuple[str, str, Any]]) -> None:
+def _table(df: Any, cols: list[tuple[str, str, Any]], left: int = 1) -> None:
+    """``df``'s ``cols`` (column, heading, format) as a text table, the first ``left``
+    columns aligned left."""
     rows = [[fmt(r[c]) for c, _, fmt in cols] for _, r in df.iterrows()]
     head = [h for _, h, _ in cols]
     widths = [max(len(h), *(len(row[i]) for row in rows)) if rows else len(h)
               for i, h in enumerate(head)]
-    print("  ".join(h.ljust(w) if i == 0 else h.rjust(w)
+    print("  ".join(h.ljust(w) if i < left else h.rjust(w)
                     for i, (h, w) in enumerate(zip(head, widths, strict=True))))
     for row in rows:
-        print("  ".join(c.ljust(w) if i == 0 else c.rjust(w)
+        print("  ".join(c.ljust(w) if i < left else c.rjust(w)
                         for i, (c, w) in enumerate(zip(row, widths, strict=True))))
 
 
@@ -142,12 +144,13 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     if df.empty:
         raise UsageError(f"{', '.join(args.logs)}: no records")
     s = summary(df, default=not args.no_default)
-    _table(s, [("workload", "workload", str), ("hw_model", "hardware", str),
+    _table(s, [("workload", "workload", str), ("epilogue", "epilogue", str),
+               ("hw_model", "hardware", str),
                ("trials", "trials", str), ("ok", "legal", str), ("failed", "failed", str),
                ("best_cycles", "best cycles", _f(",.0f")), ("best_ms", "time", _f(".3f", 1,
                                                                                  " ms")),
                ("gops", "GOPS", _f(".2f")), ("utilization", "util", _f(".1f", 100, "%")),
-               ("speedup_default", "vs default", _f(".2f", 1, "x"))])
+               ("speedup_default", "vs default", _f(".2f", 1, "x"))], left=2)
     for _, r in s.iterrows():
         if r["best_knobs"]:
             print(f"best  {r['workload']}{' (bias)' if r['bias'] else ''}: {r['best_knobs']} "

@@ -137,22 +137,14 @@ def cmd_network(args: argparse.Namespace) -> int:
         if not Path(args.log).is_file():
             raise UsageError(f"no log {args.log}")
         result = network_from_logs(net, [args.log])
-        if args.json:
-            print(json.dumps(result.as_dict()))
-        else:
-            print_result(result, time.perf_counter() - args.started, args.hw)
-        return 0
-    if args.plot:
-        from vtatune.networks import check_matplotlib
-
-        check_matplotlib()
-    result = tune_network(
-        net, trials=args.trials, trials_per_task=args.trials_per_task,
-        scheduler=args.scheduler, round_trials=args.round_trials,
-        warmup_trials=args.warmup_trials, patience=args.patience or None,
-        sampler=args.sampler, seed=args.seed, jobs=args.jobs,
-        log=args.log, storage=args.storage, resume=args.resume, space=args.space,
-        bias=args.bias, progress=not (args.quiet or args.json))
+    else:
+        result = tune_network(
+            net, trials=args.trials, trials_per_task=args.trials_per_task,
+            scheduler=args.scheduler, round_trials=args.round_trials,
+            warmup_trials=args.warmup_trials, patience=args.patience or None,
+            sampler=args.sampler, seed=args.seed, jobs=args.jobs,
+            log=args.log, storage=args.storage, resume=args.resume, space=args.space,
+            bias=args.bias, progress=not (args.quiet or args.json))
     if args.plot:
         from vtatune.networks import draw_network
 
@@ -161,16 +153,29 @@ def cmd_network(args: argparse.Namespace) -> int:
         print(json.dumps(result.as_dict()))
     else:
         print_result(result, time.perf_counter() - args.started, args.hw)
+        tunable = sum(1 for t in result.tasks if not t.task.skip)
+        if not from_log and tunable and args.warmup_trials > result.requested // tunable:
+            print(f"note      --warmup {args.warmup_trials} cut to "
+                  f"{result.requested // tunable} trials a task "
+                  f"(the budget of {result.requested} over {tunable} tasks)")
         if args.plot:
             print(f"plot      {args.plot}")
     return 130 if result.interrupted else 0
 
 
 def _shape(wl: Any) -> str:
-    """The workload's shape (the epilogues a task's layers fuse are the deployed model's:
-    the VTA line of the report counts them)."""
+    """The workload's shape (its epilogue has a column: :func:`_epilogue`)."""
     return wl.describe().removeprefix(f"{wl.name} ").removeprefix(f"{wl.operator} ") \
         .split(", epilogue ")[0]
+
+
+def _epilogue(wl: Any) -> str:
+    """The epilogue a task is tuned with, as ``--epilogue`` names it: the deployed model's
+    (deployed, deployed-relu) in vtatune's space, TVM's benchmark one in AutoTVM's (its
+    template is the conv alone), so the two tables say side by side what they tuned."""
+    from vtatune.workloads import epilogue_name
+
+    return epilogue_name(wl.epilogue) or wl.epilogue.describe()
 
 
 def network_json(net: Any) -> dict[str, Any]:
@@ -189,12 +194,12 @@ def network_json(net: Any) -> dict[str, Any]:
             "notes": list(net.notes)}
 
 
-def _table(head: tuple[str, ...], rows: list[tuple[str, ...]]) -> None:
+def _table(head: tuple[str, ...], rows: list[tuple[str, ...]], left: int = 4) -> None:
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h)
               for i, h in enumerate(head)]
 
     def line(cells: tuple[str, ...]) -> str:
-        return "  ".join(c.ljust(w) if i < 3 else c.rjust(w)
+        return "  ".join(c.ljust(w) if i < left else c.rjust(w)
                          for i, (c, w) in enumerate(zip(cells, widths, strict=True))).rstrip()
 
     print(line(head))
@@ -220,11 +225,11 @@ def print_network(net: Any) -> None:
     print(f"source    {net.source}")
     for note in net.notes:
         print(f"note      {note}")
-    rows = [(t.name, t.operator, _shape(t.workload), str(t.multiplicity),
+    rows = [(t.name, t.operator, _shape(t.workload), _epilogue(t.workload), str(t.multiplicity),
              ", ".join(t.layers[:3]) + (", ..." if len(t.layers) > 3 else ""),
              t.skip or "tunable") for t in net.tasks]
     if rows:
-        head = ("task", "operator", "shape", "count", "layers", "status")
+        head = ("task", "operator", "shape", "epilogue", "count", "layers", "status")
         widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(head)]
         print("  ".join(h.ljust(w) for h, w in zip(head, widths, strict=True)).rstrip())
         for r in rows:
@@ -249,7 +254,8 @@ def print_result(r: Any, wall_seconds: float, hw_flag: str | None = None) -> Non
     for t in r.tasks:
         ms = t.seconds(hw)
         rows.append((
-            t.task.name, t.task.operator, _shape(t.task.workload), str(t.task.multiplicity),
+            t.task.name, t.task.operator, _shape(t.task.workload), _epilogue(t.task.workload),
+            str(t.task.multiplicity),
             str(t.trials), _fmt(t.best_cycles, ",d"), _fmt(ms * 1e3 if ms else None, ".3f"),
             _fmt(t.network_cycles / total * 100 if t.network_cycles and total else None,
                  ".1f", "%"),
@@ -258,7 +264,8 @@ def print_result(r: Any, wall_seconds: float, hw_flag: str | None = None) -> Non
             _fmt(t.tophub_cycles / t.best_cycles if t.best_cycles and t.tophub_cycles
                  else None, ".2f", "x"),
             t.skipped or t.dead or ""))
-    _table(("task", "operator", "shape", "count", "trials", "best cycles", "ms", "share",
+    _table(("task", "operator", "shape", "epilogue", "count", "trials", "best cycles", "ms",
+            "share",
             "vs default", "vs TopHub", "state"), rows)
     tuned = [t for t in r.tasks if t.best_cycles]
     print(f"network   {net.name} on {hw.target_model} at {hw.clock_mhz:g} MHz: tasks "

@@ -11,6 +11,7 @@ quantization steps.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import time
 import warnings
 from collections.abc import Iterator
@@ -81,14 +82,19 @@ class DeployResult:
         """The share of the model's multiply-accumulates that ran on VTA."""
         return self.vta_macs / self.model_macs if self.model_macs else 0.0
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self, values: bool = False) -> dict[str, Any]:
+        """The ``deploy --json`` object: the output as its shape, dtype and
+        :func:`output_sha256` (a 128x128 output's values are 340 KB of JSON); ``values``:
+        the values too (``output``, nested lists)."""
         return {"model": self.model, "hw": self.hw.target_model, "device": self.device,
                 "offloaded": [c.as_dict() for c in self.offloaded],
                 "cpu_ops": [c.as_dict() for c in self.cpu_ops],
                 "vta_cycles": self.vta_cycles, "vta_ms": self.vta_ms,
                 "vta_macs": self.vta_macs, "model_macs": self.model_macs,
                 "vta_mac_share": self.vta_mac_share,
-                "output_shape": list(self.output.shape), "output": self.output.tolist(),
+                "output_shape": list(self.output.shape), "output_dtype": str(self.output.dtype),
+                "output_sha256": output_sha256(self.output),
+                **({"output": self.output.tolist()} if values else {}),
                 "seconds": dict(self.seconds)}
 
     def report(self) -> str:
@@ -116,6 +122,14 @@ class DeployResult:
         lines += ["", f"VTA time: {self.vta_cycles:,} cycles = {self.vta_ms:.3f} ms at "
                       f"{self.hw.clock_mhz:g} MHz (timing model)"]
         return "\n".join(lines)
+
+
+def output_sha256(output: np.ndarray) -> str:
+    """SHA-256 (hex) of ``output``'s values as little-endian bytes in C order: what
+    ``hashlib.sha256(np.load(f).astype(a.dtype.newbyteorder("<")).tobytes())`` gives for the
+    saved file, whatever the machine's byte order."""
+    a = np.ascontiguousarray(output, dtype=output.dtype.newbyteorder("<"))
+    return hashlib.sha256(a.tobytes()).hexdigest()
 
 
 def _counts(ops: list[CpuOp]) -> str:

@@ -2,8 +2,11 @@
 (:func:`vtatune.builds.build` under :func:`vtatune.builds.apply_history_best`, a record of
 the layer's operator and shapes whatever epilogue it was tuned with, as TVM's
 ``apply_history_best`` applies one record per AutoTVM key), else the default schedule with
-one :class:`vtatune.builds.FallbackWarning` per workload, as AutoTVM's fallback warns; or,
-when asked, tuned on the spot (:func:`vtatune.tuning.tune`, appended to the log).
+one :class:`vtatune.builds.FallbackWarning` per workload (operator, shapes, epilogues, bias:
+the layers sharing one are built once), as AutoTVM's fallback warns; or, when asked, tuned on
+the spot (:func:`vtatune.tuning.tune`, appended to the log). A layer is known by its workload
+alone, never by its name: every model has a ``conv2d_1``, so a study or a warning named after
+layers would mix the models that share a log.
 """
 
 from __future__ import annotations
@@ -46,10 +49,13 @@ class LayerPrograms:
         return f"tuned on the spot, {what}" if self.tuned else what
 
 
-def check_log(log: str | Path, hw: HardwareConfig) -> HistoryBest:
+def check_log(log: str | Path, hw: HardwareConfig, tuning: bool = False) -> HistoryBest | None:
     """The log's records, indexed; DeployError when the file is missing or holds records
-    of other hardware only."""
+    of other hardware only. ``tuning``: the log is where tuning appends, so a file not
+    there yet or still empty is a new log (None: no records yet)."""
     path = Path(log)
+    if tuning and (not path.exists() or path.is_file() and path.stat().st_size == 0):
+        return None
     if not path.is_file():
         raise DeployError(f"log {log} not found (tune with `python -m vtatune network MODEL.onnx"
                           f" --log {log}`, or deploy without --log: default schedules)")
@@ -78,14 +84,15 @@ class LayerBuilder:
             raise DeployError(f"tune trials must be a non-negative integer, got {tune_trials!r}")
         self.hw = hw
         self.log = None if log is None else str(log)
-        self.history = None if log is None else check_log(log, hw)
         self.tune_trials = tune_trials
+        self.history = None if log is None else \
+            check_log(log, hw, tuning=bool(tune_trials) and tune_log is None)
         self.tune_log = str(tune_log or log or f"runs/deploy-{hw.target_model}.jsonl")
         self._stack = contextlib.ExitStack()
         self._built: dict[tuple[Workload, tuple[Epilogue, ...], bool], LayerPrograms] = {}
 
     def __enter__(self) -> LayerBuilder:
-        if self.log is not None:
+        if self.history is not None:  # a new log (tuning appends to it) has no records yet
             self._stack.enter_context(apply_history_best(self.log))
         return self
 
@@ -95,10 +102,14 @@ class LayerBuilder:
     def programs(self, workload: Workload, epilogues: tuple[Epilogue, ...],
                  bias: bool, runs_as: Workload | None = None) -> LayerPrograms:
         """One program per epilogue (VTA pass), all with the schedule chosen for
-        ``workload`` (the first pass's). ``runs_as``: the workload VTA runs instead, with
-        that schedule (a conv with a zero-point border runs unpadded on the bordered input:
-        the same output tiles, so the layer's tuned schedule serves it; the default
-        schedule where it does not lower)."""
+        ``workload`` (the first pass's). Built, tuned and warned about once per workload:
+        its layer's name is left out. ``runs_as``: the workload VTA runs instead, with that
+        schedule (a conv with a zero-point border runs unpadded on the bordered input: the
+        same output tiles, so the layer's tuned schedule serves it; the default schedule
+        where it does not lower)."""
+        workload = replace(workload, name="")
+        if runs_as is not None:
+            runs_as = replace(runs_as, name="")
         key = (workload, epilogues, bias, runs_as)
         if key not in self._built:
             self._built[key] = self._programs(workload, epilogues, bias, runs_as)

@@ -35,13 +35,16 @@ def draw_network(result: Any, path: str | Path) -> Path:
     default = [(t.default_cycles or 0) * t.task.multiplicity * per_ms for t in tasks]
     fig, ax = plt.subplots(figsize=(8, 0.3 * len(tasks) + 1.5))
     ys = range(len(tasks))
-    ax.barh(ys, default, color="lightgray", label="default schedule")
-    ax.barh(ys, tuned, color="tab:blue", label="tuned")
+    from_logs = result.stopped == "from logs"  # network_from_logs: no tuning, no default
+    if not from_logs:
+        ax.barh(ys, default, color="lightgray", label="default schedule")
+    ax.barh(ys, tuned, color="tab:blue", label="log's schedules" if from_logs else "tuned")
     ax.set_yticks(list(ys), names, fontsize=8)
     ax.invert_yaxis()
     ax.set_xlabel("ms on VTA (multiplicity x one run)")
     ax.set_title(f"{result.network.name} on {hw.target_model}: {result.total_ms:.2f} ms "
-                 f"tuned, {result.trials} trials")
+                 + (f"with the records of {result.log}" if from_logs
+                    else f"tuned, {result.trials} trials"))
     ax.legend(loc="lower right", fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)

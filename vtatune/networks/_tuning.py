@@ -30,7 +30,7 @@ import math
 import secrets
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -275,6 +275,10 @@ def tune_network(network: str | Path | Network, hw: HardwareConfig | str | None 
         raise TunerError(f"unknown space {space!r} (known: full, autotvm)")
     total = trials if trials is not None else \
         (trials_per_task or DEFAULT_TRIALS_PER_TASK) * len(tunable)
+    if tunable and total < len(tunable):  # the warm-up gives every task a round first
+        raise TunerError(f"a budget of {total} trials is smaller than the {len(tunable)} "
+                         f"tunable tasks of {net.name}: each task's first round takes a "
+                         f"trial; give at least {len(tunable)} trials (or trials per task)")
     policy = get_scheduler(scheduler, seed)
     log_path = Path(log) if log is not None else default_network_log(net, space, bias)
     if resume:
@@ -442,12 +446,17 @@ def network_from_logs(network: str | Path | Network, logs: Iterable[str | Path],
 
 
 def _tophub(task: Task, hw: HardwareConfig) -> int | None:
-    """TopHub's config for the task's shape on ``hw``, simulated (None if TopHub has none)."""
+    """TopHub's config for the task's shape on ``hw``, simulated with the task's epilogue
+    (None if TopHub has none). TopHub holds AutoTVM's records, tuned on the benchmark
+    epilogue and applied by AutoTVM key (operator and shapes) whatever the epilogue, so it
+    is looked up on the shape: a deployed task's fused epilogue is no other key."""
     from vtatune.autotvm import tophub_config
     from vtatune.schedule import from_autotvm
     from vtatune.scoring import score
 
-    knobs = tophub_config(task.workload, hw)
+    wl = task.workload
+    knobs = tophub_config(replace(wl, epilogue=type(wl).__dataclass_fields__["epilogue"].default),
+                          hw)
     if knobs is None:
         return None
     ev = score(task.workload, from_autotvm(knobs, task.workload, hw), hw)

@@ -3,8 +3,9 @@
 :func:`read_log` gives one row per trial: where it is (``log``, ``line``), who ran it
 (``study``, ``trial``, ``timestamp``, ``sampler``, ``seed``, ``template``, ``space``), the
 workload (``operator``, ``workload``: its name as :func:`vtatune.tune` takes it, qualified
-``conv2d:tutorial`` / ``gemm:tutorial`` where operators share it, ``workload_key`` and the
-shape: ``batch``,
+``conv2d:tutorial`` / ``gemm:tutorial`` where operators share it, ``workload_key``, the
+``epilogue`` tuned (:func:`epilogue_label`: ``benchmark``, ``deployed``, ``deployed-relu`` or
+its steps) and the shape: ``batch``,
 ``height``, ``width``, ``in_channels``, ``out_channels``, ``kernel``, ``pad``, ``stride``,
 ``groups``, ``output_padding``),
 the hardware (``target``, ``bitstream``, ``hw_model``), ``bias``, one column per knob of
@@ -23,9 +24,11 @@ Example:
 
 from __future__ import annotations
 
+import json
 import re
 import warnings
 from collections.abc import Iterable
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -40,15 +43,15 @@ SHAPE = ("batch", "height", "width", "in_channels", "out_channels", "kernel", "p
          "groups", "output_padding")
 COUNTERS = tuple(FsimCounters.__dataclass_fields__)
 _HEAD = ("log", "line", "study", "trial", "timestamp", "sampler", "seed", "template", "space",
-         "operator", "workload", "workload_key", *SHAPE, "target", "bitstream", "hw_model",
-         "bias")
+         "operator", "workload", "workload_key", "epilogue", *SHAPE, "target", "bitstream",
+         "hw_model", "bias")
 _TAIL = ("status", "rule", "error", "cycles", "seconds", "gops", "utilization",
          "instructions", *COUNTERS, "version")
 _INTS = ("line", "trial", "seed", *SHAPE, "cycles", "instructions", *COUNTERS)
 GROUP = ["workload_key", "hw_model", "bias"]  # one tuning problem
 
-__all__ = ["COUNTERS", "GROUP", "SHAPE", "best_per_workload", "best_so_far", "knob_columns",
-           "knob_stats", "natural_key", "read_log", "summary", "workload_label"]
+__all__ = ["COUNTERS", "GROUP", "SHAPE", "best_per_workload", "best_so_far", "epilogue_label",
+           "knob_columns", "knob_stats", "natural_key", "read_log", "summary", "workload_label"]
 
 
 def workload_label(operator: str, name: str | None, key: str) -> str:
@@ -63,6 +66,22 @@ def workload_label(operator: str, name: str | None, key: str) -> str:
     return f"{operator}:{name}" if shared else name
 
 
+def epilogue_label(steps: list[dict[str, Any]] | None) -> str:
+    """A record's epilogue (``workload.epilogue``: its steps; none for the benchmark's) by the
+    name ``--epilogue`` gives it, else its steps as ``describe()`` writes them."""
+    return _epilogue_label(json.dumps(steps or [], sort_keys=True))
+
+
+@lru_cache(maxsize=256)  # a log repeats a handful of epilogues over thousands of records
+def _epilogue_label(steps: str) -> str:
+    from vtatune.workloads import Epilogue, epilogue_name
+
+    epilogue = Epilogue.from_list(json.loads(steps)) if steps != "[]" else None
+    if epilogue is None:
+        return "benchmark"
+    return epilogue_name(epilogue) or epilogue.describe()
+
+
 def natural_key(text: str) -> tuple[Any, ...]:
     """Sort key that orders embedded numbers by value: C2, C3, ..., C10, C11."""
     return tuple(int(t) if t.isdigit() else t for t in re.split(r"(\d+)", text))
@@ -75,7 +94,7 @@ def _row(path: str, line: int, r: dict[str, Any]) -> dict[str, Any]:
         "timestamp": r.get("timestamp"), "sampler": r.get("sampler"), "seed": r.get("seed"),
         "template": r.get("template"), "space": r.get("space"), "operator": w["operator"],
         "workload": workload_label(w["operator"], w.get("name"), w["key"]),
-        "workload_key": w["key"],
+        "workload_key": w["key"], "epilogue": epilogue_label(w.get("epilogue")),
         **{k: w["shape"].get(k) for k in SHAPE},
         "target": hw.get("target"), "bitstream": hw.get("bitstream"), "hw_model": hw["model"],
         "bias": bool(r.get("bias", False)),
@@ -204,15 +223,23 @@ def knob_stats(df: pd.DataFrame, top: float = 0.1) -> pd.DataFrame:
 
 
 def _default_cycles(row: pd.Series) -> int | None:
-    """Cycles of vtatune's default schedule for the row's workload and hardware."""
+    """Cycles of vtatune's default schedule for the row's workload, epilogue and hardware
+    (None for an epilogue ``--epilogue`` has no name for)."""
+    from dataclasses import replace
+
     from search_spaces import default_schedule
     from vtatune.scoring import score
-    from vtatune.workloads import WORKLOAD_CLASSES, shape_fields
+    from vtatune.workloads import WORKLOAD_CLASSES, named_epilogues, shape_fields
 
+    epilogue = named_epilogues().get(row["epilogue"])
+    if epilogue is None:
+        return None
     try:
         hw = HardwareConfig.from_target_model(row["hw_model"])
         cls = WORKLOAD_CLASSES[row["operator"]]
         wl = cls(**{k: int(row[k]) for k in shape_fields(cls)})
+        if not epilogue.is_benchmark:  # the benchmark's: the class's own, --bias adds its bias
+            wl = replace(wl, epilogue=epilogue)
         ev = score(wl, default_schedule(wl, hw, bool(row["bias"])), hw,
                       bias=bool(row["bias"]))
     except Exception:  # an exotic hardware or shape: the column stays empty, never a crash
@@ -222,7 +249,8 @@ def _default_cycles(row: pd.Series) -> int | None:
 
 def summary(df: pd.DataFrame, default: bool = True) -> pd.DataFrame:
     """One row per workload x hardware x bias, in natural order (C2, C3, ..., C11):
-    ``workload``, ``operator``, ``workload_key``, ``hw_model``, ``bias``, ``trials``,
+    ``workload``, ``operator``, ``workload_key``, ``epilogue``, ``hw_model``, ``bias``,
+    ``trials``,
     ``ok``, ``illegal``, ``error`` (``failed`` = both), ``best_cycles``, ``best_ms``,
     ``gops``, ``utilization``, ``default_cycles`` and ``speedup_default`` (simulated
     unless ``default=False``), ``best_line`` (log:line) and ``best_knobs``."""
@@ -233,7 +261,7 @@ def summary(df: pd.DataFrame, default: bool = True) -> pd.DataFrame:
         b = best.get(key)
         row: dict[str, Any] = {
             "workload": g["workload"].iloc[0], "operator": g["operator"].iloc[0],
-            "workload_key": key[0], "hw_model": key[1],
+            "workload_key": key[0], "epilogue": g["epilogue"].iloc[0], "hw_model": key[1],
             "bias": key[2], "trials": len(g), "ok": int(status.get("ok", 0)),
             "illegal": int(status.get("illegal", 0)), "error": int(status.get("error", 0)),
         }
@@ -252,7 +280,8 @@ def summary(df: pd.DataFrame, default: bool = True) -> pd.DataFrame:
         rows.append(row)
     rows.sort(key=lambda r: (r["operator"], natural_key(r["workload"]), r["hw_model"],
                              r["bias"]))
-    cols = ["workload", "operator", "workload_key", "hw_model", "bias", "trials", "ok", "illegal",
+    cols = ["workload", "operator", "workload_key", "epilogue", "hw_model", "bias", "trials",
+            "ok", "illegal",
             "error", "failed", "best_cycles", "best_ms", "gops", "utilization",
             "default_cycles", "speedup_default", "best_line", "best_knobs"]
     out = pd.DataFrame(rows, columns=cols)

@@ -157,6 +157,14 @@ def _continued_seed(seed: int, trials: int) -> int:
     return int.from_bytes(digest[:4], "little")
 
 
+def study_name(workload: Workload, hw: HardwareConfig, space: str, bias: bool) -> str:
+    """The study of one problem in a storage, named after what keys it, as records are
+    keyed: the workload's key (operator, shapes, epilogue), the hardware, the space and the
+    bias flag; never the workload's name, which two problems can share (a layer's name in
+    every model, a catalogue layer tuned with two epilogues)."""
+    return f"{workload.key()}.{hw.target_model}.{space}{'.bias' if bias else ''}"
+
+
 class Search:
     """One worker's share of one study (workload x hardware x template x space x bias)."""
 
@@ -176,8 +184,7 @@ class Search:
             "hw_model": hw.target_model, "hw": hw_fields(hw), "template": template.name,
             "space": template.space, "bias": bool(bias), "version": __version__,
         }
-        base = f"{workload.operator}.{workload.name or workload.key()}.{hw.target_model}." \
-               f"{template.space}{'.bias' if bias else ''}"
+        base = study_name(workload, hw, template.space, bias)
         # The seed: the one given; else a study created now takes ``new_seed`` (a network's
         # studies share one) or a drawn one, and a serial later run keeps the study's.
         study_seed = seed if seed is not None else \

@@ -1,7 +1,7 @@
 /*
  * vta_runtime.h -- the VTA runtime C API that vtatune's program.c calls.
  *
- * Shipped with vtatune (vtatune/data/vta_runtime.h). The declarations follow TVM's
+ * Shipped with vtatune (vtatune/builds/data/vta_runtime.h). The declarations follow TVM's
  * vta/runtime/runtime.h (signatures, argument order, stage numbers) so that a program.c
  * links against TVM's libvta; the constants follow TVM's hw_spec.h. Nothing here is
  * implemented by vtatune: the header only lets program.c compile on its own (gcc -c).

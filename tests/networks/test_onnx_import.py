@@ -20,9 +20,9 @@ from vtatune.networks import (  # noqa: E402
     NetworkError,
     default_network_log,
     layers_from_model,
-    load_network as _load_network,
     network_from_logs,
 )
+from vtatune.networks import load_network as _load_network  # noqa: E402
 from vtatune.workloads import AddWorkload, Conv2dWorkload, GemmWorkload, deployed  # noqa: E402
 
 

@@ -21,8 +21,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
 from vtatune.deploy._device import Device
 from vtatune.deploy._errors import DeployError
 from vtatune.deploy._match import LayerSpec, Unsupported, spec_of
@@ -30,6 +28,7 @@ from vtatune.deploy._patterns import annotations, kind_of, register
 from vtatune.deploy._region import Region, RegionPlan, Trace, VtaLayer
 from vtatune.deploy._schedules import LayerBuilder
 from vtatune.deploy._tvm import tvm
+from vtatune.deploy.runtime import packed_function
 
 #: The name TVM's RunCodegen looks the code generator up by (``relax.ext.<Codegen>``).
 CODEGEN = "relax.ext.vta"
@@ -146,27 +145,6 @@ def plan_region(symbol: str, func: Any, state: Session) -> RegionPlan:
     return RegionPlan(symbol, tuple(params), tuple(layers), outputs)
 
 
-def _packed_function(region: Region) -> Any:
-    """What TVM's VM calls, destination-passing style: ``f(*inputs, *outputs)``."""
-    n_in = len(region.plan.params)
-
-    def call(*args: Any) -> None:
-        try:
-            inputs = [np.from_dlpack(a) for a in args[:n_in]]
-            outputs = region.run(inputs)
-            dests = args[n_in:]
-            if len(dests) != len(outputs):
-                raise DeployError(f"{region.plan.symbol}: {len(dests)} outputs given, "
-                                  f"{len(outputs)} computed")
-            for dest, y in zip(dests, outputs, strict=True):
-                dest.copyfrom(np.ascontiguousarray(y, dtype=np.int8))
-        except Exception as exc:  # kept: TVM hands its caller a RuntimeError
-            region.trace.error = exc
-            raise
-
-    return call
-
-
 def vta_codegen(functions: Any, options: Any, constant_names: Any) -> list[Any]:
     """``relax.ext.vta(functions, options, constant_names) -> [runtime.Module]``: builds and
     registers each function for the active session; no runtime module."""
@@ -181,7 +159,7 @@ def vta_codegen(functions: Any, options: Any, constant_names: Any) -> list[Any]:
             region = Region(plan_region(symbol, func, state), state.device, state.builder,
                             state.trace, state.exact)
             state.regions[symbol] = region
-            t.register_global_func(symbol, _packed_function(region), override=True)
+            t.register_global_func(symbol, packed_function(region), override=True)
     except Exception as exc:  # kept: RunCodegen's caller would see a RuntimeError
         state.trace.error = exc
         raise

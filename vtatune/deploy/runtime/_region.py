@@ -254,8 +254,8 @@ def packed_function(region: RegionRunner) -> Any:
             if len(dests) != len(outputs):
                 raise DeployError(f"{region.symbol}: {len(dests)} outputs given, "
                                   f"{len(outputs)} computed")
-            for dest, y in zip(dests, outputs, strict=True):
-                dest.copyfrom(np.ascontiguousarray(y, dtype=np.int8))
+            for dest, y in zip(dests, outputs, strict=True):  # TVM's or tvm_ffi's tensors
+                np.from_dlpack(dest)[...] = np.asarray(y, dtype=np.int8)
         except Exception as exc:  # kept: TVM hands its caller a RuntimeError
             region.trace.error = exc
             raise

@@ -34,6 +34,7 @@ _EXAMPLES = (
     "python -m vtatune deploy model.onnx --log logs/resnet18-pynq.jsonl",
     "python -m vtatune deploy model.onnx --hw sim --input x.npy --output y.npy --json",
     "python -m vtatune deploy float.onnx --calibration samples.npy --check",
+    "python -m vtatune deploy model.onnx --save model.bundle",
 )
 
 
@@ -63,6 +64,9 @@ def register(sub: Any) -> None:
                    help="compare the output with TVM's CPU build and onnxruntime's")
     p.add_argument("--json", action="store_true",
                    help="print one JSON object: offloaded, cpu_ops, vta_cycles, output, ...")
+    p.add_argument("--save", metavar="DIR",
+                   help="save the built model as a bundle in DIR (whole or not at all), which "
+                        "`vtatune run DIR` runs without building")
     p.set_defaults(func=cmd_deploy)
 
 
@@ -98,6 +102,8 @@ def cmd_deploy(args: argparse.Namespace) -> int:
     compiled = compile_model(args.model, hw=args.hw, log=args.log, tune_trials=args.tune_trials,
                              calibration=calibration, exact=args.exact)
     result = compiled.run(x, args.seed)
+    if args.save:
+        compiled.save(args.save)
     out = Path(args.output or f"runs/{Path(args.model).stem}.output.npy")
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -117,6 +123,8 @@ def cmd_deploy(args: argparse.Namespace) -> int:
     if args.json:
         d = result.as_dict()
         d["output_file"] = str(out)
+        if args.save:
+            d["bundle"] = args.save
         if checks:
             d["check"] = {e: {"exact": a.exact, "elements": a.elements,
                               "max_steps": a.max_steps} for e, (_, a) in checks.items()}
@@ -128,4 +136,6 @@ def cmd_deploy(args: argparse.Namespace) -> int:
     s = result.seconds
     print(f"output {'x'.join(map(str, result.output.shape))} {result.output.dtype} saved to "
           f"{out}; " + ", ".join(f"{k} {v:.2f} s" for k, v in s.items()))
+    if args.save:
+        print(f"bundle saved to {args.save} (run it: python -m vtatune run {args.save})")
     return 0

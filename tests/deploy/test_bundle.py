@@ -295,3 +295,17 @@ def test_loading_and_running_a_bundle_imports_none_of_the_compiler(built, tmp_pa
     assert compiler == []
     # only the simulator's engines bring numba (and only when the simulated device runs)
     assert any(m == "numba" for m in imported) == (device == "sim")
+
+
+def test_a_bundle_whose_regions_this_process_holds_is_refused(built, tmp_path, capsys):
+    """Built here, its regions' symbols are this process's: loading it here would take them
+    over from the compiled model (TVM's function registry is one per process)."""
+    symbols = list(built["compiled"].regions)
+    assert main(["run", str(built["bundle"]), "--input", str(built["x"]),
+                 "--output", str(tmp_path / "y.npy")]) == 2
+    err = capsys.readouterr().err
+    assert err == (f"vtatune: error: bundle {built['bundle']}: its regions ({', '.join(symbols)})"
+                   " are registered in this process already (the model was built or loaded "
+                   "here): load it in another process\n")
+    assert np.array_equal(built["compiled"].run(np.load(built["x"])).output,
+                          built["result"].output)

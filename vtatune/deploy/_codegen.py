@@ -29,6 +29,7 @@ from vtatune.deploy._region import Region, RegionPlan, Trace, VtaLayer
 from vtatune.deploy._schedules import LayerBuilder
 from vtatune.deploy._tvm import tvm
 from vtatune.deploy.runtime import packed_function
+from vtatune.deploy.runtime._tvm import register as register_region
 
 #: The name TVM's RunCodegen looks the code generator up by (``relax.ext.<Codegen>``).
 CODEGEN = "relax.ext.vta"
@@ -148,7 +149,7 @@ def plan_region(symbol: str, func: Any, state: Session) -> RegionPlan:
 def vta_codegen(functions: Any, options: Any, constant_names: Any) -> list[Any]:
     """``relax.ext.vta(functions, options, constant_names) -> [runtime.Module]``: builds and
     registers each function for the active session; no runtime module."""
-    t = tvm()
+    tvm()
     state = _SESSION.get()
     if state is None:
         raise DeployError("relax.ext.vta runs inside vtatune.deploy.compile_model (it needs "
@@ -159,7 +160,7 @@ def vta_codegen(functions: Any, options: Any, constant_names: Any) -> list[Any]:
             region = Region(plan_region(symbol, func, state), state.device, state.builder,
                             state.trace, state.exact)
             state.regions[symbol] = region
-            t.register_global_func(symbol, packed_function(region), override=True)
+            register_region(symbol, packed_function(region))
     except Exception as exc:  # kept: RunCodegen's caller would see a RuntimeError
         state.trace.error = exc
         raise

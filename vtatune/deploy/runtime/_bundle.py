@@ -15,7 +15,9 @@ A bundle holds:
   holds them.
 
 Loading checks, before anything runs, that the bundle is whole (every checksum), that this
-vtatune and TVM wrote it, and that the device is the bundle's hardware; it then uploads the
+vtatune and TVM wrote it, that the device is the bundle's hardware, and that no region of
+this process holds its regions' symbols (TVM's function registry is one per process: a
+model built or loaded here would lose them); it then uploads the
 constants, registers each region's function with TVM under its symbol (what the CPU part's
 ``R.call_dps_packed`` calls) and only then creates the VM. A refusal is one
 :class:`~vtatune.deploy.DeployError` line.
@@ -49,7 +51,7 @@ from vtatune.deploy.runtime._region import (
     packed_function,
 )
 from vtatune.deploy.runtime._select import device_from_spec
-from vtatune.deploy.runtime._tvm import load_vm, register, tvm_version
+from vtatune.deploy.runtime._tvm import load_vm, register, registered, tvm_version
 from vtatune.workloads import WORKLOAD_CLASSES, Epilogue, Workload
 
 #: The manifest's name in a bundle, its format and version.
@@ -195,6 +197,11 @@ def load(path: str | Path, device: Device | str | None = None,
         files = _files(path, manifest)
         if CPU_LIBRARY not in files:
             raise _refuse(path, f"{CPU_LIBRARY} is not among the manifest's files")
+        taken = [r["symbol"] for r in manifest["regions"] if registered(r["symbol"])]
+        if taken:
+            raise _refuse(path, f"its regions ({', '.join(taken)}) are registered in this "
+                                "process already (the model was built or loaded here): load "
+                                "it in another process")
         trace = Trace()
         for region in manifest["regions"]:
             layers = tuple(_layer(path, files, d, device) for d in region["layers"])

@@ -26,6 +26,8 @@ _CPU, _POOLED = 1, 2
 _ALIGN = 64
 
 _LOADED: list[ctypes.CDLL] = []
+#: The region symbols registered in this process (TVM's registry is global to it).
+_REGISTERED: set[str] = set()
 
 
 def tvm_version() -> str:
@@ -75,9 +77,19 @@ def load_vm(library: Path) -> Any:
     return vm
 
 
+def registered(symbol: str) -> bool:
+    """Whether a region of this process (built or loaded here) holds ``symbol``."""
+    return symbol in _REGISTERED
+
+
 def register(symbol: str, function: Any) -> None:
-    """``function`` as the global function ``symbol`` (what ``R.call_dps_packed`` calls)."""
+    """``function`` as the global function ``symbol`` (what ``R.call_dps_packed`` calls);
+    DeployError when a region of this process holds it already (the model's VM would call
+    the newer one)."""
+    if symbol in _REGISTERED:
+        raise DeployError(f"the region {symbol} is registered in this process already")
     ffi().register_global_func(symbol, function, override=True)
+    _REGISTERED.add(symbol)
 
 
 def run_main(vm: Any, x: np.ndarray) -> np.ndarray:

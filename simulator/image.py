@@ -43,7 +43,7 @@ from typing import Any
 
 from simulator.errors import VTAError
 from simulator.hardware import HardwareConfig
-from simulator.isa import decode_insn, decode_uop, encode_insn, encode_uop
+from simulator.isa import Instruction, decode_insn, decode_uop, encode_insn, encode_uop
 from simulator.program import DramTensor, Program
 
 __all__ = ["FORMAT", "HEAD", "Image", "ImageError", "MAGIC", "decode", "digest", "encode",
@@ -108,8 +108,11 @@ def program_of(meta: dict[str, Any], insns: tuple, uops: tuple) -> Image:
     return Image(program, hw, meta)
 
 
-def decode(data: bytes, name: str = "program.bin") -> Image:
-    """Inverse of :func:`encode`; a damaged image raises ImageError naming the problem."""
+def decode(data: bytes, name: str = "program.bin",
+           memo: dict[bytes, Instruction] | None = None) -> Image:
+    """Inverse of :func:`encode`; a damaged image raises ImageError naming the problem.
+    ``memo``: instructions decoded already, by their words, shared between the images of one
+    hardware config (instructions are values: a network's programs repeat most of theirs)."""
     if len(data) < HEAD.size:
         raise ImageError(f"{name}: {len(data)} bytes is too short for a program image")
     magic, version, _, meta_len, n_insns, n_uops, dram = HEAD.unpack_from(data)
@@ -135,10 +138,14 @@ def decode(data: bytes, name: str = "program.bin") -> Image:
                          "cycles and results may not be the build's; rebuild it")
     try:
         hw = HardwareConfig.from_dict(meta["hw"]["config"])
-        insns = tuple(decode_insn(data[start + 16 * i:start + 16 * i + 16], hw)
-                      for i in range(n_insns))
-        words = struct.unpack_from(f"<{n_uops}I", data, start + 16 * n_insns)
-        uops = tuple(decode_uop(w, hw) for w in words)
+        memo = {} if memo is None else memo
+        words = [data[start + 16 * i:start + 16 * i + 16] for i in range(n_insns)]
+        for w in words:
+            if w not in memo:
+                memo[w] = decode_insn(w, hw)
+        insns = tuple(memo[w] for w in words)
+        uop_words = struct.unpack_from(f"<{n_uops}I", data, start + 16 * n_insns)
+        uops = tuple(decode_uop(w, hw) for w in uop_words)
     except (VTAError, KeyError, TypeError) as exc:
         raise ImageError(f"{name}: {exc}") from None
     meta["dram_bytes"] = dram

@@ -158,6 +158,10 @@ def compile_model(model: Any, *, hw: HardwareConfig | str | None = None,
     codegen = Session(device, builder, exact)
     with builder, session(codegen), reraised(codegen.trace):
         mod = relax.transform.RunCodegen()(mod)
+    # RunCodegen keeps the offloaded functions' constants for codegens whose runtime modules
+    # read them; vtatune packed its own when it built the regions, so the CPU's part (and a
+    # bundle's exported library) does not carry the VTA layers' weights a second time
+    mod = mod.without_attr("const_name_to_constant")
     seconds["codegen"] = time.perf_counter() - t0
     if builder.without_log and codegen.regions:
         warnings.warn(NO_LOG, FallbackWarning, stacklevel=2)

@@ -38,6 +38,7 @@ import numpy as np
 from simulator.errors import VTAError
 from simulator.hardware import HardwareConfig
 from simulator.image import ImageError, decode
+from simulator.isa import Instruction
 from vtatune import __version__
 from vtatune.deploy._errors import DeployError
 from vtatune.deploy._requantize import Requantization
@@ -144,14 +145,14 @@ def _array(path: Path, files: dict[str, bytes], name: str | None) -> np.ndarray 
     return np.load(io.BytesIO(files[name]), allow_pickle=False)
 
 
-def _layer(path: Path, files: dict[str, bytes], d: dict[str, Any], device: Device
-           ) -> RegionLayer:
+def _layer(path: Path, files: dict[str, bytes], d: dict[str, Any], device: Device,
+           memo: dict[bytes, Instruction]) -> RegionLayer:
     passes = []
     for name in d["programs"]:
         if name not in files:
             raise _refuse(path, f"{name} is not among the manifest's files")
         try:
-            image = decode(files[name], name)
+            image = decode(files[name], name, memo)
         except ImageError as exc:
             raise _refuse(path, str(exc)) from None
         if image.hw != device.hw:
@@ -203,8 +204,9 @@ def load(path: str | Path, device: Device | str | None = None,
                                 "process already (the model was built or loaded here): load "
                                 "it in another process")
         trace = Trace()
+        memo: dict[bytes, Instruction] = {}  # the programs' instructions, decoded once each
         for region in manifest["regions"]:
-            layers = tuple(_layer(path, files, d, device) for d in region["layers"])
+            layers = tuple(_layer(path, files, d, device, memo) for d in region["layers"])
             runner = RegionRunner(region["symbol"],
                                   tuple((int(v), tuple(s)) for v, s in region["params"]),
                                   layers, tuple(region["outputs"]), device, trace)

@@ -234,10 +234,27 @@ def test_a_directory_that_is_not_a_bundle_is_not_overwritten(built, tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["notes.txt"]
 
 
-def test_device_specs():
+def test_device_specs(built, tmp_path, capsys):
     assert device_from_spec("sim", DEFAULT).hw == DEFAULT
     with pytest.raises(DeployError, match=r"^unknown device 'fpga' \(known: sim, libvta:PATH\)$"):
         device_from_spec("fpga", DEFAULT)
+    assert main(["run", str(built["bundle"]), "--device", "fpga"]) == 2
+    assert capsys.readouterr().err == ("vtatune: error: unknown device 'fpga' (known: sim, "
+                                       "libvta:PATH)\n")
+    missing = tmp_path / "nowhere.bundle"
+    assert main(["run", str(missing)]) == 2
+    assert capsys.readouterr().err == f"vtatune: error: bundle {missing}: not found\n"
+
+
+def test_libvta_without_the_driver_module_is_refused_in_one_line():
+    import importlib.util
+
+    if importlib.util.find_spec("vtatune.deploy._driver") is not None:
+        pytest.skip("the driver device is here: its own tests cover libvta:PATH")
+    with pytest.raises(DeployError, match=r"^device libvta:/lib/libvta\.so: this vtatune has no "
+                                          r"driver device \(VTA's C driver API\) yet; use "
+                                          r"--device sim$"):
+        device_from_spec("libvta:/lib/libvta.so", DEFAULT)
 
 
 #: What a board's runtime must not need: the compiler and its dependencies.

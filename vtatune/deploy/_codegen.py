@@ -8,8 +8,9 @@ with the same annotations the check function accepted: ``_match.spec_of``), fuse
 ``_region``), and registers a packed function under the function's ``global_symbol``.
 ``RunCodegen`` turns the call into ``R.call_dps_packed(symbol, args, out_ty)``, and TVM's
 VM finds the symbol in the global function registry when the model runs. It returns no
-runtime module: the registered functions live in this process (an exported library would
-need them registered again before its VM is created).
+runtime module: the registered functions live in this process; a saved bundle carries what
+they run (programs, packed constants, the plan of each region), and loading it registers
+them again before its VM is created (:mod:`vtatune.deploy.runtime`).
 """
 
 from __future__ import annotations

@@ -32,7 +32,7 @@ from vtatune.deploy.runtime._bundle import (
     sha256,
     workload_to_dict,
 )
-from vtatune.deploy.runtime._tvm import tvm_version
+from vtatune.deploy.runtime._tvm import scope_notices_dropped, tvm_version
 from vtatune.records import write_whole
 
 if TYPE_CHECKING:
@@ -71,7 +71,8 @@ def bundle_files(model: CompiledModel) -> dict[str, bytes]:
     with tempfile.TemporaryDirectory(prefix="vtatune-bundle-") as tmp:
         library = Path(tmp) / CPU_LIBRARY
         try:
-            model.executable.export_library(str(library))
+            with scope_notices_dropped():
+                model.executable.export_library(str(library))
         except Exception as exc:  # TVM raises its own errors (a missing C compiler, ...)
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise DeployError(f"TVM cannot export the CPU's part: {first}") from None

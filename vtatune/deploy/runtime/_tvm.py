@@ -8,10 +8,15 @@ The runtime library is ``$TVM_LIBRARY_PATH/libtvm_runtime.so`` when that variabl
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import importlib.metadata
 import importlib.util
 import os
+import re
+import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -26,6 +31,9 @@ _CPU, _POOLED = 1, 2
 _ALIGN = 64
 
 _LOADED: list[ctypes.CDLL] = []
+#: What TVM 0.27's relax executable prints on stderr for each constant it saves or loads
+#: (a leftover debug line, "Warning: Scope Loaded:" with nothing after it).
+_SCOPE_NOTICE = re.compile(r"executable\.cc:\d+: Warning: Scope (Saving|Loaded):\s*$")
 #: The region symbols registered in this process (TVM's registry is global to it).
 _REGISTERED: set[str] = set()
 
@@ -65,11 +73,32 @@ def ffi() -> ModuleType:
     return tvm_ffi
 
 
+@contextlib.contextmanager
+def scope_notices_dropped() -> Iterator[None]:
+    """Meanwhile, TVM's stderr (the C++ runtime writes to file descriptor 2) without the
+    relax executable's scope notices; anything else it writes is passed on."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as caught:
+        os.dup2(caught.fileno(), 2)
+        try:
+            yield
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            caught.seek(0)
+            lines = caught.read().decode(errors="replace").splitlines(keepends=True)
+            kept = "".join(line for line in lines if not _SCOPE_NOTICE.search(line))
+            if kept:
+                sys.stderr.write(kept)
+
+
 def load_vm(library: Path) -> Any:
     """The relax VM of an exported library (``Executable.export_library``), on the CPU."""
     tvm_ffi = ffi()
     try:
-        vm = tvm_ffi.load_module(str(library))["vm_load_executable"]()
+        with scope_notices_dropped():
+            vm = tvm_ffi.load_module(str(library))["vm_load_executable"]()
     except Exception as exc:  # tvm_ffi raises its own errors for a bad library
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise DeployError(f"cannot load {library}: {first}") from None

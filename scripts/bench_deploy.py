@@ -5,6 +5,7 @@ one inference, with the shipped tuned log, on the functional VTA.
     python scripts/bench_deploy.py [--hw pynq] [--log logs/resnet18-pynq.jsonl]
         [--calibration 4] [--float-scales] [--exact] [--torch] [--out FILE.json]
         [--bundle DIR]
+    python scripts/bench_deploy.py --load DIR [--processes 5]
 
 The model: ResNet-18 v1 (torchvision's shapes) built with onnx.helper and seeded random
 weights (vtatune.deploy.models.resnet18), or torchvision's own resnet18 exported when
@@ -25,7 +26,8 @@ load average is printed beside the figures.
 and by part) and, from three fresh processes each, the seconds ``vtatune.deploy.load``
 takes (checksums, programs decoded, constants uploaded, regions registered, TVM's VM
 created), the process's whole start (Python, imports, load) and whether the loaded model's
-output equals the building process's.
+output equals the building process's. ``--load DIR`` only times loading the bundle DIR (no
+build, no run) in ``--processes`` fresh processes: the runtime's imports and ``load``.
 """
 
 from __future__ import annotations
@@ -108,6 +110,28 @@ print(t1 - t0, t2 - t1, same)
 """
 
 
+#: Run in a fresh process: import the runtime, load the bundle; the seconds of each.
+_LOAD_ONLY = """
+import sys, time
+t0 = time.perf_counter()
+from vtatune.deploy.runtime import load
+t1 = time.perf_counter()
+load(sys.argv[1])
+print(t1 - t0, time.perf_counter() - t1)
+"""
+
+
+def load_only(path: Path, processes: int) -> int:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    print(f"loading {path} in {processes} fresh processes; load average "
+          f"{os.getloadavg()[0]:.1f}")
+    for _ in range(processes):
+        out = subprocess.run([sys.executable, "-c", _LOAD_ONLY, str(path)], capture_output=True,
+                             text=True, check=True, env=env).stdout.split()
+        print(f"  runtime imports {float(out[0]):.3f} s, load {float(out[1]):.3f} s")
+    return 0
+
+
 def bundle_figures(compiled, result, x, path: Path, processes: int = 3) -> dict:  # type: ignore[no-untyped-def]
     t0 = time.perf_counter()
     compiled.save(path)
@@ -143,7 +167,11 @@ def main() -> int:
     ap.add_argument("--out", metavar="FILE.json")
     ap.add_argument("--bundle", metavar="DIR", help="save the build as a bundle here and time "
                                                     "loading it in fresh processes")
+    ap.add_argument("--load", metavar="DIR", help="only time loading the bundle DIR")
+    ap.add_argument("--processes", type=int, default=5, metavar="N")
     args = ap.parse_args()
+    if args.load:
+        return load_only(Path(args.load), args.processes)
     hw = HardwareConfig.resolve(args.hw)
     load = os.getloadavg()[0]
     t0 = time.perf_counter()

@@ -343,3 +343,24 @@ def test_a_bundle_whose_regions_this_process_holds_is_refused(built, tmp_path, c
                    "here): load it in another process\n")
     assert np.array_equal(built["compiled"].run(np.load(built["x"])).output,
                           built["result"].output)
+
+
+@pytest.mark.slow
+def test_an_int8_resnet18_bundle_runs_alike_in_a_fresh_process(tmp_path):
+    """The shipped log's schedules, VTA requantizing (one pass a layer): the bundle's output
+    and every call's cycles equal the building process's."""
+    rng = np.random.default_rng(0)
+    model = quantize(models.resnet18(),
+                     rng.standard_normal((2, 1, 3, 224, 224)).astype(np.float32))
+    x = rng.standard_normal((1, 3, 224, 224)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    compiled = compile_model(model, hw="pynq", log=ROOT / "logs" / "resnet18-pynq.jsonl")
+    want = compiled.run(x)
+    compiled.save(tmp_path / "resnet18.bundle")
+    proc = _fresh("-m", "vtatune", "run", str(tmp_path / "resnet18.bundle"), "--input",
+                  str(tmp_path / "x.npy"), "--output", str(tmp_path / "y.npy"), "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert np.array_equal(np.load(tmp_path / "y.npy"), want.output)
+    got = json.loads(proc.stdout)
+    assert got["offloaded"] == [c.as_dict() for c in want.offloaded]
+    assert len(got["offloaded"]) == 19 and {c["source"] for c in got["offloaded"]} == {"log"}

@@ -23,14 +23,16 @@ pytest.importorskip("onnxruntime")
 
 import onnx  # noqa: E402
 
-from simulator.hardware import DEFAULT  # noqa: E402
+from simulator.hardware import DEFAULT, HardwareConfig  # noqa: E402
 from vtatune import __version__  # noqa: E402
 from vtatune.cli import main  # noqa: E402
 from vtatune.deploy import (  # noqa: E402
     TVM_VERSION,
     DeployError,
+    SimulatedDevice,
     compile_model,
     device_from_spec,
+    load,
     models,
     quantize,
 )
@@ -258,6 +260,11 @@ def test_device_specs(built, tmp_path, capsys):
     assert main(["run", str(built["bundle"]), "--device", "fpga"]) == 2
     assert capsys.readouterr().err == ("vtatune: error: unknown device 'fpga' (known: sim, "
                                        "libvta:PATH)\n")
+    ultra96 = SimulatedDevice(HardwareConfig.resolve("ultra96"))
+    with pytest.raises(DeployError, match=f"^bundle {built['bundle']}: built for "
+                                          f"{DEFAULT.target_model}, the device is "
+                                          f"{ultra96.hw.target_model}$"):
+        load(built["bundle"], device=ultra96)
     missing = tmp_path / "nowhere.bundle"
     assert main(["run", str(missing)]) == 2
     assert capsys.readouterr().err == f"vtatune: error: bundle {missing}: not found\n"

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from vtatune.cli._common import UsageError, add_command, add_hw_flag
+from vtatune.cli._common import UsageError, add_command
 
 __all__ = [
     "register",
@@ -40,9 +40,11 @@ def register(sub: Any) -> None:
     p.add_argument("--output", metavar="Y.npy",
                    help="where to save the output (default: runs/<bundle>.output.npy)")
     p.add_argument("--device", default="sim", metavar="|".join(SPECS),
-                   help="what runs the offloaded layers: sim (vtatune's functional VTA, the "
-                        "default) or libvta:PATH (VTA's C driver API in the library PATH)")
-    add_hw_flag(p)
+                   help="what runs the offloaded layers: sim (vtatune's functional VTA) or "
+                        "libvta:PATH (VTA's C driver API in the library PATH)")
+    p.add_argument("--hw", metavar="PRESET|FILE",
+                   help="the hardware the device is (a preset or a vta_config.json): a bundle "
+                        "built for other hardware is refused; default: the bundle's")
     p.add_argument("--json", action="store_true",
                    help="print one JSON object: offloaded, cpu_ops, vta_cycles, output, ...")
     p.set_defaults(func=cmd_run)

@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING, Any
 from vtatune import __version__
 from vtatune.builds import Build, to_bin
 from vtatune.deploy._errors import DeployError
-from vtatune.deploy._region import BuiltLayer, Region
+from vtatune.deploy._region import BuiltLayer
+from vtatune.deploy.runtime import Device, RegionLayer
 from vtatune.deploy.runtime._bundle import (
     CPU_LIBRARY,
     FORMAT,
@@ -39,10 +40,11 @@ if TYPE_CHECKING:
     from vtatune.deploy._deploy import CompiledModel
 
 
-def _layer(built: BuiltLayer, region: Region, files: dict[str, bytes]) -> dict[str, Any]:
-    """A built layer's manifest entry; its programs and constants go into ``files``."""
+def _layer(built: BuiltLayer, runtime: RegionLayer, device: Device,
+           files: dict[str, bytes]) -> dict[str, Any]:
+    """A built layer's manifest entry (``runtime``: the layer as its region runs it); its
+    programs and constants go into ``files``."""
     layer, programs = built.layer, built.programs
-    runtime = next(r for r in region.layers if r.name == layer.name)
     names = []
     for j, lowered in enumerate(programs.passes):
         name = f"programs/{layer.name}.{j}.bin"
@@ -53,7 +55,7 @@ def _layer(built: BuiltLayer, region: Region, files: dict[str, bytes]) -> dict[s
         constants[kind] = None
         if buffer is not None:
             constants[kind] = f"constants/{layer.name}.{kind}.npy"
-            files[constants[kind]] = npy_bytes(region.device.download(buffer))
+            files[constants[kind]] = npy_bytes(device.download(buffer))
     return {
         "name": layer.name, "kind": runtime.kind, "inputs": list(runtime.inputs),
         "output": runtime.output, "out_shape": list(runtime.out_shape),
@@ -79,7 +81,8 @@ def bundle_files(model: CompiledModel) -> dict[str, bytes]:
         files[CPU_LIBRARY] = library.read_bytes()
     regions = [{"symbol": symbol, "params": [[v, list(s)] for v, s in region.params],
                 "outputs": list(region.outputs),
-                "layers": [_layer(b, region, files) for b in region.built]}
+                "layers": [_layer(b, r, region.device, files)
+                           for b, r in zip(region.built, region.layers, strict=True)]}
                for symbol, region in model.regions.items()]
     out_shape, out_dtype = model.output_spec
     manifest = {

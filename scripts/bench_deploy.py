@@ -4,6 +4,8 @@ one inference, with the shipped tuned log, on the functional VTA.
 
     python scripts/bench_deploy.py [--hw pynq] [--log logs/resnet18-pynq.jsonl]
         [--calibration 4] [--float-scales] [--exact] [--torch] [--out FILE.json]
+        [--bundle DIR]
+    python scripts/bench_deploy.py --load DIR [--processes 5]
 
 The model: ResNet-18 v1 (torchvision's shapes) built with onnx.helper and seeded random
 weights (vtatune.deploy.models.resnet18), or torchvision's own resnet18 exported when
@@ -19,6 +21,13 @@ elements, largest difference in quantization steps); ``--exact`` deploys a secon
 with the requantization on the CPU wherever VTA's half-up rounding could differ (VTA runs
 such layers once per accumulator byte) and reports that run too. The machine is shared: the
 load average is printed beside the figures.
+
+``--bundle DIR`` saves the (default) build as a bundle in DIR and reports its size (in all
+and by part) and, from three fresh processes each, the seconds ``vtatune.deploy.load``
+takes (checksums, programs decoded, constants uploaded, regions registered, TVM's VM
+created), the process's whole start (Python, imports, load) and whether the loaded model's
+output equals the building process's. ``--load DIR`` only times loading the bundle DIR (no
+build, no run) in ``--processes`` fresh processes: the runtime's imports and ``load``.
 """
 
 from __future__ import annotations
@@ -26,6 +35,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import subprocess
 import sys
 import time
 import warnings
@@ -83,7 +93,67 @@ def one_deploy(model, x, hw, log, exact):  # type: ignore[no-untyped-def]
         compiled = compile_model(model, hw=hw, log=log, exact=exact, device=device)
         result = compiled.run(x)
     total = time.perf_counter() - t0
-    return result, total, device.seconds, [str(w.message) for w in caught]
+    return result, total, device.seconds, [str(w.message) for w in caught], compiled
+
+
+#: Run in a fresh process: load the bundle, run it once on the input, compare.
+_LOAD = """
+import sys, time
+t0 = time.perf_counter()
+import numpy as np
+from vtatune.deploy.runtime import load
+t1 = time.perf_counter()
+model = load(sys.argv[1])
+t2 = time.perf_counter()
+same = bool(np.array_equal(model.run(np.load(sys.argv[2])).output, np.load(sys.argv[3])))
+print(t1 - t0, t2 - t1, same)
+"""
+
+
+#: Run in a fresh process: import the runtime, load the bundle; the seconds of each.
+_LOAD_ONLY = """
+import sys, time
+t0 = time.perf_counter()
+from vtatune.deploy.runtime import load
+t1 = time.perf_counter()
+load(sys.argv[1])
+print(t1 - t0, time.perf_counter() - t1)
+"""
+
+
+def load_only(path: Path, processes: int) -> int:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    print(f"loading {path} in {processes} fresh processes; load average "
+          f"{os.getloadavg()[0]:.1f}")
+    for _ in range(processes):
+        out = subprocess.run([sys.executable, "-c", _LOAD_ONLY, str(path)], capture_output=True,
+                             text=True, check=True, env=env).stdout.split()
+        print(f"  runtime imports {float(out[0]):.3f} s, load {float(out[1]):.3f} s")
+    return 0
+
+
+def bundle_figures(compiled, result, x, path: Path, processes: int = 3) -> dict:  # type: ignore[no-untyped-def]
+    t0 = time.perf_counter()
+    compiled.save(path)
+    save_s = time.perf_counter() - t0
+    parts: dict[str, int] = {}
+    for f in path.rglob("*"):
+        if f.is_file():
+            part = f.relative_to(path).parts[0]
+            parts[part] = parts.get(part, 0) + f.stat().st_size
+    np.save(path.parent / "bench_x.npy", x)
+    np.save(path.parent / "bench_y.npy", result.output)
+    loads = []
+    for _ in range(processes):
+        t0 = time.perf_counter()
+        out = subprocess.run([sys.executable, "-c", _LOAD, str(path),
+                              str(path.parent / "bench_x.npy"), str(path.parent / "bench_y.npy")],
+                             capture_output=True, text=True, check=True,
+                             env={**os.environ, "PYTHONPATH": str(ROOT)}).stdout.split()
+        loads.append({"import_seconds": float(out[0]), "load_seconds": float(out[1]),
+                      "process_seconds": time.perf_counter() - t0, "same_output": out[2] == "True"})
+    return {"bytes": sum(parts.values()), "bytes_by_part": parts, "save_seconds": save_s,
+            "fresh_processes": loads}
 
 
 def main() -> int:
@@ -95,7 +165,13 @@ def main() -> int:
     ap.add_argument("--exact", action="store_true")
     ap.add_argument("--torch", action="store_true")
     ap.add_argument("--out", metavar="FILE.json")
+    ap.add_argument("--bundle", metavar="DIR", help="save the build as a bundle here and time "
+                                                    "loading it in fresh processes")
+    ap.add_argument("--load", metavar="DIR", help="only time loading the bundle DIR")
+    ap.add_argument("--processes", type=int, default=5, metavar="N")
     args = ap.parse_args()
+    if args.load:
+        return load_only(Path(args.load), args.processes)
     hw = HardwareConfig.resolve(args.hw)
     load = os.getloadavg()[0]
     t0 = time.perf_counter()
@@ -117,7 +193,7 @@ def main() -> int:
     refs = {engine: reference(model, x, engine) for engine in ("tvm", "onnxruntime")}
     runs = []
     for exact in (False, True) if args.exact else (False,):
-        result, total, vta_s, warned = one_deploy(model, x, hw, args.log, exact)
+        result, total, vta_s, warned, compiled = one_deploy(model, x, hw, args.log, exact)
         checks = {e: agreement(result.output, r, step) for e, r in refs.items()}
         runs.append({
             "exact": exact, "seconds_total": total, "seconds": result.seconds,
@@ -131,6 +207,8 @@ def main() -> int:
             "agreement": {e: {"exact": a.exact, "elements": a.elements, "share": a.share,
                               "max_steps": a.max_steps} for e, a in checks.items()},
             "warnings": warned})
+        if args.bundle and not exact:
+            runs[-1]["bundle"] = bundle_figures(compiled, result, x, Path(args.bundle))
     report = {"model": source, "hw": hw.target_model, "log": args.log,
               "power_of_two_scales": not args.float_scales, "prepare_seconds": prep,
               "load_average": load, "runs": runs}
@@ -153,6 +231,16 @@ def main() -> int:
                   f"({100 * a['share']:.1f} %), at most {a['max_steps']} step(s) apart")
         for w in r["warnings"]:
             print(f"  warning: {w}")
+        if "bundle" in r:
+            b = r["bundle"]
+            parts = ", ".join(f"{k} {v / 1e6:.2f} MB"
+                              for k, v in sorted(b["bytes_by_part"].items()))
+            print(f"  bundle {args.bundle}: {b['bytes'] / 1e6:.2f} MB ({parts}), saved in "
+                  f"{b['save_seconds']:.2f} s")
+            for p in b["fresh_processes"]:
+                print(f"  fresh process: load {p['load_seconds']:.3f} s (runtime imports "
+                      f"{p['import_seconds']:.3f} s; process start to loaded and run "
+                      f"{p['process_seconds']:.1f} s); output identical: {p['same_output']}")
     if args.out:
         Path(args.out).write_text(json.dumps(report, indent=1) + "\n")
     return 0

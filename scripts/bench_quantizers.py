@@ -38,13 +38,13 @@ def measure(path: Path, hw: str, log: str | None, exact: bool, seed: int) -> dic
     import onnx
 
     from vtatune.deploy import (
+        MAC_OPS,
         agreement,
         compile_model,
         model_input,
         output_step,
         reference,
     )
-    from vtatune.deploy._model import MAC_OPS
 
     proto = onnx.load(str(path))
     nodes = sum(n.op_type in MAC_OPS for n in proto.graph.node)

@@ -292,7 +292,7 @@ def test_bad_input_is_a_deploy_error(residual, tmp_path):
     with pytest.raises(DeployError, match=r"input of shape \[1, 3, 8, 8\]: the model takes "
                                           r"\[1, 32, 8, 8\]"):
         deploy(model, input=np.zeros((1, 3, 8, 8), np.float32))
-    with pytest.raises(DeployError, match="is a float model: VTA runs int8. Quantize it"):
+    with pytest.raises(DeployError, match="is a float model: VTA runs 8-bit integers. Quantize it"):
         deploy(models.mlp())
     with pytest.raises(DeployError, match="log .*missing.jsonl not found"):
         deploy(model, log=tmp_path / "missing.jsonl")

@@ -164,7 +164,8 @@ def test_the_report_says_what_ran_where(files, capsys, tmp_path):
 
 
 @pytest.mark.parametrize("args, message", [
-    (("float",), "mlp.onnx is a float model: VTA runs int8. Quantize it in QDQ format"),
+    (("float",), "mlp.onnx is a float model: VTA runs 8-bit integers. Quantize it in QDQ "
+                 "format"),
     (("int8", "--log", "missing.jsonl"), "log missing.jsonl not found"),
     (("int8", "--log", "ultra96_log"),
      "holds records of ultra96_1x16_i8w8a32_15_15_18_17, none of pynq_1x16_i8w8a32"),

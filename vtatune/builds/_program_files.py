@@ -1,21 +1,9 @@
 """Program files: ``program.json`` (readable) and ``program.bin`` (binary image), written and
 loaded; ``program.c`` is :mod:`._c_source`'s.
 
-``program.bin`` layout (all little-endian)::
-
-    0   8 B  magic b"VTATUNE\\0"
-    8   u16  format version (1)        10  u16  reserved (0)
-    12  u32  metadata bytes (M)        16  u32  instructions (N)
-    20  u32  micro-ops (U)             24  u64  DRAM bytes
-    32  M B  metadata: UTF-8 JSON (hardware config, DRAM tensors, workload, schedule,
-             provenance, ``sha256``), zero-padded to a multiple of 16
-    ..  N x 16 B  instruction words (two little-endian 64-bit units each, simulator.isa)
-    ..  U x 4 B   micro-op words
-
-The hardware config is in the metadata because the instruction fields' widths depend on it.
-``sha256`` is the SHA-256 of the rest of the metadata (compact JSON) and the instruction and
-micro-op words: :func:`load_bin` refuses an image whose contents no longer match it (a
-flipped bit would otherwise run as another program). Images without it still load.
+``program.bin`` is :mod:`simulator.image`'s binary image (its layout and checksum are
+described there); the metadata vtatune writes into it holds the hardware config, the DRAM
+tensors, the workload, schedule and provenance of the build.
 
 Example:
     >>> paths = write_all(build, "out")            # doctest: +SKIP
@@ -26,17 +14,15 @@ Example:
 
 from __future__ import annotations
 
-import hashlib
 import json
-import struct
 from dataclasses import dataclass, fields
 from enum import IntEnum
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from simulator.errors import VTAError
 from simulator.hardware import HardwareConfig
+from simulator.image import FORMAT, ImageError, decode, encode, program_of, tensors_meta
 from simulator.isa import (
     AluInsn,
     AluOp,
@@ -47,26 +33,13 @@ from simulator.isa import (
     MemInsn,
     Opcode,
     Uop,
-    decode_insn,
-    decode_uop,
     describe,
-    encode_insn,
-    encode_uop,
 )
-from simulator.program import DramTensor, Program
+from simulator.program import Program
 from vtatune import __version__
 from vtatune.errors import VtatuneError
 from vtatune.scoring import simulate
 from vtatune.workloads import WORKLOAD_CLASSES, Workload
-
-MAGIC = b"VTATUNE\0"
-
-
-FORMAT = 1
-
-
-_HEAD = struct.Struct("<8sHHIIIQ")  # 32 bytes
-
 
 LOAD, COMPUTE, STORE = 1, 2, 3  # the runtime's stage numbers (DepPush/DepPop queue ids)
 
@@ -109,9 +82,7 @@ def _meta(source: Any) -> dict[str, Any]:
         "vtatune": __version__,
         "hw": {"target": hw.target, "bitstream": hw.bitstream, "model": hw.target_model,
                "clock_mhz": hw.clock_mhz, "config": hw.to_dict()},
-        "tensors": [{"name": t.name, "address": t.address, "shape": list(t.shape),
-                     "dtype": t.dtype, "role": t.role, "nbytes": t.nbytes}
-                    for t in program.tensors],
+        "tensors": tensors_meta(program),
         "dram_bytes": program.dram_bytes,
     }
     if isinstance(source, LoadedProgram):
@@ -130,72 +101,25 @@ def _meta(source: Any) -> dict[str, Any]:
 
 def _program_from_meta(meta: dict[str, Any], insns: tuple, uops: tuple) -> LoadedProgram:
     try:
-        hw = HardwareConfig.from_dict(meta["hw"]["config"])
-        tensors = tuple(DramTensor(t["name"], int(t["address"]), tuple(t["shape"]),
-                                   t["dtype"], t["role"]) for t in meta["tensors"])
-        program = Program(insns, uops, tensors, int(meta["dram_bytes"]))
-    except (KeyError, TypeError, ValueError) as exc:
-        raise ExportError(f"program metadata is incomplete ({exc})") from None
-    return LoadedProgram(program, hw, meta)
+        image = program_of(meta, insns, uops)
+    except ImageError as exc:
+        raise ExportError(str(exc)) from None
+    return LoadedProgram(image.program, image.hw, image.meta)
 
 
 # --- program.bin --------------------------------------------------------------------------
 def to_bin(source: Any) -> bytes:
     """The binary image of a Build or LoadedProgram."""
-    program, hw = source.program, source.hw
-    body = b"".join(encode_insn(i, hw) for i in program.instructions)
-    uops = struct.pack(f"<{len(program.uops)}I", *(encode_uop(u, hw) for u in program.uops))
-    meta_dict = _meta(source)
-    meta_dict["sha256"] = _digest(meta_dict, body + uops)
-    meta = json.dumps(meta_dict, separators=(",", ":")).encode()
-    meta += b"\0" * (-(_HEAD.size + len(meta)) % 16)
-    head = _HEAD.pack(MAGIC, FORMAT, 0, len(meta), len(program.instructions),
-                      len(program.uops), program.dram_bytes)
-    return head + meta + body + uops
-
-
-def _digest(meta: dict[str, Any], code: bytes) -> str:
-    """SHA-256 of the metadata (without this field) and the instruction and micro-op words:
-    any changed bit of what a run depends on changes it."""
-    text = json.dumps({k: v for k, v in meta.items() if k != "sha256"}, separators=(",", ":"))
-    return hashlib.sha256(text.encode() + code).hexdigest()
+    return encode(source.program, source.hw, _meta(source))
 
 
 def from_bin(data: bytes, name: str = "program.bin") -> LoadedProgram:
     """Inverse of :func:`to_bin`; a damaged image raises ExportError naming the problem."""
-    if len(data) < _HEAD.size:
-        raise ExportError(f"{name}: {len(data)} bytes is too short for a program image")
-    magic, version, _, meta_len, n_insns, n_uops, dram = _HEAD.unpack_from(data)
-    if magic != MAGIC:
-        raise ExportError(f"{name}: not a vtatune program image (bad magic)")
-    if version != FORMAT:
-        raise ExportError(f"{name}: program image format {version}, this vtatune reads "
-                          f"{FORMAT}")
-    start = _HEAD.size + meta_len
-    want = start + 16 * n_insns + 4 * n_uops
-    if len(data) != want:
-        raise ExportError(f"{name}: {len(data)} bytes, the header announces {want} "
-                          "(truncated or damaged)")
     try:
-        meta = json.loads(data[_HEAD.size:start].rstrip(b"\0"))
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        raise ExportError(f"{name}: damaged metadata") from None
-    stored = meta.get("sha256") if isinstance(meta, dict) else None
-    if stored is not None and (stored != _digest(meta, data[start:])
-                               or meta.get("dram_bytes") != dram):
-        raise ExportError(f"{name}: the contents differ from the SHA-256 stored when vtatune "
-                          "wrote it (the file was changed or damaged), so its instructions, "
-                          "cycles and results may not be the build's; rebuild it")
-    try:
-        hw = HardwareConfig.from_dict(meta["hw"]["config"])
-        insns = tuple(decode_insn(data[start + 16 * i:start + 16 * i + 16], hw)
-                      for i in range(n_insns))
-        words = struct.unpack_from(f"<{n_uops}I", data, start + 16 * n_insns)
-        uops = tuple(decode_uop(w, hw) for w in words)
-    except (VTAError, KeyError, TypeError) as exc:
-        raise ExportError(f"{name}: {exc}") from None
-    meta["dram_bytes"] = dram
-    return _program_from_meta(meta, insns, uops)
+        image = decode(data, name)
+    except ImageError as exc:
+        raise ExportError(str(exc)) from None
+    return LoadedProgram(image.program, image.hw, image.meta)
 
 
 def write_bin(source: Any, path: str | Path) -> Path:

@@ -24,7 +24,8 @@ from vtatune import __version__
 from vtatune.cli._common import Parser, UsageError, check_optional, say_compiling
 
 #: The command modules, in the order their commands are listed by ``--help``.
-MODULES = ("simulate", "tune", "network", "design", "build", "logs", "autotvm", "deploy")
+MODULES = ("simulate", "tune", "network", "design", "build", "logs", "autotvm", "deploy",
+           "run")
 
 
 def build_parser() -> argparse.ArgumentParser:

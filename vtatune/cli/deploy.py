@@ -35,6 +35,7 @@ _EXAMPLES = (
     "python -m vtatune deploy model.onnx --log logs/resnet18-pynq.jsonl",
     "python -m vtatune deploy model.onnx --hw sim --input x.npy --output y.npy --json",
     "python -m vtatune deploy float.onnx --calibration samples.npy --check",
+    "python -m vtatune deploy model.onnx --save model.bundle",
 )
 
 
@@ -70,6 +71,9 @@ def register(sub: Any) -> None:
                         "shape, dtype, SHA-256 and file, ...")
     p.add_argument("--json-values", action="store_true",
                    help="--json with the output's values too (output: nested lists)")
+    p.add_argument("--save", metavar="DIR",
+                   help="save the built model as a bundle in DIR (whole or not at all), which "
+                        "`vtatune run DIR` runs without building")
     p.set_defaults(func=cmd_deploy)
 
 
@@ -126,6 +130,8 @@ def cmd_deploy(args: argparse.Namespace) -> int:
     compiled = compile_model(args.model, hw=args.hw, log=args.log, tune_trials=args.tune_trials,
                              calibration=calibration, exact=args.exact)
     result = compiled.run(x, args.seed)
+    if args.save:
+        compiled.save(args.save)
     try:
         with open(out, "wb") as f:  # a file object: np.save adds no ".npy" to the name
             np.save(f, result.output)
@@ -144,6 +150,8 @@ def cmd_deploy(args: argparse.Namespace) -> int:
     if args.json or args.json_values:
         d = result.as_dict(values=args.json_values)
         d["output_file"] = str(out)
+        if args.save:
+            d["bundle"] = args.save
         if checks:
             d["check"] = {e: {"exact": a.exact, "elements": a.elements,
                               "max_steps": a.max_steps} for e, (_, a) in checks.items()}
@@ -155,4 +163,6 @@ def cmd_deploy(args: argparse.Namespace) -> int:
     s = result.seconds
     print(f"output {'x'.join(map(str, result.output.shape))} {result.output.dtype} saved to "
           f"{out}; " + ", ".join(f"{k} {v:.2f} s" for k, v in s.items()))
+    if args.save:
+        print(f"bundle saved to {args.save} (run it: python -m vtatune run {args.save})")
     return 0

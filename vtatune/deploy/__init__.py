@@ -8,7 +8,9 @@ log, the rest by TVM for the CPU. Running it runs the offloaded layers on a
 :class:`Device` (here vtatune's functional VTA, bit-exact, timed by the timing model).
 
 This is the only package of vtatune that imports TVM (``apache-tvm``, the ``tvm`` extra),
-and only when a function here needs it: ``import vtatune.deploy`` does not.
+and only when a function here needs it: ``import vtatune.deploy`` does not. Its names are
+loaded on first use (as ``vtatune``'s are), so that ``vtatune.deploy.runtime`` and
+:func:`load` import none of the compiler.
 
 - ``_tvm``: the lazy import, the supported release (:data:`TVM_VERSION`);
 - ``_match``: what a pattern match is (:class:`LayerSpec`) and whether VTA runs it (the
@@ -19,7 +21,10 @@ and only when a function here needs it: ``import vtatune.deploy`` does not.
   the CPU (:class:`Requantization`);
 - ``_schedules``: the schedule of each offloaded layer, from a log or the fallback;
 - ``_region``, ``_codegen``: the code generator and the offloaded calls;
-- ``_device``: the device interface and the simulated device;
+- ``_bundle``: a compiled model saved as a bundle (:func:`save`);
+- :mod:`vtatune.deploy.runtime`: what runs a built or loaded model, apart from the compiler
+  (a board needs it, numpy and TVM's runtime only): the device interface and the simulated
+  device, the regions as they run, :func:`load` of a bundle;
 - ``_quantize``: quantizing a float model with onnxruntime (power-of-two scales);
 - ``_model``: the ONNX model (:func:`load_model`, :func:`model_input`, ...);
 - ``_deploy``: :func:`compile_model`, :func:`deploy`, :func:`reference`, :func:`agreement`;
@@ -34,48 +39,96 @@ Example (see ``docs/deploy.md``):
     [('conv2d_1', 532899)]
 """
 
-from vtatune.deploy._deploy import (
-    Agreement,
-    CompiledModel,
-    DeployResult,
-    agreement,
-    compile_model,
-    deploy,
-    reference,
-)
-from vtatune.deploy._device import Buffer, Device, SimulatedDevice
-from vtatune.deploy._errors import DeployError
-from vtatune.deploy._match import (
-    LayerSpec,
-    QParams,
-    refusal,
-    refusals,
-    spec_of,
-    workload_of,
-)
-from vtatune.deploy._model import (
-    check_input,
-    is_quantized,
-    load_model,
-    model_input,
-    model_macs,
-    output_step,
-    random_input,
-)
-from vtatune.deploy._partition import external_functions, partition
-from vtatune.deploy._patterns import PREFIX, Partitioning, Refusal, pattern_entries, register
-from vtatune.deploy._quantize import quantize
-from vtatune.deploy._region import CpuOp, OffloadedCall, same_memory
-from vtatune.deploy._requantize import Requantization
-from vtatune.deploy._schedules import LayerBuilder, LayerPrograms
-from vtatune.deploy._tvm import TVM_VERSION
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+#: The public API: each name and the module that defines it.
+_API = {
+    **dict.fromkeys(("Agreement", "CompiledModel", "agreement", "compile_model", "deploy",
+                     "reference"), "vtatune.deploy._deploy"),
+    "save": "vtatune.deploy._bundle",
+    "DeployError": "vtatune.deploy._errors",
+    **dict.fromkeys(("LayerSpec", "QParams", "refusal", "refusals", "spec_of",
+                     "workload_of"), "vtatune.deploy._match"),
+    **dict.fromkeys(("MAC_OPS", "is_quantized", "load_model", "model_input", "model_macs",
+                     "output_step"), "vtatune.deploy._model"),
+    **dict.fromkeys(("external_functions", "partition"), "vtatune.deploy._partition"),
+    **dict.fromkeys(("PREFIX", "Partitioning", "Refusal", "pattern_entries", "register"),
+                    "vtatune.deploy._patterns"),
+    "quantize": "vtatune.deploy._quantize",
+    "Requantization": "vtatune.deploy._requantize",
+    **dict.fromkeys(("LayerBuilder", "LayerPrograms"), "vtatune.deploy._schedules"),
+    "TVM_VERSION": "vtatune.deploy._tvm",
+    **dict.fromkeys(("Buffer", "CpuOp", "DeployResult", "DeployedModel", "Device",
+                     "OffloadedCall", "SimulatedDevice", "check_input", "device_from_spec",
+                     "load", "random_input", "same_memory"), "vtatune.deploy.runtime"),
+}
 
 __all__ = [
-    "Agreement", "Buffer", "CompiledModel", "CpuOp", "DeployError", "DeployResult", "Device",
-    "LayerBuilder", "LayerPrograms", "LayerSpec", "OffloadedCall", "PREFIX", "Partitioning",
-    "QParams", "Refusal", "Requantization", "SimulatedDevice", "TVM_VERSION", "agreement",
-    "check_input", "compile_model", "deploy", "external_functions", "is_quantized",
-    "load_model", "model_input", "model_macs", "output_step", "partition", "pattern_entries",
-    "quantize", "random_input", "reference", "refusal", "refusals", "register", "same_memory",
-    "spec_of", "workload_of",
+    "MAC_OPS", "Agreement", "Buffer", "CompiledModel", "CpuOp", "DeployError", "DeployResult",
+    "DeployedModel", "Device", "LayerBuilder", "LayerPrograms", "LayerSpec", "OffloadedCall",
+    "PREFIX", "Partitioning", "QParams", "Refusal", "Requantization", "SimulatedDevice",
+    "TVM_VERSION", "agreement", "check_input", "compile_model", "deploy", "device_from_spec",
+    "external_functions", "is_quantized", "load", "load_model", "model_input", "model_macs",
+    "output_step", "partition", "pattern_entries", "quantize", "random_input", "reference",
+    "refusal", "refusals", "register", "same_memory", "save", "spec_of", "workload_of",
 ]
+
+if TYPE_CHECKING:
+    from vtatune.deploy._bundle import save
+    from vtatune.deploy._deploy import (
+        Agreement,
+        CompiledModel,
+        agreement,
+        compile_model,
+        deploy,
+        reference,
+    )
+    from vtatune.deploy._errors import DeployError
+    from vtatune.deploy._match import (
+        LayerSpec,
+        QParams,
+        refusal,
+        refusals,
+        spec_of,
+        workload_of,
+    )
+    from vtatune.deploy._model import (
+        MAC_OPS,
+        is_quantized,
+        load_model,
+        model_input,
+        model_macs,
+        output_step,
+    )
+    from vtatune.deploy._partition import external_functions, partition
+    from vtatune.deploy._patterns import PREFIX, Partitioning, Refusal, pattern_entries, register
+    from vtatune.deploy._quantize import quantize
+    from vtatune.deploy._requantize import Requantization
+    from vtatune.deploy._schedules import LayerBuilder, LayerPrograms
+    from vtatune.deploy._tvm import TVM_VERSION
+    from vtatune.deploy.runtime import (
+        Buffer,
+        CpuOp,
+        DeployedModel,
+        DeployResult,
+        Device,
+        OffloadedCall,
+        SimulatedDevice,
+        check_input,
+        device_from_spec,
+        load,
+        random_input,
+        same_memory,
+    )
+
+
+def __getattr__(name: str) -> Any:
+    module = _API.get(name)
+    if module is None:
+        raise AttributeError(f"module 'vtatune.deploy' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

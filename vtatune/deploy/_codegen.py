@@ -8,8 +8,9 @@ with the same annotations the check function accepted: ``_match.spec_of``), fuse
 ``_region``), and registers a packed function under the function's ``global_symbol``.
 ``RunCodegen`` turns the call into ``R.call_dps_packed(symbol, args, out_ty)``, and TVM's
 VM finds the symbol in the global function registry when the model runs. It returns no
-runtime module: the registered functions live in this process (an exported library would
-need them registered again before its VM is created).
+runtime module: the registered functions live in this process; a saved bundle carries what
+they run (programs, packed constants, the plan of each region), and loading it registers
+them again before its VM is created (:mod:`vtatune.deploy.runtime`).
 """
 
 from __future__ import annotations
@@ -21,15 +22,15 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
 from vtatune.deploy._device import Device
 from vtatune.deploy._errors import DeployError
 from vtatune.deploy._match import LayerSpec, Unsupported, spec_of
 from vtatune.deploy._patterns import annotations, kind_of, register
-from vtatune.deploy._region import Region, RegionPlan, Trace, VtaLayer, from_int8
+from vtatune.deploy._region import Region, RegionPlan, Trace, VtaLayer
 from vtatune.deploy._schedules import LayerBuilder
 from vtatune.deploy._tvm import tvm
+from vtatune.deploy.runtime import packed_function
+from vtatune.deploy.runtime._tvm import register as register_region
 
 #: The name TVM's RunCodegen looks the code generator up by (``relax.ext.<Codegen>``).
 CODEGEN = "relax.ext.vta"
@@ -146,31 +147,10 @@ def plan_region(symbol: str, func: Any, state: Session) -> RegionPlan:
     return RegionPlan(symbol, tuple(params), tuple(layers), outputs)
 
 
-def _packed_function(region: Region) -> Any:
-    """What TVM's VM calls, destination-passing style: ``f(*inputs, *outputs)``."""
-    n_in = len(region.plan.params)
-
-    def call(*args: Any) -> None:
-        try:
-            inputs = [np.from_dlpack(a) for a in args[:n_in]]
-            outputs = region.run(inputs)
-            dests = args[n_in:]
-            if len(dests) != len(outputs):
-                raise DeployError(f"{region.plan.symbol}: {len(dests)} outputs given, "
-                                  f"{len(outputs)} computed")
-            for dest, y in zip(dests, outputs, strict=True):
-                dest.copyfrom(from_int8(y, str(dest.dtype)))
-        except Exception as exc:  # kept: TVM hands its caller a RuntimeError
-            region.trace.error = exc
-            raise
-
-    return call
-
-
 def vta_codegen(functions: Any, options: Any, constant_names: Any) -> list[Any]:
     """``relax.ext.vta(functions, options, constant_names) -> [runtime.Module]``: builds and
     registers each function for the active session; no runtime module."""
-    t = tvm()
+    tvm()
     state = _SESSION.get()
     if state is None:
         raise DeployError("relax.ext.vta runs inside vtatune.deploy.compile_model (it needs "
@@ -181,7 +161,7 @@ def vta_codegen(functions: Any, options: Any, constant_names: Any) -> list[Any]:
             region = Region(plan_region(symbol, func, state), state.device, state.builder,
                             state.trace, state.exact)
             state.regions[symbol] = region
-            t.register_global_func(symbol, _packed_function(region), override=True)
+            register_region(symbol, packed_function(region))
     except Exception as exc:  # kept: RunCodegen's caller would see a RuntimeError
         state.trace.error = exc
         raise

@@ -10,12 +10,10 @@ quantization steps.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import time
 import warnings
-from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -25,125 +23,18 @@ from simulator.hardware import HardwareConfig
 from vtatune.builds import FallbackWarning
 from vtatune.deploy._device import Device, SimulatedDevice
 from vtatune.deploy._errors import DeployError
-from vtatune.deploy._model import (
-    check_input,
-    is_quantized,
-    load_model,
-    model_input,
-    model_macs,
-    random_input,
-)
+from vtatune.deploy._model import is_quantized, load_model, model_input, model_macs
 from vtatune.deploy._partition import partition
 from vtatune.deploy._patterns import Partitioning
-from vtatune.deploy._region import CpuOp, OffloadedCall, Trace
+from vtatune.deploy._region import CpuOp, Region, Trace
 from vtatune.deploy._schedules import NO_LOG, LayerBuilder
 from vtatune.deploy._tvm import tvm
+from vtatune.deploy.runtime import DeployedModel, DeployResult, check_input, reraised
 
 #: What TVM compiles the CPU's part for.
 TARGET = "llvm"
 #: The op at the core of each layer kind VTA could run (CPU ops VTA refused get a reason).
 _ANCHOR_OPS = ("nn.conv2d", "nn.conv2d_transpose", "matmul", "add", "nn.relu")
-
-
-@dataclass(frozen=True, eq=False)
-class DeployResult:
-    """One inference of a deployed model.
-
-    ``offloaded``: every VTA layer in the order it ran (:class:`OffloadedCall`: op,
-    workload, schedule source, requantization, cycles); ``cpu_ops``: everything the CPU ran
-    in order (:class:`CpuOp`: TVM's compiled ops, and vtatune's packing around the VTA
-    calls), every reason on the layers VTA could have run; ``vta_cycles``: the offloaded
-    layers' cycles in all (timing model); ``output``: the model's output; ``model_macs``:
-    the model's multiply-accumulates (:func:`~vtatune.deploy.model_macs`)."""
-
-    model: str
-    hw: HardwareConfig
-    device: str
-    offloaded: tuple[OffloadedCall, ...]
-    cpu_ops: tuple[CpuOp, ...]
-    vta_cycles: int
-    output: np.ndarray
-    seconds: dict[str, float] = field(default_factory=dict)
-    model_macs: int = 0
-
-    @property
-    def vta_ms(self) -> float:
-        """The VTA layers' time at the board's clock."""
-        return self.vta_cycles / (self.hw.clock_mhz * 1e3)
-
-    @property
-    def vta_macs(self) -> int:
-        """The multiply-accumulates of the layers VTA ran, as the model has them (padded
-        channels not counted)."""
-        return sum(c.macs for c in self.offloaded)
-
-    @property
-    def vta_mac_share(self) -> float:
-        """The share of the model's multiply-accumulates that ran on VTA."""
-        return self.vta_macs / self.model_macs if self.model_macs else 0.0
-
-    def as_dict(self, values: bool = False) -> dict[str, Any]:
-        """The ``deploy --json`` object: the output as its shape, dtype and
-        :func:`output_sha256` (a 128x128 output's values are 340 KB of JSON); ``values``:
-        the values too (``output``, nested lists)."""
-        return {"model": self.model, "hw": self.hw.target_model, "device": self.device,
-                "offloaded": [c.as_dict() for c in self.offloaded],
-                "cpu_ops": [c.as_dict() for c in self.cpu_ops],
-                "vta_cycles": self.vta_cycles, "vta_ms": self.vta_ms,
-                "vta_macs": self.vta_macs, "model_macs": self.model_macs,
-                "vta_mac_share": self.vta_mac_share,
-                "output_shape": list(self.output.shape), "output_dtype": str(self.output.dtype),
-                "output_sha256": output_sha256(self.output),
-                **({"output": self.output.tolist()} if values else {}),
-                "seconds": dict(self.seconds)}
-
-    def report(self) -> str:
-        """What ran where, as the ``deploy`` command prints it."""
-        lines = [f"{self.model} on {self.hw.target_model} ({self.device})", "",
-                 f"VTA: {len(self.offloaded)} offloaded layers, "
-                 f"{100 * self.vta_mac_share:.1f} % of the model's multiply-accumulates "
-                 f"({self.vta_macs:,} of {self.model_macs:,})"]
-        if self.offloaded:
-            rows = [("layer", "workload", "schedule from", "requantization", "passes",
-                     "cycles")]
-            rows += [(c.layer, c.workload, c.provenance, c.requantization, str(c.passes),
-                      f"{c.cycles:,}") for c in self.offloaded]
-            lines += _table(rows, right=(4, 5))
-            for c in self.offloaded:
-                notes = list(c.notes) + ([f"padding costs {c.padding_cycles:,} cycles"]
-                                         if c.padding_cycles else [])
-                lines += [f"  {c.layer}: {'; '.join(notes)}"] if notes else []
-        tvm_ops = [c for c in self.cpu_ops if c.by == "tvm"]
-        host = [c for c in self.cpu_ops if c.by == "vtatune"]
-        lines += ["", f"CPU: {len(tvm_ops)} ops compiled by TVM ({_counts(tvm_ops)})"]
-        lines += [f"  {c.op} -> {c.shape}: {c.reason}" for c in tvm_ops if c.reason]
-        lines.append(f"CPU: {len(host)} ops of vtatune's runtime around the VTA calls"
-                     + (f" ({_counts(host)})" if host else ""))
-        lines += ["", f"VTA time: {self.vta_cycles:,} cycles = {self.vta_ms:.3f} ms at "
-                      f"{self.hw.clock_mhz:g} MHz (timing model)"]
-        return "\n".join(lines)
-
-
-def output_sha256(output: np.ndarray) -> str:
-    """SHA-256 (hex) of ``output``'s values as little-endian bytes in C order: what
-    ``hashlib.sha256(np.load(f).astype(a.dtype.newbyteorder("<")).tobytes())`` gives for the
-    saved file, whatever the machine's byte order."""
-    a = np.ascontiguousarray(output, dtype=output.dtype.newbyteorder("<"))
-    return hashlib.sha256(a.tobytes()).hexdigest()
-
-
-def _counts(ops: list[CpuOp]) -> str:
-    counts: dict[str, int] = {}
-    for c in ops:
-        counts[c.op] = counts.get(c.op, 0) + 1
-    return ", ".join(f"{op} x{n}" for op, n in counts.items())
-
-
-def _table(rows: list[tuple[str, ...]], right: tuple[int, ...] = ()) -> list[str]:
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return ["  " + "  ".join(c.rjust(w) if i in right else c.ljust(w)
-                             for i, (c, w) in enumerate(zip(r, widths, strict=True))).rstrip()
-            for r in rows]
 
 
 def _import(model: Any, shape: tuple[int, ...], name: str) -> Any:
@@ -187,59 +78,35 @@ def _run_vm(vm: Any, x: np.ndarray) -> np.ndarray:
 
 
 # --- building ---------------------------------------------------------------------------------
-class CompiledModel:
-    """A model built for VTA and the CPU: :meth:`run` it on inputs (each run is one
-    inference, with its own trace of offloaded calls)."""
+class CompiledModel(DeployedModel):
+    """A model built for VTA and the CPU in this process: :meth:`run` it on inputs (each
+    run is one inference, with its own trace of offloaded calls), :meth:`save` it as a
+    bundle. ``model``: the ONNX model built (quantized here when it came as float);
+    ``model_sha256``: the SHA-256 of the model given (its file, or its serialized proto);
+    ``executable``: TVM's build of the CPU's part; ``regions``: the offloaded regions by
+    symbol; ``output_spec``: the output's shape and dtype."""
 
     def __init__(self, name: str, model: Any, hw: HardwareConfig, device: Device,
                  input_spec: tuple[str, tuple[int, ...], np.dtype], vm: Any, trace: Trace,
                  main_ops: list[tuple[str, CpuOp | None]], partitioning: Partitioning,
-                 seconds: dict[str, float]) -> None:
-        self.name = name
-        self.model = model  # the ONNX model built (quantized here when it came as float)
-        self.hw = hw
-        self.device = device
-        self.input_name, self.input_shape, self.input_dtype = input_spec
-        self.vm = vm
-        self.trace = trace
-        self.main_ops = main_ops
+                 seconds: dict[str, float], *, model_sha256: str = "", executable: Any = None,
+                 regions: dict[str, Region] | None = None,
+                 output_spec: tuple[tuple[int, ...], np.dtype] | None = None) -> None:
+        super().__init__(name, hw, device, input_spec, vm, trace, main_ops, seconds,
+                         model_macs(model))
+        self.model = model
         self.partitioning = partitioning
-        self.seconds = seconds
-        self.model_macs = model_macs(model)
+        self.model_sha256 = model_sha256
+        self.executable = executable
+        self.regions = regions or {}
+        self.output_spec = output_spec
 
-    def run(self, x: Any = None, seed: int = 0) -> DeployResult:
-        """One inference on ``x`` (None: :func:`random_input` with ``seed``)."""
-        x = random_input(self.input_shape, self.input_dtype, seed) if x is None \
-            else check_input(x, self.input_shape, self.input_dtype)
-        self.trace.calls.clear()
-        self.trace.host_ops.clear()
-        self.trace.error = None
-        t0 = time.perf_counter()
-        with _reraised(self.trace):
-            output = _run_vm(self.vm, x)
-        seconds = {**self.seconds, "run": time.perf_counter() - t0}
-        cpu: list[CpuOp] = []
-        for symbol, op in self.main_ops:
-            if op is not None:
-                cpu.append(op)
-            else:
-                cpu += [h for s, h in self.trace.host_ops if s == symbol]
-        calls = tuple(self.trace.calls)
-        return DeployResult(self.name, self.hw, self.device.name, calls, tuple(cpu),
-                            sum(c.cycles for c in calls), output, seconds, self.model_macs)
+    def save(self, path: str | Path) -> Path:
+        """The model as a bundle in the directory ``path``, written whole or not at all
+        (:func:`vtatune.deploy.save`)."""
+        from vtatune.deploy._bundle import save
 
-
-@contextlib.contextmanager
-def _reraised(trace: Trace) -> Iterator[None]:
-    """The exception a function TVM called raised, as it was (TVM turns it into a
-    RuntimeError on its way back)."""
-    try:
-        yield
-    except Exception:
-        if trace.error is not None:
-            error, trace.error = trace.error, None
-            raise error from None
-        raise
+        return save(self, path)
 
 
 def _main_ops(mod: Any, state: Partitioning) -> list[tuple[str, CpuOp | None]]:
@@ -321,13 +188,13 @@ def compile_model(model: Any, *, hw: HardwareConfig | str | None = None,
     seconds: dict[str, float] = {}
     t0 = time.perf_counter()
     proto, name = load_model(model)
+    digest = _model_sha256(model, proto)
     if not is_quantized(proto):
         if calibration is None:
             raise DeployError(
-                f"{name} is a float model: VTA runs int8. Quantize it in QDQ format "
-                "(onnxruntime.quantization.quantize_static, QuantType.QInt8, "
-                "ActivationSymmetric=True) or give calibration inputs (--calibration X.npy) "
-                "to have vtatune do it")
+                f"{name} is a float model: VTA runs 8-bit integers. Quantize it in QDQ "
+                "format (onnxruntime.quantization.quantize_static, any of its options) or "
+                "give calibration inputs (--calibration X.npy) to have vtatune do it")
         proto = quantize(proto, calibration)
     input_spec = model_input(proto)
     mod = _import(proto, input_spec[1], input_spec[0])
@@ -338,8 +205,12 @@ def compile_model(model: Any, *, hw: HardwareConfig | str | None = None,
     seconds["partition"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     codegen = Session(device, builder, exact)
-    with builder, session(codegen), _reraised(codegen.trace):
+    with builder, session(codegen), reraised(codegen.trace):
         mod = relax.transform.RunCodegen()(mod)
+    # RunCodegen keeps the offloaded functions' constants for codegens whose runtime modules
+    # read them; vtatune packed its own when it built the regions, so the CPU's part (and a
+    # bundle's exported library) does not carry the VTA layers' weights a second time
+    mod = mod.without_attr("const_name_to_constant")
     seconds["codegen"] = time.perf_counter() - t0
     if builder.without_log and codegen.regions:
         warnings.warn(NO_LOG, FallbackWarning, stacklevel=2)
@@ -348,7 +219,27 @@ def compile_model(model: Any, *, hw: HardwareConfig | str | None = None,
     vm = relax.VirtualMachine(executable, t.cpu())
     seconds["build"] = time.perf_counter() - t0
     return CompiledModel(name, proto, hw, device, input_spec, vm, codegen.trace,
-                         _main_ops(mod, state), state, seconds)
+                         _main_ops(mod, state), state, seconds, model_sha256=digest,
+                         executable=executable, regions=codegen.regions,
+                         output_spec=_output_spec(mod))
+
+
+def _model_sha256(model: Any, proto: Any) -> str:
+    """The SHA-256 of the model as given: its file's bytes, or its serialized proto."""
+    if isinstance(model, str | Path):
+        return hashlib.sha256(Path(model).read_bytes()).hexdigest()
+    return hashlib.sha256(proto.SerializeToString()).hexdigest()
+
+
+def _output_spec(mod: Any) -> tuple[tuple[int, ...], np.dtype]:
+    """The shape and dtype of ``main``'s output (its first, for a tuple)."""
+    tvm()
+    from tvm import relax
+
+    info = mod["main"].ret_ty
+    if isinstance(info, relax.TupleType):
+        info = info.fields[0]
+    return tuple(int(s) for s in info.shape), np.dtype(str(info.dtype))
 
 
 def deploy(model: Any, *, log: str | Path | None = None, hw: HardwareConfig | str | None = None,

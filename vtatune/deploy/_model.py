@@ -1,5 +1,6 @@
-"""The ONNX model a deploy takes: reading it, its input (shape, dtype, a seeded random one),
-whether it is quantized, and its output's quantization step."""
+"""The ONNX model a deploy takes: reading it, its input (shape, dtype; checking one and a
+seeded random one: the runtime's, re-exported), whether it is quantized, and its output's
+quantization step."""
 
 from __future__ import annotations
 
@@ -10,6 +11,11 @@ import numpy as np
 
 from vtatune.deploy._errors import DeployError
 from vtatune.deploy._tvm import onnx as _onnx
+from vtatune.deploy.runtime import check_input, random_input
+
+#: (check_input and random_input, which the runtime needs too, live there)
+__all__ = ["QUANTIZED_OPS", "check_input", "is_quantized", "load_model", "model_input",
+           "output_step", "random_input"]
 
 #: ONNX ops that make a model quantized (QDQ, QOperator, integer ops).
 QUANTIZED_OPS = frozenset({"QuantizeLinear", "DequantizeLinear", "QLinearConv",
@@ -104,25 +110,3 @@ def model_macs(model: Any) -> int:
             inner = a[-2] if node.op_type == "Gemm" and trans_a else a[-1]
             total += int(np.prod(out)) * int(inner)
     return total
-
-
-def check_input(x: Any, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
-    """``x`` as the model's input: DeployError for another shape or a float for an integer
-    input."""
-    arr = np.asarray(x)
-    if arr.shape != shape:
-        raise DeployError(f"input of shape {list(arr.shape)}: the model takes {list(shape)}")
-    if arr.dtype != dtype:
-        if np.issubdtype(dtype, np.integer) and not np.issubdtype(arr.dtype, np.integer):
-            raise DeployError(f"input of dtype {arr.dtype}: the model takes {dtype}")
-        arr = arr.astype(dtype)
-    return np.ascontiguousarray(arr)
-
-
-def random_input(shape: tuple[int, ...], dtype: np.dtype, seed: int = 0) -> np.ndarray:
-    """A seeded random input: N(0, 1) floats, or uniform integers of the dtype."""
-    rng = np.random.default_rng(seed)
-    if np.issubdtype(dtype, np.integer):
-        info = np.iinfo(dtype)
-        return rng.integers(info.min, info.max + 1, shape).astype(dtype)
-    return rng.standard_normal(shape).astype(dtype)

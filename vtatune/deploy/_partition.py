@@ -12,8 +12,9 @@ The passes, in order:
    it (the code generator packs them once).
 3. ``MergeCompositeFunctions``: consecutive composites become one function with
    ``Codegen="vta"``, so activations stay on VTA between them.
-4. Each external function gets a short, unique ``global_symbol`` (the merged name lists every
-   op in it), the symbol its offloaded call is found by.
+4. Each external function gets a short ``global_symbol`` (the merged name lists every op in
+   it), unique across processes (a bundle's symbols are registered again where it is
+   loaded), the symbol its offloaded call is found by.
 
 Never fold constants before this: ``FoldConstant`` turns ``dequantize(int8 W)`` into a float
 weight, and no conv matches any more.
@@ -22,6 +23,7 @@ weight, and no conv matches any more.
 from __future__ import annotations
 
 import itertools
+import secrets
 from typing import Any
 
 from simulator.hardware import HardwareConfig
@@ -29,6 +31,9 @@ from vtatune.deploy._patterns import PREFIX, Partitioning, partitioning, registe
 from vtatune.deploy._tvm import tvm
 
 _SYMBOLS = itertools.count(1)
+#: This process's mark in its symbols: a loaded bundle registers the symbols of the process
+#: that built it, which must not take over another model's (TVM's registry is global).
+_PROCESS = secrets.token_hex(4)
 
 
 def duplicate_shared_dequantize(mod: Any) -> Any:
@@ -76,7 +81,7 @@ def partition(mod: Any, hw: HardwareConfig) -> tuple[Any, Partitioning]:
     for gv, func in list(mod.functions.items()):
         if isinstance(func, relax.Function) and func.attrs is not None \
                 and func.attrs.get("Codegen") == PREFIX:
-            mod[gv] = func.with_attr("global_symbol", f"vtatune_vta_{next(_SYMBOLS)}")
+            mod[gv] = func.with_attr("global_symbol", f"vtatune_vta_{_PROCESS}_{next(_SYMBOLS)}")
     return mod, state
 
 

@@ -1,86 +1,36 @@
-"""An offloaded region: the VTA layers of one external function, built into programs, and
-run on a :class:`~vtatune.deploy.Device` each time TVM's VM calls the function.
-
-Activations stay on the device, packed as VTA lays them out, from one VTA layer to the next
-(a producer's output buffer is the consumer's input when their layouts are the same memory:
-:func:`same_memory`). The CPU ops of a region are vtatune's host code around the calls:
-``pack`` (a region input, NCHW, into VTA's layout), ``unpack`` (a region output back),
-``dilate`` (zeros between pixels before a transposed conv, on the packed tensor),
-``repack`` (between layouts that differ: a conv's output read as a dense input on a core
-with BATCH > 1, say), ``border`` (the zero-point border around a conv's input whose zero
-point VTA's zero-padding DMA cannot read: :meth:`LayerSpec.border`) and ``requantize`` (the
-CPU's part of a requantization VTA cannot do: ``_requantize``).
-
-Channel counts that are not whole blocks run padded with zeros (the workload has the padded
-counts: :func:`vtatune.networks.place` with ``pad_channels``): zero weights for the padded
-input channels, zero weights and bias for the padded outputs, which are cut off where the
-tensor leaves VTA. uint8 tensors cross the region's boundary as int8 (``u - 128``).
+"""An offloaded region built: the VTA layers of one external function, each built into
+programs with its weight and bias packed and uploaded once, for the runtime's
+:class:`~vtatune.deploy.runtime.RegionRunner`, which runs them each time TVM's VM calls the
+function (the host ops around the calls, what a call reports: :mod:`vtatune.deploy.runtime`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
-from typing import Any
+from dataclasses import dataclass
 
 import numpy as np
 
-from vtatune.deploy._device import Buffer, Device
 from vtatune.deploy._errors import DeployError
 from vtatune.deploy._match import LayerSpec, workload_of
 from vtatune.deploy._requantize import Requantization
 from vtatune.deploy._schedules import LayerBuilder, LayerPrograms
-from vtatune.lowering import pack_bias, pack_data, pack_weight, unpack_output
-from vtatune.workloads import (
-    AddWorkload,
-    Conv2dTransposeWorkload,
-    Workload,
-    operand_shapes,
+from vtatune.deploy.runtime import (
+    Buffer,
+    CpuOp,
+    Device,
+    OffloadedCall,
+    RegionLayer,
+    RegionRunner,
+    Trace,
+    dilate_packed,
+    pad_channels,
+    same_memory,
 )
+from vtatune.workloads import AddWorkload, Workload, operand_shapes, pack_bias, pack_weight
 
-
-@dataclass(frozen=True)
-class OffloadedCall:
-    """One VTA layer as it ran: ``layer`` (its name in the deployed model), ``op``, the
-    ``workload`` (its epilogue included), its ``schedule`` (the knobs), where that came from
-    (``source``: ``log``, ``fallback`` or ``tuned``; ``provenance``: the log line, or why it
-    fell back), how it was requantized, its VTA passes and their cycles in all; ``macs``:
-    the layer's multiply-accumulates as the model has it; ``padding_cycles``: the share of
-    its cycles spent on channels padded to whole blocks (cycles x (1 - MACs / padded
-    MACs)); ``notes``: what else VTA runs differently (a zero-point border, a rescaled
-    bias's rounding)."""
-
-    layer: str
-    op: str
-    workload: str
-    schedule: str
-    source: str
-    provenance: str
-    requantization: str
-    passes: int
-    cycles: int
-    macs: int = 0
-    padding_cycles: int = 0
-    notes: tuple[str, ...] = ()
-
-    def as_dict(self) -> dict[str, Any]:
-        d = dict(vars(self))
-        d["notes"] = list(self.notes)
-        return d
-
-
-@dataclass(frozen=True)
-class CpuOp:
-    """An op the CPU runs: ``by`` ``tvm`` (an op of the Relax graph, compiled by TVM for the
-    host) or ``vtatune`` (host code around the VTA calls); its output ``shape``; for a
-    layer VTA could have run, ``reason`` says why it did not."""
-
-    op: str
-    shape: str
-    by: str = "tvm"
-    reason: str = ""
-
-    def as_dict(self) -> dict[str, Any]:
-        return {k: v for k, v in vars(self).items() if v != "" or k != "reason"}
+# the run-time names too, where the compiler side has always found them
+__all__ = ["BuiltLayer", "CpuOp", "OffloadedCall", "Region", "RegionPlan", "Trace", "VtaLayer",
+           "build_layer", "dilate_packed", "region_layer", "same_memory"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -121,6 +71,13 @@ class BuiltLayer:
     runs: Workload | None = None
 
     @property
+    def macs(self) -> tuple[int, int]:
+        """The layer's multiply-accumulates as the model has it, and as VTA runs it
+        (channels padded to whole blocks)."""
+        real = self.layer.spec.layer().macs
+        return real, getattr(self.workload, "macs", real)
+
+    @property
     def notes(self) -> tuple[str, ...]:
         spec, notes = self.layer.spec, []
         if spec.border():
@@ -131,89 +88,10 @@ class BuiltLayer:
                      "the CPU's requantization adding back a rounding of up to")
             notes.append(f"bias rescaled to the accumulator's scale, {where} "
                          f"{spec.bias_rounding:.3g} accumulator units")
-        real = spec.layer().macs
-        padded = getattr(self.workload, "macs", real)
+        real, padded = self.macs
         if padded > real:
             notes.append(f"channels padded to whole blocks: {padded / real - 1:.1%} more MACs")
         return tuple(notes)
-
-
-@dataclass
-class _Packed:
-    """A value in VTA's layout: on the device (``buffer``) or, after a CPU requantization,
-    on the host (``host``); ``workload`` produced it (and unpacks it), ``channels`` of its
-    channels are real (the rest pad to whole blocks), ``zero_point``: its int8 zero
-    point."""
-
-    shape: tuple[int, ...]
-    workload: Workload
-    channels: int
-    zero_point: int = 0
-    buffer: Buffer | None = None
-    host: np.ndarray | None = None
-
-
-@dataclass
-class Trace:
-    """What the calls of one inference did, in order; ``error``: what stopped one (an
-    exception raised in a function TVM calls reaches its caller as a RuntimeError, so the
-    original is kept here to be raised again)."""
-
-    calls: list[OffloadedCall] = field(default_factory=list)
-    host_ops: list[tuple[str, CpuOp]] = field(default_factory=list)  # (region symbol, op)
-    error: BaseException | None = None
-
-
-def same_memory(a: tuple[int, ...], b: tuple[int, ...]) -> bool:
-    """Whether two packed shapes lay the same tensor out alike in memory: conv layouts
-    (N/B, C/c, H, W, B, c) and matrix layouts (N/B, C/c, B, c) (= H = W = 1) with equal
-    BATCH and channel blocks, or any channel block when BATCH and H, W are 1 (then both are
-    row-major N x C)."""
-    def canon(s: tuple[int, ...]) -> tuple[int, ...]:
-        return s if len(s) == 6 else (s[0], s[1], 1, 1, s[2], s[3])
-
-    ca, cb = canon(a), canon(b)
-    if ca == cb:
-        return True
-    return (ca[4] == cb[4] == 1 and ca[2:4] == cb[2:4] == (1, 1) and ca[0] == cb[0]
-            and ca[1] * ca[5] == cb[1] * cb[5])
-
-
-def dilate_packed(x: np.ndarray, stride: int) -> np.ndarray:
-    """A packed conv-layout tensor (N/B, C/c, H, W, B, c) with ``stride - 1`` zero rows and
-    columns between pixels (what conv2d_transpose_packed reads)."""
-    nb, cb, h, w, b, c = x.shape
-    out = np.zeros((nb, cb, (h - 1) * stride + 1, (w - 1) * stride + 1, b, c), x.dtype)
-    out[:, :, ::stride, ::stride] = x
-    return out
-
-
-def pad_channels(array: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
-    """``array`` zero-padded at the end of each axis to ``shape`` (channels padded to whole
-    blocks: weights, biases, a region input)."""
-    if tuple(array.shape) == tuple(shape):
-        return array
-    return np.pad(array, [(0, want - have) for have, want in zip(array.shape, shape,
-                                                                  strict=True)])
-
-
-def to_int8(x: np.ndarray) -> np.ndarray:
-    """A uint8 tensor as the int8 one of the same real values (``u - 128``; its zero point
-    moves alike); int8 as it is."""
-    return (x ^ np.uint8(0x80)).view(np.int8) if x.dtype == np.uint8 else x
-
-
-def from_int8(y: np.ndarray, dtype: Any) -> np.ndarray:
-    """An int8 tensor back as ``dtype`` (uint8: ``q + 128``)."""
-    y = np.ascontiguousarray(y, dtype=np.int8)
-    return (y.view(np.uint8) ^ np.uint8(0x80)) if np.dtype(dtype) == np.uint8 else y
-
-
-def border_packed(x: np.ndarray, pad: int, value: int) -> np.ndarray:
-    """A packed conv-layout tensor (N/B, C/c, H, W, B, c) with a ``pad``-pixel border of
-    ``value`` (the input's zero point) around each image."""
-    widths = [(0, 0), (0, 0), (pad, pad), (pad, pad), (0, 0), (0, 0)]
-    return np.pad(x, widths, constant_values=np.int8(value))
 
 
 def build_layer(layer: VtaLayer, device: Device, builder: LayerBuilder,
@@ -227,15 +105,14 @@ def build_layer(layer: VtaLayer, device: Device, builder: LayerBuilder,
     if isinstance(workload, AddWorkload):
         programs = builder.programs(workload, requant.epilogues(bias=False), bias=False)
         return BuiltLayer(layer, workload, requant, programs, None, None, workload)
-    runs = spec.run_workload(workload)
     acc_bias = spec.accumulator_bias()
     has_bias = requant.needs_bias(acc_bias is not None)
     programs = builder.programs(workload, requant.epilogues(bias=has_bias), bias=has_bias,
-                                runs_as=runs)
+                                runs_as=spec.run_workload(workload))
     first = programs.passes[0].program
     runs = programs.passes[0].workload
-    w_shape = operand_shapes(runs)["weight"]
-    weight = device.upload(pack_weight(runs, pad_channels(spec.weight, w_shape), hw))
+    weight = device.upload(pack_weight(runs, pad_channels(spec.weight,
+                                                          operand_shapes(runs)["weight"]), hw))
     bias = None
     if has_bias:
         raw = np.zeros(spec.out_shape[1], np.int32) if acc_bias is None else acc_bias
@@ -248,134 +125,28 @@ def build_layer(layer: VtaLayer, device: Device, builder: LayerBuilder,
     return BuiltLayer(layer, workload, requant, programs, weight, bias, runs)
 
 
-class Region:
-    """An external function built for a device: :meth:`run` is what TVM's VM calls."""
+class Region(RegionRunner):
+    """An external function built for a device: :meth:`run` is what TVM's VM calls;
+    ``built``: its layers as the compiler built them (schedules, packed constants)."""
 
     def __init__(self, plan: RegionPlan, device: Device, builder: LayerBuilder,
                  trace: Trace, exact: bool = False) -> None:
         self.plan = plan
-        self.device = device
-        self.trace = trace
-        self.layers = tuple(build_layer(layer, device, builder, exact)
-                            for layer in plan.layers)
-        self._packed: dict[tuple[int, tuple[int, ...]], Buffer] = {}  # one run's packed inputs
-
-    def _host_op(self, op: str, shape: tuple[int, ...]) -> None:
-        self.trace.host_ops.append((self.plan.symbol, CpuOp(op, _shape(shape), "vtatune")))
-
-    def run(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
-        """The region's outputs (NCHW, or N x C for a dense; int8, uint8 ones as their
-        int8 equivalent: :func:`from_int8`) for its inputs (int8 or uint8)."""
-        if len(inputs) != len(self.plan.params):
-            raise DeployError(f"{self.plan.symbol}: {len(inputs)} inputs for "
-                              f"{len(self.plan.params)} parameters")
-        values: dict[int, np.ndarray | _Packed] = {}
-        self._packed = {}
-        for (vid, shape), x in zip(self.plan.params, inputs, strict=True):
-            if tuple(x.shape) != shape:
-                raise DeployError(f"{self.plan.symbol}: input of shape {list(x.shape)}, "
-                                  f"expected {list(shape)}")
-            values[vid] = to_int8(x)
-        for built in self.layers:
-            values[built.layer.output] = self._run_layer(built, values)
-        outputs = []
-        for vid in self.plan.outputs:
-            value = values[vid]
-            if not isinstance(value, _Packed):
-                outputs.append(value)
-                continue
-            outputs.append(self._unpacked(value))
-            self._host_op("unpack", outputs[-1].shape)
-        return outputs
-
-    def _unpacked(self, value: _Packed) -> np.ndarray:
-        """A packed value back in NCHW (N x C), its padded channels cut off."""
-        packed = value.host if value.host is not None else self.device.download(value.buffer)
-        out = unpack_output(value.workload, packed.reshape(value.shape))
-        return np.ascontiguousarray(out[:, :value.channels])
-
-    def _run_layer(self, built: BuiltLayer, values: dict[int, np.ndarray | _Packed]) -> _Packed:
-        device, spec = self.device, built.layer.spec
-        first = built.programs.passes[0].program
-        names = ("data", "weight") if isinstance(built.workload, AddWorkload) else ("data",)
-        border = (spec.border(), spec.x.zero_point)
-        tensors = {name: self._operand(vid, values[vid], built.runs,
-                                       first.tensor(name).shape, name, border)
-                   for name, vid in zip(names, built.layer.inputs, strict=True)}
-        if built.weight is not None:
-            tensors["weight"] = built.weight
-        if built.bias is not None:
-            tensors["bias"] = built.bias
-        out_shape = tuple(first.tensor("output").shape)
-        outs, cycles = [], 0
-        for lowered in built.programs.passes:
-            out = device.alloc(out_shape, np.int8)
-            cycles += device.run(lowered.program, {**tensors, "output": out})
-            outs.append(out)
-        real = spec.layer().macs
-        padded = getattr(built.workload, "macs", real)
-        self.trace.calls.append(OffloadedCall(
-            built.layer.name, spec.kind, replace(built.workload, name="").describe(),
-            built.programs.passes[0].schedule.short(), built.programs.source,
-            built.programs.describe(), built.requant.describe(), len(outs), cycles,
-            real, round(cycles * (1 - real / padded)) if padded > real else 0, built.notes))
-        packed = _Packed(out_shape, built.runs, spec.out_shape[1], spec.out.zero_point)
-        if built.requant.on_vta:
-            packed.buffer = outs[0]
-            return packed
-        packed.host = built.requant.finish([device.download(o) for o in outs], out_shape)
-        self._host_op("requantize", spec.out_shape)
-        return packed
-
-    def _operand(self, vid: int, value: np.ndarray | _Packed, consumer: Workload,
-                 want: tuple[int, ...], name: str, border: tuple[int, int] = (0, 0)
-                 ) -> Buffer:
-        """Value ``vid`` as the consumer's ``name`` tensor of shape ``want``, on the device
-        (a region input is packed once per layout); ``border``: (pixels, zero point) of the
-        zero-point border a conv's input takes (:meth:`LayerSpec.border`)."""
-        device, hw = self.device, self.device.hw
-        want = tuple(want)
-        pad, zero_point = border
-        pack = pack_weight if name == "weight" else pack_data
-        operand = operand_shapes(consumer)[name]
-        if pad:  # the consumer runs on the bordered input: pack the layer's own shape
-            n, c, h, w = operand
-            operand = (n, c, h - 2 * pad, w - 2 * pad)
-
-        def packed_from(x: np.ndarray) -> np.ndarray:
-            x = pack(consumer, pad_channels(x, operand), hw)
-            if pad:
-                self._host_op("border", want)
-                x = border_packed(x, pad, zero_point)
-            return x
-
-        if not isinstance(value, _Packed):
-            key = (vid, want)  # the packed shape tells the layouts apart (dilated or not)
-            if key not in self._packed:
-                self._host_op("pack", value.shape)
-                self._packed[key] = device.upload(packed_from(value))
-            return self._packed[key]
-        stride = consumer.stride if isinstance(consumer, Conv2dTransposeWorkload) else 1
-        if stride == 1 and not pad and same_memory(value.shape, want):
-            if value.buffer is None:  # after a CPU requantization: back to the device
-                value.buffer = device.upload(value.host)
-            return value.buffer.view(want)
-        packed = value.host if value.host is not None else device.download(value.buffer)
-        packed = packed.reshape(value.shape)
-        if pad and len(value.shape) == 6:
-            bordered = border_packed(packed, pad, zero_point)
-            if same_memory(bordered.shape, want):
-                self._host_op("border", want)
-                return device.upload(bordered.reshape(want))
-        if stride > 1 and len(value.shape) == 6:
-            dilated = dilate_packed(packed, stride)
-            if same_memory(dilated.shape, want):
-                self._host_op("dilate", dilated.shape)
-                return device.upload(dilated.reshape(want))
-        self._host_op("repack", want)
-        return device.upload(packed_from(self._unpacked(value)))
+        self.built = tuple(build_layer(layer, device, builder, exact)
+                           for layer in plan.layers)
+        super().__init__(plan.symbol, plan.params, tuple(map(region_layer, self.built)),
+                         plan.outputs, device, trace)
 
 
-def _shape(shape: tuple[int, ...]) -> str:
-    return "x".join(str(int(s)) for s in shape)
-
+def region_layer(built: BuiltLayer) -> RegionLayer:
+    """What the runtime needs of a built layer."""
+    layer, programs = built.layer, built.programs
+    spec = layer.spec
+    runs = None if built.runs in (None, built.workload) else built.runs
+    return RegionLayer(layer.name, spec.kind, layer.inputs, layer.output,
+                       tuple(spec.out_shape), built.workload, built.requant,
+                       tuple(p.program for p in programs.passes),
+                       programs.passes[0].schedule.short(), programs.source,
+                       programs.describe(), built.weight, built.bias, runs,
+                       (spec.border(), spec.x.zero_point if spec.border() else 0),
+                       *built.macs, built.notes)

@@ -13,6 +13,8 @@ numpy reference of what each computes.
   (:data:`BENCHMARK` by default, what TVM's benchmarks and AutoTVM tune).
 - Reference (``_reference``): each operator in numpy on unpacked int8 operands, bit for
   bit what a VTA run must produce.
+- Layouts (``_layouts``): operands packed as a program reads them from DRAM, its output
+  unpacked (numpy only: the compiler and the deployed runtime share them).
 
 Example:
     >>> conv = WORKLOADS["conv2d"]["resnet18.C8"]
@@ -40,6 +42,22 @@ from vtatune.workloads._epilogue import (
     deployed,
     epilogue_name,
     named_epilogues,
+)
+from vtatune.workloads._layouts import (
+    dilate,
+    input_pack,
+    output_pack,
+    pack_bias,
+    pack_conv_data,
+    pack_conv_kernel,
+    pack_data,
+    pack_matrix,
+    pack_weight,
+    packed_inputs,
+    transpose_kernel,
+    unpack_conv_output,
+    unpack_matrix,
+    unpack_output,
 )
 from vtatune.workloads._operators import (
     WORKLOAD_CLASSES,
@@ -72,8 +90,10 @@ __all__ = [
     "DEPLOYED_SHIFT", "ElementwiseWorkload", "Epilogue", "EpilogueOp", "GemmWorkload",
     "GroupConv2dWorkload", "MultiplyWorkload", "Operands", "RESIDUAL", "RESNET18_COUNTS",
     "VaddWorkload", "WORKLOADS", "WORKLOAD_CLASSES", "Workload", "autotvm_key", "benchmark",
-    "conv2d_reference", "conv2d_transpose_reference", "deployed", "elementwise_reference",
-    "epilogue_name", "gemm_reference", "get_workload", "group_conv2d_reference", "named_epilogues",
-    "operand_shapes", "random_operands", "reference_output", "resnet18_layers", "resolve",
-    "shape_fields",
+    "conv2d_reference", "conv2d_transpose_reference", "deployed", "dilate",
+    "elementwise_reference", "epilogue_name", "gemm_reference", "get_workload",
+    "group_conv2d_reference", "input_pack", "named_epilogues", "operand_shapes", "output_pack",
+    "pack_bias", "pack_conv_data", "pack_conv_kernel", "pack_data", "pack_matrix", "pack_weight",
+    "packed_inputs", "random_operands", "reference_output", "resnet18_layers", "resolve",
+    "shape_fields", "transpose_kernel", "unpack_conv_output", "unpack_matrix", "unpack_output",
 ]

@@ -1,0 +1,57 @@
+"""vtatune's deployed runtime: what a board needs to run a built model, apart from the
+compiler (import, partitioning, code generation, tuning), as TVM keeps its runtime apart.
+
+It imports numpy, TVM's runtime (``tvm_ffi`` and ``libtvm_runtime.so``, when a bundle is
+loaded; never the ``tvm`` package and its compiler) and vtatune's numpy-only layers below
+it (the hardware config, program images, workloads and their DRAM layouts); never the
+lowering, the tuner, Optuna or numba (only :class:`SimulatedDevice` runs the simulator's
+engines, imported when it first runs a program).
+
+- ``_device``: the device interface (:class:`Device`, :class:`Buffer`) and vtatune's
+  functional VTA behind it (:class:`SimulatedDevice`);
+- ``_select``: a device by name (:func:`device_from_spec`: ``sim``, ``libvta:PATH``);
+- ``_region``: an offloaded region as it runs (:class:`RegionRunner`: packing, unpacking,
+  dilating, repacking activations around the VTA calls, the CPU's part of a
+  requantization) and the packed function TVM's VM calls;
+- ``_model``: a model ready to run (:class:`DeployedModel`) and one inference
+  (:class:`DeployResult`);
+- ``_tvm``: TVM's runtime (the relax VM of an exported library);
+- ``_bundle``: a saved model loaded (:func:`load`).
+
+Example (a bundle saved by ``python -m vtatune deploy MODEL --save DIR``):
+    >>> from vtatune.deploy.runtime import load
+    >>> model = load("resnet18.bundle", device="sim")  # doctest: +SKIP
+    >>> model.run(x).output.shape  # doctest: +SKIP
+    (1, 1000)
+"""
+
+from vtatune.deploy.runtime._bundle import load, read_manifest
+from vtatune.deploy.runtime._device import Buffer, Device, SimulatedDevice
+from vtatune.deploy.runtime._model import (
+    DeployedModel,
+    DeployResult,
+    check_input,
+    random_input,
+    reraised,
+)
+from vtatune.deploy.runtime._region import (
+    CpuOp,
+    OffloadedCall,
+    RegionLayer,
+    RegionRunner,
+    Trace,
+    dilate_packed,
+    from_int8,
+    packed_function,
+    pad_channels,
+    same_memory,
+    to_int8,
+)
+from vtatune.deploy.runtime._select import SPECS, device_from_spec
+
+__all__ = [
+    "Buffer", "CpuOp", "DeployResult", "DeployedModel", "Device", "OffloadedCall",
+    "RegionLayer", "RegionRunner", "SPECS", "SimulatedDevice", "Trace", "check_input",
+    "device_from_spec", "dilate_packed", "from_int8", "load", "pad_channels",
+    "packed_function", "random_input", "read_manifest", "reraised", "same_memory", "to_int8",
+]

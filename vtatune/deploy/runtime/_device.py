@@ -1,0 +1,152 @@
+"""The device behind the offloaded calls: one small interface, and vtatune's functional VTA
+behind it.
+
+A :class:`Device` holds buffers in the accelerator's DRAM and runs programs on them. That
+is all an offloaded function needs: weights are uploaded once when the model is built,
+activations stay in device buffers from one VTA layer to the next (packed as VTA lays them
+out), and only a region's inputs and outputs cross to the host.
+
+:class:`SimulatedDevice` is vtatune's functional VTA (:mod:`simulator.functional`, bit-exact
+as TVM's fsim) with the cycles of the timing model (:func:`simulator.timing.time_program`).
+
+A board is the next step: a Device over VTA's C driver API (``vta/include/vta/driver.h``),
+which TVM's VTA runtime uses the same way: ``VTADeviceAlloc()`` once; ``alloc`` =
+``VTAMemAlloc(bytes, cached)`` and ``VTAMemGetPhyAddr`` (the address programs are linked
+to); ``upload`` / ``download`` = ``VTAMemCopyFromHost`` / ``VTAMemCopyToHost`` with
+``VTAFlushCache`` / ``VTAInvalidateCache``; ``run`` = the program's micro-ops and
+instructions copied to device memory, every DRAM operand's address patched to its buffer's
+physical address (vtatune's programs address their tensors by offsets in one DRAM image:
+:class:`simulator.program.Program`), then ``VTADeviceRun(device, insn_phy_addr,
+insn_count, wait_cycles)``, the cycles read from the board's counter. vtatune has no such
+implementation yet.
+
+Example:
+    >>> import numpy as np
+    >>> from simulator.hardware import DEFAULT
+    >>> from search_spaces import default_schedule
+    >>> from vtatune.lowering import lower
+    >>> from vtatune.workloads import GemmWorkload, pack_data, pack_weight, unpack_output
+    >>> wl = GemmWorkload(1, 16, 16)
+    >>> program = lower(wl, default_schedule(wl, DEFAULT), DEFAULT).program
+    >>> dev = SimulatedDevice(DEFAULT)
+    >>> x, w = np.ones((1, 16), np.int8), np.eye(16, dtype=np.int8) * 8
+    >>> out = dev.alloc(program.tensor("output").shape, np.int8)
+    >>> cycles = dev.run(program, {"data": dev.upload(pack_data(wl, x, DEFAULT)),
+    ...                            "weight": dev.upload(pack_weight(wl, w, DEFAULT)),
+    ...                            "output": out})
+    >>> unpack_output(wl, dev.download(out)).tolist()[0][:4], cycles > 0
+    ([0, 0, 0, 0], True)
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from simulator.hardware import HardwareConfig
+from simulator.program import Program
+from vtatune.deploy._errors import DeployError
+
+
+@dataclass(eq=False)
+class Buffer:
+    """A tensor in device DRAM: its shape and dtype, and the implementation's handle on the
+    memory (the simulator's: a flat host array standing for the DRAM bytes; a board's: the
+    buffer's virtual and physical address)."""
+
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    handle: Any = field(repr=False)
+
+    @property
+    def nbytes(self) -> int:
+        return int(np.prod(self.shape)) * np.dtype(self.dtype).itemsize
+
+    def view(self, shape: tuple[int, ...]) -> Buffer:
+        """The same memory as a tensor of another shape (same size): a producer's output read
+        as its consumer's input, no byte moved."""
+        shape = tuple(int(s) for s in shape)
+        if int(np.prod(shape)) != int(np.prod(self.shape)):
+            raise DeployError(f"a {list(self.shape)} buffer viewed as {list(shape)}")
+        return Buffer(shape, self.dtype, self.handle)
+
+
+class Device(ABC):
+    """Where offloaded layers run: buffers in device DRAM and programs over them."""
+
+    #: The VTA configuration the device is (programs must be lowered for it).
+    hw: HardwareConfig
+    #: What it is, for reports (``functional simulator``, a board's name).
+    name: str
+
+    @abstractmethod
+    def alloc(self, shape: tuple[int, ...], dtype: Any) -> Buffer:
+        """A buffer of ``shape`` and ``dtype`` in device DRAM (contents undefined)."""
+
+    @abstractmethod
+    def upload(self, array: np.ndarray) -> Buffer:
+        """A new buffer holding ``array`` (host to device)."""
+
+    @abstractmethod
+    def download(self, buffer: Buffer) -> np.ndarray:
+        """A host copy of ``buffer`` (device to host)."""
+
+    @abstractmethod
+    def run(self, program: Program, tensors: Mapping[str, Buffer]) -> int:
+        """Run ``program`` with each of its DRAM tensors bound to a buffer (by the
+        program's tensor names: ``data``, ``weight``, ``bias``, ``output``); the program's
+        output lands in the buffer bound to ``output``. Returns the cycles it took."""
+
+
+class SimulatedDevice(Device):
+    """vtatune's functional VTA: programs run bit-exactly on numpy DRAM and SRAM
+    (:func:`simulator.functional.run`), timed by the timing model (each program's cycles
+    are computed once: they do not depend on the data)."""
+
+    name = "functional simulator"
+
+    def __init__(self, hw: HardwareConfig) -> None:
+        self.hw = hw
+        self._cycles: dict[int, tuple[Program, int]] = {}
+
+    def alloc(self, shape: tuple[int, ...], dtype: Any) -> Buffer:
+        shape = tuple(int(s) for s in shape)
+        return Buffer(shape, np.dtype(dtype), np.zeros(int(np.prod(shape)), dtype))
+
+    def upload(self, array: np.ndarray) -> Buffer:
+        a = np.array(array, order="C")
+        return Buffer(a.shape, a.dtype, a.reshape(-1))
+
+    def download(self, buffer: Buffer) -> np.ndarray:
+        return buffer.handle.reshape(buffer.shape).copy()
+
+    def cycles(self, program: Program) -> int:
+        """The program's cycles on the timing model."""
+        hit = self._cycles.get(id(program))
+        if hit is None or hit[0] is not program:
+            from simulator.timing import time_program  # numba engines: imported by this device only
+
+            hit = (program, time_program(program, self.hw).cycles)
+            self._cycles[id(program)] = hit
+        return hit[1]
+
+    def run(self, program: Program, tensors: Mapping[str, Buffer]) -> int:
+        inputs = {}
+        for t in program.tensors:
+            buf = tensors.get(t.name)
+            if buf is None:
+                raise DeployError(f"program tensor {t.name!r} is bound to no buffer")
+            if buf.shape != tuple(t.shape) or buf.dtype != np.dtype(t.dtype):
+                raise DeployError(f"program tensor {t.name!r} is {t.dtype}{list(t.shape)}, "
+                                  f"its buffer {buf.dtype}{list(buf.shape)}")
+            if t.name != "output":
+                inputs[t.name] = buf.handle.reshape(buf.shape)
+        from simulator.functional import run as run_functional
+
+        result = run_functional(program, self.hw, inputs)
+        tensors["output"].handle[:] = result.machine.read_tensor(program, "output").reshape(-1)
+        return self.cycles(program)

@@ -1,0 +1,202 @@
+"""A deployed model as it runs: TVM's VM for the CPU's part, the offloaded regions it calls
+(registered with TVM under their symbols), the device they run on; one inference
+(:meth:`DeployedModel.run`) and what it did (:class:`DeployResult`).
+
+The compiler's :class:`~vtatune.deploy.CompiledModel` is one (built in this process); a
+loaded bundle is another (:func:`~vtatune.deploy.runtime.load`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from simulator.hardware import HardwareConfig
+from vtatune.deploy._errors import DeployError
+from vtatune.deploy.runtime._device import Device
+from vtatune.deploy.runtime._region import CpuOp, OffloadedCall, Trace
+from vtatune.deploy.runtime._tvm import run_main
+
+
+@dataclass(frozen=True, eq=False)
+class DeployResult:
+    """One inference of a deployed model.
+
+    ``offloaded``: every VTA layer in the order it ran (:class:`OffloadedCall`: op,
+    workload, schedule source, requantization, cycles); ``cpu_ops``: everything the CPU ran
+    in order (:class:`CpuOp`: TVM's compiled ops, and vtatune's packing around the VTA
+    calls), every reason on the layers VTA could have run; ``vta_cycles``: the offloaded
+    layers' cycles in all (timing model); ``output``: the model's output; ``model_macs``:
+    the model's multiply-accumulates (:func:`~vtatune.deploy.model_macs`)."""
+
+    model: str
+    hw: HardwareConfig
+    device: str
+    offloaded: tuple[OffloadedCall, ...]
+    cpu_ops: tuple[CpuOp, ...]
+    vta_cycles: int
+    output: np.ndarray
+    seconds: dict[str, float] = field(default_factory=dict)
+    model_macs: int = 0
+
+    @property
+    def vta_ms(self) -> float:
+        """The VTA layers' time at the board's clock."""
+        return self.vta_cycles / (self.hw.clock_mhz * 1e3)
+
+    @property
+    def vta_macs(self) -> int:
+        """The multiply-accumulates of the layers VTA ran, as the model has them (padded
+        channels not counted)."""
+        return sum(c.macs for c in self.offloaded)
+
+    @property
+    def vta_mac_share(self) -> float:
+        """The share of the model's multiply-accumulates that ran on VTA."""
+        return self.vta_macs / self.model_macs if self.model_macs else 0.0
+
+    def as_dict(self, values: bool = False) -> dict[str, Any]:
+        """The ``deploy --json`` object: the output as its shape, dtype and
+        :func:`output_sha256` (a 128x128 output's values are 340 KB of JSON); ``values``:
+        the values too (``output``, nested lists)."""
+        return {"model": self.model, "hw": self.hw.target_model, "device": self.device,
+                "offloaded": [c.as_dict() for c in self.offloaded],
+                "cpu_ops": [c.as_dict() for c in self.cpu_ops],
+                "vta_cycles": self.vta_cycles, "vta_ms": self.vta_ms,
+                "vta_macs": self.vta_macs, "model_macs": self.model_macs,
+                "vta_mac_share": self.vta_mac_share,
+                "output_shape": list(self.output.shape), "output_dtype": str(self.output.dtype),
+                "output_sha256": output_sha256(self.output),
+                **({"output": self.output.tolist()} if values else {}),
+                "seconds": dict(self.seconds)}
+
+    def report(self) -> str:
+        """What ran where, as the ``deploy`` command prints it."""
+        lines = [f"{self.model} on {self.hw.target_model} ({self.device})", "",
+                 f"VTA: {len(self.offloaded)} offloaded layers, "
+                 f"{100 * self.vta_mac_share:.1f} % of the model's multiply-accumulates "
+                 f"({self.vta_macs:,} of {self.model_macs:,})"]
+        if self.offloaded:
+            rows = [("layer", "workload", "schedule from", "requantization", "passes",
+                     "cycles")]
+            rows += [(c.layer, c.workload, c.provenance, c.requantization, str(c.passes),
+                      f"{c.cycles:,}") for c in self.offloaded]
+            lines += _table(rows, right=(4, 5))
+            for c in self.offloaded:
+                notes = list(c.notes) + ([f"padding costs {c.padding_cycles:,} cycles"]
+                                         if c.padding_cycles else [])
+                lines += [f"  {c.layer}: {'; '.join(notes)}"] if notes else []
+        tvm_ops = [c for c in self.cpu_ops if c.by == "tvm"]
+        host = [c for c in self.cpu_ops if c.by == "vtatune"]
+        lines += ["", f"CPU: {len(tvm_ops)} ops compiled by TVM ({_counts(tvm_ops)})"]
+        lines += [f"  {c.op} -> {c.shape}: {c.reason}" for c in tvm_ops if c.reason]
+        lines.append(f"CPU: {len(host)} ops of vtatune's runtime around the VTA calls"
+                     + (f" ({_counts(host)})" if host else ""))
+        lines += ["", f"VTA time: {self.vta_cycles:,} cycles = {self.vta_ms:.3f} ms at "
+                      f"{self.hw.clock_mhz:g} MHz (timing model)"]
+        return "\n".join(lines)
+
+
+def output_sha256(output: np.ndarray) -> str:
+    """SHA-256 (hex) of ``output``'s values as little-endian bytes in C order: what
+    ``hashlib.sha256(np.load(f).astype(a.dtype.newbyteorder("<")).tobytes())`` gives for the
+    saved file, whatever the machine's byte order."""
+    a = np.ascontiguousarray(output, dtype=output.dtype.newbyteorder("<"))
+    return hashlib.sha256(a.tobytes()).hexdigest()
+
+
+def _counts(ops: list[CpuOp]) -> str:
+    counts: dict[str, int] = {}
+    for c in ops:
+        counts[c.op] = counts.get(c.op, 0) + 1
+    return ", ".join(f"{op} x{n}" for op, n in counts.items())
+
+
+def _table(rows: list[tuple[str, ...]], right: tuple[int, ...] = ()) -> list[str]:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return ["  " + "  ".join(c.rjust(w) if i in right else c.ljust(w)
+                             for i, (c, w) in enumerate(zip(r, widths, strict=True))).rstrip()
+            for r in rows]
+
+
+class DeployedModel:
+    """A model ready to run: :meth:`run` it on inputs (each run is one inference, with its
+    own trace of offloaded calls). ``main_ops``: the VM's ``main`` in order, ``("",
+    CpuOp)`` for an op TVM compiled for the CPU, ``(symbol, None)`` for an offloaded
+    region's call."""
+
+    def __init__(self, name: str, hw: HardwareConfig, device: Device,
+                 input_spec: tuple[str, tuple[int, ...], np.dtype], vm: Any, trace: Trace,
+                 main_ops: list[tuple[str, CpuOp | None]], seconds: dict[str, float],
+                 model_macs: int = 0) -> None:
+        self.name = name
+        self.model_macs = model_macs
+        self.hw = hw
+        self.device = device
+        self.input_name, self.input_shape, self.input_dtype = input_spec
+        self.vm = vm
+        self.trace = trace
+        self.main_ops = main_ops
+        self.seconds = seconds
+
+    def run(self, x: Any = None, seed: int = 0) -> DeployResult:
+        """One inference on ``x`` (None: :func:`random_input` with ``seed``)."""
+        x = random_input(self.input_shape, self.input_dtype, seed) if x is None \
+            else check_input(x, self.input_shape, self.input_dtype)
+        self.trace.calls.clear()
+        self.trace.host_ops.clear()
+        self.trace.error = None
+        t0 = time.perf_counter()
+        with reraised(self.trace):
+            output = run_main(self.vm, x)
+        seconds = {**self.seconds, "run": time.perf_counter() - t0}
+        cpu: list[CpuOp] = []
+        for symbol, op in self.main_ops:
+            if op is not None:
+                cpu.append(op)
+            else:
+                cpu += [h for s, h in self.trace.host_ops if s == symbol]
+        calls = tuple(self.trace.calls)
+        return DeployResult(self.name, self.hw, self.device.name, calls, tuple(cpu),
+                            sum(c.cycles for c in calls), output, seconds, self.model_macs)
+
+
+@contextlib.contextmanager
+def reraised(trace: Trace) -> Iterator[None]:
+    """The exception a function TVM called raised, as it was (TVM turns it into a
+    RuntimeError on its way back)."""
+    try:
+        yield
+    except Exception:
+        if trace.error is not None:
+            error, trace.error = trace.error, None
+            raise error from None
+        raise
+
+
+def check_input(x: Any, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    """``x`` as the model's input: DeployError for another shape or a float for an integer
+    input."""
+    arr = np.asarray(x)
+    if arr.shape != shape:
+        raise DeployError(f"input of shape {list(arr.shape)}: the model takes {list(shape)}")
+    if arr.dtype != dtype:
+        if np.issubdtype(dtype, np.integer) and not np.issubdtype(arr.dtype, np.integer):
+            raise DeployError(f"input of dtype {arr.dtype}: the model takes {dtype}")
+        arr = arr.astype(dtype)
+    return np.ascontiguousarray(arr)
+
+
+def random_input(shape: tuple[int, ...], dtype: np.dtype, seed: int = 0) -> np.ndarray:
+    """A seeded random input: N(0, 1) floats, or uniform integers of the dtype."""
+    rng = np.random.default_rng(seed)
+    if np.issubdtype(dtype, np.integer):
+        info = np.iinfo(dtype)
+        return rng.integers(info.min, info.max + 1, shape).astype(dtype)
+    return rng.standard_normal(shape).astype(dtype)

@@ -1,0 +1,135 @@
+"""TVM's runtime without TVM's compiler: the relax VM of an exported library, through
+``tvm_ffi`` and ``libtvm_runtime.so`` (what a board installs), never the ``tvm`` Python
+package (``import tvm`` loads the whole compiler, Relax and its frontends: ~800 modules).
+
+The runtime library is ``$TVM_LIBRARY_PATH/libtvm_runtime.so`` when that variable is set
+(as TVM's own ``libinfo`` looks), else the one in the installed ``apache-tvm`` wheel.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import importlib.metadata
+import importlib.util
+import os
+import re
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+from vtatune.deploy._errors import DeployError
+
+#: relax.VirtualMachine's constants: a CPU device (DLPack's kDLCPU), the pooled allocator.
+_CPU, _POOLED = 1, 2
+#: TVM's buffers are 64-byte aligned; its compiled code may assume it of its inputs.
+_ALIGN = 64
+
+_LOADED: list[ctypes.CDLL] = []
+#: What TVM 0.27's relax executable prints on stderr for each constant it saves or loads
+#: (a leftover debug line, "Warning: Scope Loaded:" with nothing after it).
+_SCOPE_NOTICE = re.compile(r"executable\.cc:\d+: Warning: Scope (Saving|Loaded):\s*$")
+#: The region symbols registered in this process (TVM's registry is global to it).
+_REGISTERED: set[str] = set()
+
+
+def tvm_version() -> str:
+    """The installed apache-tvm release, read from its metadata (no import), or ``none``."""
+    try:
+        return importlib.metadata.version("apache-tvm")
+    except importlib.metadata.PackageNotFoundError:
+        return "none"
+
+
+def _runtime_library() -> Path:
+    if os.environ.get("TVM_LIBRARY_PATH"):
+        return Path(os.environ["TVM_LIBRARY_PATH"]) / "libtvm_runtime.so"
+    spec = importlib.util.find_spec("tvm")
+    if spec is None or not spec.submodule_search_locations:
+        raise DeployError("running a bundle needs TVM's runtime (libtvm_runtime.so): "
+                          "pip install apache-tvm, or set TVM_LIBRARY_PATH")
+    return Path(next(iter(spec.submodule_search_locations))) / "lib" / "libtvm_runtime.so"
+
+
+def ffi() -> ModuleType:
+    """``tvm_ffi`` with TVM's runtime library loaded (once per process): the relax VM and
+    its builtins registered, as ``import tvm`` would register them."""
+    try:
+        import tvm_ffi
+    except ImportError:
+        raise DeployError("running a bundle needs TVM's runtime: pip install apache-tvm") \
+            from None
+    if not _LOADED:
+        path = _runtime_library()
+        try:
+            _LOADED.append(ctypes.CDLL(str(path), ctypes.RTLD_GLOBAL))
+        except OSError as exc:
+            raise DeployError(f"cannot load TVM's runtime {path}: {exc}") from None
+    return tvm_ffi
+
+
+@contextlib.contextmanager
+def scope_notices_dropped() -> Iterator[None]:
+    """Meanwhile, TVM's stderr (the C++ runtime writes to file descriptor 2) without the
+    relax executable's scope notices; anything else it writes is passed on."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as caught:
+        os.dup2(caught.fileno(), 2)
+        try:
+            yield
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            caught.seek(0)
+            lines = caught.read().decode(errors="replace").splitlines(keepends=True)
+            kept = "".join(line for line in lines if not _SCOPE_NOTICE.search(line))
+            if kept:
+                sys.stderr.write(kept)
+
+
+def load_vm(library: Path) -> Any:
+    """The relax VM of an exported library (``Executable.export_library``), on the CPU."""
+    tvm_ffi = ffi()
+    try:
+        with scope_notices_dropped():
+            vm = tvm_ffi.load_module(str(library))["vm_load_executable"]()
+    except Exception as exc:  # tvm_ffi raises its own errors for a bad library
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise DeployError(f"cannot load {library}: {first}") from None
+    vm["vm_initialization"](_CPU, 0, _POOLED)
+    return vm
+
+
+def registered(symbol: str) -> bool:
+    """Whether a region of this process (built or loaded here) holds ``symbol``."""
+    return symbol in _REGISTERED
+
+
+def register(symbol: str, function: Any) -> None:
+    """``function`` as the global function ``symbol`` (what ``R.call_dps_packed`` calls);
+    DeployError when a region of this process holds it already (the model's VM would call
+    the newer one)."""
+    if symbol in _REGISTERED:
+        raise DeployError(f"the region {symbol} is registered in this process already")
+    ffi().register_global_func(symbol, function, override=True)
+    _REGISTERED.add(symbol)
+
+
+def run_main(vm: Any, x: np.ndarray) -> np.ndarray:
+    """The VM's ``main`` on ``x`` (its first output when it returns a tuple), as numpy. The
+    input is copied into 64-byte aligned memory, as TVM allocates its tensors."""
+    tvm_ffi = ffi()
+    raw = np.empty(x.nbytes + _ALIGN, np.uint8)
+    start = -raw.ctypes.data % _ALIGN
+    aligned = raw[start:start + x.nbytes].view(x.dtype).reshape(x.shape)
+    aligned[...] = x
+    out = vm["main"](tvm_ffi.from_dlpack(aligned))
+    if not isinstance(out, tvm_ffi.Tensor):
+        out = out[0]
+    return np.from_dlpack(out).copy()

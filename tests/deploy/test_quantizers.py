@@ -304,3 +304,36 @@ def test_a_model_tvm_cannot_build_is_one_deploy_error():
                        r"run onnxruntime's quant_pre_process") as info:
         _build(tvm.IRModule({"main": main}))
     assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("options", [{}, {"per_channel": True}], ids=["default", "per_channel"])
+def test_a_bundle_keeps_borders_padded_channels_and_per_channel_scales(tmp_path, options):
+    """Saved and run by `vtatune run` in a fresh process: the same output, calls and
+    notes as where the model was built."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from vtatune.deploy import compile_model
+
+    model, x = ort_quantized(models.classifier(), tmp_path, **options)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        compiled = compile_model(model, hw="pynq")
+    want = compiled.run(x)
+    compiled.save(tmp_path / "bundle")
+    np.save(tmp_path / "x.npy", x)
+    root = Path(__file__).resolve().parents[2]
+    proc = subprocess.run(
+        [sys.executable, "-m", "vtatune", "run", str(tmp_path / "bundle"), "--input",
+         str(tmp_path / "x.npy"), "--output", str(tmp_path / "y.npy"), "--json"],
+        capture_output=True, text=True, cwd=root, timeout=300,
+        env={**os.environ, "PYTHONPATH": str(root)})
+    assert proc.returncode == 0, proc.stderr
+    got = json.loads(proc.stdout)
+    assert (np.load(tmp_path / "y.npy") == want.output).all()
+    assert got["offloaded"] == [c.as_dict() for c in want.offloaded]
+    assert got["vta_mac_share"] == want.vta_mac_share == 1.0
+    assert any(c["notes"] for c in got["offloaded"])

@@ -75,11 +75,17 @@ class LayerSpec:
     def x(self) -> QParams:
         return self.inputs[0][1]
 
+    @property
+    def channels(self) -> int:
+        """Output channels (a dense's last axis, a conv's second)."""
+        return int(_channels(self.kind, self.out_shape) or 0)
+
     def layer(self, name: str = "") -> Layer:
         """The layer as ``network`` reads one from a model: what :func:`place` decides on."""
         shape = self.inputs[0][0]
         if self.kind == "dense":
-            return Layer(name, "dense", shape[0], shape[1], self.out_shape[1],
+            rows = int(np.prod(shape[:-1]))  # [..., S, K]: the leading axes fold into rows
+            return Layer(name, "dense", rows, shape[-1], self.out_shape[-1],
                          quantized=True, relu=self.relu)
         if self.kind == "add":
             n, c, h, w = shape
@@ -109,7 +115,7 @@ class LayerSpec:
         if self.kind not in ("conv2d", "conv2d_transpose", "dense") or (
                 self.bias is None and not zx):
             return self.bias
-        bias = np.zeros(self.out_shape[1], np.int64) if self.bias is None \
+        bias = np.zeros(self.channels, np.int64) if self.bias is None \
             else self.bias.astype(np.int64)
         if zx:
             bias -= zx * self.weight.astype(np.int64).reshape(self.weight.shape[0], -1).sum(1)
@@ -197,10 +203,13 @@ def spec_of(kind: str, ann: dict[str, Any]) -> LayerSpec:
             raise Unsupported(f"the bias's scale {bq.scale:.6g} is not input scale x weight "
                               f"scale {float(acc_scale):.6g} (or it has a zero point)")
         bias = _np(ann["b_q"]).reshape(-1).astype(np.int32)
-        if len(out_shape) < 2 or bias.size != out_shape[1]:
-            raise Unsupported(f"a bias of {bias.size} values for {out_shape[1]} channels")
+        channels = _channels(kind, out_shape)
+        if channels is None or bias.size != channels:
+            raise Unsupported(f"a bias of {bias.size} values for {channels} channels")
     common = dict(inputs=((x_shape, x),), out_shape=out_shape, out=out, relu=relu,
                   weight_q=wq, bias=bias)
+    if kind == "dense" and len(x_shape) > 2 and w.ndim == 2:
+        return _dense_rows(ann, w, x_shape, common)
     if kind == "dense":
         if len(x_shape) != 2 or w.ndim != 2:
             raise Unsupported(f"matmul of {len(x_shape)}-D by {w.ndim}-D tensors (VTA's dense "
@@ -229,6 +238,28 @@ def spec_of(kind: str, ann: dict[str, Any]) -> LayerSpec:
     return LayerSpec(kind, weight=w, strides=_pair(attrs.strides), padding=padding,
                      dilation=_pair(attrs.dilation), groups=int(attrs.groups), **extra,
                      **common)
+
+
+def _channels(kind: str, out_shape: tuple[int, ...]) -> int | None:
+    """The output channels a bias adds to: the last axis of a dense (its rows may be
+    [..., S] activations), the second of a conv."""
+    if len(out_shape) < 2:
+        return None
+    return out_shape[-1] if kind == "dense" else out_shape[1]
+
+
+def _dense_rows(ann: dict[str, Any], w: np.ndarray, x_shape: tuple[int, ...],
+                common: dict[str, Any]) -> LayerSpec:
+    """A MatMul of [..., S, K] activations by a [K, N] weight: a dense layer of
+    prod(...) * S rows (the leading axes folded into rows, as ``network`` reads it); the
+    spec keeps the model's shapes (the region folds and unfolds them)."""
+    if "w_perm" in ann:
+        raise Unsupported(f"matmul of {len(x_shape)}-D activations by a permuted weight")
+    out_shape = common["out_shape"]
+    if w.shape[0] != x_shape[-1] or out_shape != (*x_shape[:-1], w.shape[1]):
+        raise Unsupported(f"weight {list(w.shape)} does not match {list(x_shape)} -> "
+                          f"{list(out_shape)}")
+    return LayerSpec("dense", weight=np.ascontiguousarray(w.T), **common)
 
 
 # --- deciding --------------------------------------------------------------------------------

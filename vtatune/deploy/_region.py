@@ -24,7 +24,7 @@ from vtatune.deploy._match import LayerSpec, workload_of
 from vtatune.deploy._requantize import Requantization
 from vtatune.deploy._schedules import LayerBuilder, LayerPrograms
 from vtatune.lowering import pack_bias, pack_data, pack_weight, unpack_output
-from vtatune.workloads import AddWorkload, Conv2dTransposeWorkload, Workload
+from vtatune.workloads import AddWorkload, Conv2dTransposeWorkload, GemmWorkload, Workload
 
 
 @dataclass(frozen=True)
@@ -161,7 +161,7 @@ def build_layer(layer: VtaLayer, device: Device, builder: LayerBuilder,
     weight = device.upload(pack_weight(workload, spec.weight, hw))
     bias = None
     if has_bias:
-        raw = np.zeros(spec.out_shape[1], np.int32) if acc_bias is None else acc_bias
+        raw = np.zeros(spec.channels, np.int32) if acc_bias is None else acc_bias
         values = requant.fused_bias(raw) if requant.on_vta else raw
         bias = device.upload(pack_bias(values, workload.batch, hw))
     return BuiltLayer(layer, workload, requant, programs, weight, bias)
@@ -194,8 +194,10 @@ class Region:
                 raise DeployError(f"{self.plan.symbol}: input of shape {list(x.shape)}, "
                                   f"expected {list(shape)}")
             values[vid] = x
+        model_shapes = {}  # value id -> its shape in the model (a dense's [..., S, N])
         for built in self.layers:
             values[built.layer.output] = self._run_layer(built, values)
+            model_shapes[built.layer.output] = built.layer.spec.out_shape
         outputs = []
         for vid in self.plan.outputs:
             value = values[vid]
@@ -205,7 +207,7 @@ class Region:
             packed = value.host if value.host is not None else self.device.download(value.buffer)
             out = unpack_output(value.workload, packed.reshape(value.shape))
             self._host_op("unpack", out.shape)
-            outputs.append(out)
+            outputs.append(out.reshape(model_shapes.get(vid, out.shape)))
         return outputs
 
     def _run_layer(self, built: BuiltLayer, values: dict[int, np.ndarray | _Packed]) -> _Packed:
@@ -246,6 +248,8 @@ class Region:
             key = (vid, want)  # the packed shape tells the layouts apart (dilated or not)
             if key not in self._packed:
                 self._host_op("pack", value.shape)
+                if isinstance(consumer, GemmWorkload) and value.ndim > 2:
+                    value = value.reshape(-1, value.shape[-1])  # [..., S, K]: rows folded
                 self._packed[key] = device.upload(pack(consumer, value, hw))
             return self._packed[key]
         stride = consumer.stride if isinstance(consumer, Conv2dTransposeWorkload) else 1

@@ -1,0 +1,87 @@
+"""Transformers' layers on VTA: a MatMul of [..., S, K] activations by a [K, N] weight runs as
+a dense layer of the folded rows (its int32 bias fused), attention's activation-by-activation
+MatMuls run per (batch, head) with the second operand packed at run time; softmax, LayerNorm
+and GELU stay on the CPU. Each output checked against TVM's CPU build and onnxruntime."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+pytest.importorskip("tvm")
+pytest.importorskip("onnxruntime")
+
+from simulator.hardware import DEFAULT  # noqa: E402
+from vtatune.builds import FallbackWarning  # noqa: E402
+from vtatune.deploy import (  # noqa: E402
+    agreement,
+    deploy,
+    models,
+    output_step,
+    quantize,
+    reference,
+)
+from vtatune.networks import Layer, place  # noqa: E402
+
+pytestmark = pytest.mark.filterwarnings("ignore::vtatune.builds.FallbackWarning")
+
+
+def _shape(model):
+    return [d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim]
+
+
+def _quantized(float_model, seed=0):
+    shape = _shape(float_model)
+    rng = np.random.default_rng(seed)
+    calibration = rng.standard_normal((4, *shape)).astype(np.float32)
+    return quantize(float_model, calibration), rng.standard_normal(shape).astype(np.float32)
+
+
+def _deploy(**kwargs):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FallbackWarning)
+        return deploy(**kwargs)
+
+
+def _agree(result, model, x, exact):
+    step = output_step(model)
+    for ref in ("tvm", "onnxruntime"):
+        a = agreement(result.output, reference(model, x, ref), step)
+        if exact:
+            assert a.exact == a.elements, (ref, a.describe())
+        assert a.max_steps <= 1, (ref, a.describe())
+
+
+def test_a_3d_matmul_with_its_int32_bias_is_one_dense_layer_of_the_folded_rows():
+    model = models.dense_rows_qdq(seq=16, features=32, out=64)
+    x = np.random.default_rng(1).standard_normal((1, 16, 32)).astype(np.float32)
+    r = _deploy(model=model, input=x, exact=True)
+    # [1, 16, 32] x [32, 64]: 16 rows; the bias add fused (no add left on the CPU)
+    assert [c.workload.split(",")[0] for c in r.offloaded] == ["gemm 16x32 * 32x64"]
+    assert "add(bias)" in r.offloaded[0].workload
+    assert [c.op for c in r.cpu_ops if c.by == "tvm"] == ["quantize", "dequantize"]
+    assert r.output.shape == (1, 16, 64)
+    _agree(r, model, x, exact=True)
+    d = _deploy(model=model, input=x)  # VTA requantizes: ties within one step
+    assert d.offloaded[0].requantization == "on VTA: shift 8" and d.offloaded[0].passes == 1
+    _agree(d, model, x, exact=False)
+
+
+def test_leading_axes_fold_into_rows_as_network_reads_them():
+    model = models.dense_rows_qdq(seq=16, features=32, out=64)
+    r = _deploy(model=model, input=np.zeros((1, 16, 32), np.float32))
+    want = place(Layer("", "dense", 16, 32, 64, quantized=True), DEFAULT)
+    assert r.offloaded[0].workload.split(",")[0] == want.describe().split(",")[0]
+
+
+def test_a_bias_quantized_apart_from_its_matmul_stays_a_cpu_add():
+    """onnxruntime requantizes a MatMul's output to int8 before the Add of its bias (an int8
+    tensor at its own scale): the MatMul runs on VTA, the add on the CPU with its reason."""
+    model, x = _quantized(models.dense_rows(seq=16, features=32, out=64, relu=True))
+    r = _deploy(model=model, input=x, exact=True)
+    assert [c.workload.split(",")[0] for c in r.offloaded] == ["gemm 16x32 * 32x64"]
+    assert [(c.op, c.reason) for c in r.cpu_ops if c.op == "add"] == [
+        ("add", "broadcasting add [1, 16, 64] + [64]")]
+    _agree(r, model, x, exact=True)

@@ -28,7 +28,7 @@ from vtatune.workloads import Workload
 #: The layer kinds a pattern matches, by the Relax op at its core.
 ANCHORS = {"relax.nn.conv2d": "conv2d", "relax.nn.conv2d_transpose": "conv2d_transpose",
            "relax.matmul": "dense"}
-KINDS = ("conv2d", "conv2d_transpose", "dense", "add", "relu")
+KINDS = ("conv2d", "conv2d_transpose", "dense", "batch_matmul", "add", "relu")
 
 
 class Unsupported(Exception):  # noqa: N818  (a verdict, not an error: the layer stays on the CPU)
@@ -87,6 +87,9 @@ class LayerSpec:
             rows = int(np.prod(shape[:-1]))  # [..., S, K]: the leading axes fold into rows
             return Layer(name, "dense", rows, shape[-1], self.out_shape[-1],
                          quantized=True, relu=self.relu)
+        if self.kind == "batch_matmul":  # [..., M, K] x [..., K, N]: a GEMM per head
+            return Layer(name, "batch_matmul", shape[-2], shape[-1], self.out_shape[-1],
+                         heads=int(np.prod(shape[:-2])), quantized=True)
         if self.kind == "add":
             n, c, h, w = shape
             return Layer(name, "add", n, c, c, h, w, quantized=True, relu=self.relu)
@@ -96,6 +99,14 @@ class LayerSpec:
                      (int(kernel[0]), int(kernel[1])), self.padding, self.strides,
                      self.dilation, self.groups, self.output_padding, quantized=True,
                      relu=self.relu)
+
+    @property
+    def has_bias(self) -> bool:
+        """Whether VTA adds a bias to the accumulators: the model's, an input zero point's
+        correction, or (a batch_matmul) its operands' zero points' corrections."""
+        if self.kind == "batch_matmul":
+            return bool(self.x.zero_point or self.weight_q.zero_point)
+        return self.accumulator_bias() is not None
 
     def requantization(self, exact: bool = False) -> Requantization:
         """How the layer's accumulators become its int8 output (see ``_requantize``;
@@ -187,6 +198,8 @@ def spec_of(kind: str, ann: dict[str, Any]) -> LayerSpec:
         if len(out_shape) != 4:
             raise Unsupported(f"add of {len(out_shape)}-D tensors (VTA adds NCHW tensors)")
         return LayerSpec("add", (a, r), out_shape, out, relu=relu)
+    if kind == "batch_matmul":
+        return _batch_matmul(ann, out_shape, out)
     _int8(ann, "x_q", "the input")
     _int8(ann, "w_q", "the weight")
     x, wq = _qparams(ann, "x"), _qparams(ann, "w")
@@ -262,13 +275,32 @@ def _dense_rows(ann: dict[str, Any], w: np.ndarray, x_shape: tuple[int, ...],
     return LayerSpec("dense", weight=np.ascontiguousarray(w.T), **common)
 
 
+def _batch_matmul(ann: dict[str, Any], out_shape: tuple[int, ...], out: QParams) -> LayerSpec:
+    """A MatMul of two int8 activations [..., M, K] x [..., K, N] (attention's Q.K^T, P.V):
+    one GEMM per leading index, the second operand its weight, packed at run time. Zero
+    points stay exact without padding: their corrections are a bias computed with the
+    packing (``_region``)."""
+    if type(ann["w_q"]).__name__ == "Constant":  # relax.Constant
+        raise Unsupported("a matmul by a constant that no dense pattern took")
+    _int8(ann, "x_q", "the first operand")
+    _int8(ann, "w_q", "the second operand")
+    xs, ws = _shape(ann["x_q"]), _shape(ann["w_q"])
+    if len(xs) < 3 or len(xs) != len(ws) or xs[:-2] != ws[:-2]:
+        raise Unsupported(f"matmul of {list(xs)} by {list(ws)} (VTA multiplies matrices of "
+                          "equal leading axes, one GEMM each)")
+    if xs[-1] != ws[-2] or out_shape != (*xs[:-1], ws[-1]):
+        raise Unsupported(f"matmul of {list(xs)} by {list(ws)} -> {list(out_shape)}")
+    x, w = _qparams(ann, "x"), _qparams(ann, "w")
+    return LayerSpec("batch_matmul", ((xs, x), (ws, w)), out_shape, out, weight_q=w)
+
+
 # --- deciding --------------------------------------------------------------------------------
 def refusal(spec: LayerSpec, hw: HardwareConfig) -> str | None:
     """Why VTA does not run ``spec`` on ``hw`` (``network``'s placement first: the same
     layer is offloaded by both or by neither, for the same reason), or None."""
     if spec.kind == "relu":
         return None  # fused into its producer: _patterns checks that one
-    if spec.kind != "add":
+    if spec.kind not in ("add", "batch_matmul"):  # batch_matmul: corrected at run time
         if spec.weight_q.zero_point:
             return (f"weight zero point {spec.weight_q.zero_point} != 0: VTA multiplies the "
                     "int8 weights as they are (quantize weights symmetric)")
@@ -301,7 +333,7 @@ def workload_of(spec: LayerSpec, hw: HardwareConfig, name: str = "",
     if isinstance(placed, str):
         raise Unsupported(placed)
     req = spec.requantization(exact)
-    bias = spec.kind != "add" and req.needs_bias(spec.accumulator_bias() is not None)
+    bias = spec.kind != "add" and req.needs_bias(spec.has_bias)
     return replace(placed, epilogue=req.epilogues(bias)[0])
 
 

@@ -23,7 +23,7 @@ from vtatune.deploy._errors import DeployError
 from vtatune.deploy._match import LayerSpec, workload_of
 from vtatune.deploy._requantize import Requantization
 from vtatune.deploy._schedules import LayerBuilder, LayerPrograms
-from vtatune.lowering import pack_bias, pack_data, pack_weight, unpack_output
+from vtatune.lowering import pack_bias, pack_data, pack_matrix, pack_weight, unpack_output
 from vtatune.workloads import AddWorkload, Conv2dTransposeWorkload, GemmWorkload, Workload
 
 
@@ -155,6 +155,10 @@ def build_layer(layer: VtaLayer, device: Device, builder: LayerBuilder,
     if isinstance(workload, AddWorkload):
         programs = builder.programs(workload, requant.epilogues(bias=False), bias=False)
         return BuiltLayer(layer, workload, requant, programs, None, None)
+    if spec.kind == "batch_matmul":  # weight and bias packed at run time, per head
+        has_bias = requant.needs_bias(spec.has_bias)
+        programs = builder.programs(workload, requant.epilogues(bias=has_bias), bias=has_bias)
+        return BuiltLayer(layer, workload, requant, programs, None, None)
     acc_bias = spec.accumulator_bias()
     has_bias = requant.needs_bias(acc_bias is not None)
     programs = builder.programs(workload, requant.epilogues(bias=has_bias), bias=has_bias)
@@ -210,8 +214,11 @@ class Region:
             outputs.append(out.reshape(model_shapes.get(vid, out.shape)))
         return outputs
 
-    def _run_layer(self, built: BuiltLayer, values: dict[int, np.ndarray | _Packed]) -> _Packed:
+    def _run_layer(self, built: BuiltLayer, values: dict[int, np.ndarray | _Packed]
+                   ) -> _Packed | np.ndarray:
         device, spec = self.device, built.layer.spec
+        if spec.kind == "batch_matmul":
+            return self._run_batch_matmul(built, values)
         first = built.programs.passes[0].program
         names = ("data", "weight") if isinstance(built.workload, AddWorkload) else ("data",)
         tensors = {name: self._operand(vid, values[vid], built.workload,
@@ -236,6 +243,61 @@ class Region:
         y = built.requant.finish([device.download(o) for o in outs])
         self._host_op("requantize", spec.out_shape)
         return _Packed(out_shape, built.workload, host=y)
+
+    def _host_value(self, value: np.ndarray | _Packed, shape: tuple[int, ...]) -> np.ndarray:
+        """A region value as an int8 array of its model ``shape`` on the host."""
+        if not isinstance(value, _Packed):
+            return value
+        packed = value.host if value.host is not None else self.device.download(value.buffer)
+        self._host_op("unpack", shape)
+        return unpack_output(value.workload, packed.reshape(value.shape)).reshape(shape)
+
+    def _run_batch_matmul(self, built: BuiltLayer,
+                          values: dict[int, np.ndarray | _Packed]) -> np.ndarray:
+        """[..., M, K] x [..., K, N]: one GEMM per leading index, the second operand packed
+        as its weight by the CPU at run time (VTA's loads move whole tiles of contiguous
+        elements, so they cannot transpose a row-major matrix into its weight tiles), with
+        the zero points' corrections as its bias (``sum (x - zx)(w - zw) = sum x w
+        - zw sum_k x - zx sum_k w + K zx zw``: per row and per column, exact)."""
+        device, hw, spec = self.device, self.device.hw, built.layer.spec
+        (xs, xq), (ws, wq) = spec.inputs
+        x, w = (self._host_value(values[vid], shape)
+                for vid, shape in zip(built.layer.inputs, (xs, ws), strict=True))
+        m, k, n = xs[-2], xs[-1], ws[-1]
+        wl, requant, passes = built.workload, built.requant, built.programs.passes
+        first = passes[0].program
+        has_bias = "bias" in {t.name for t in first.tensors}
+        out_shape = tuple(first.tensor("output").shape)
+        ys, cycles = [], 0
+        for xg, wg in zip(x.reshape(-1, m, k), w.reshape(-1, k, n), strict=True):
+            tensors = {"data": device.upload(pack_data(wl, xg, hw)),
+                       "weight": device.upload(pack_weight(wl, np.ascontiguousarray(wg.T), hw))}
+            if has_bias:
+                acc = np.zeros((m, n), np.int64)
+                acc -= wq.zero_point * xg.sum(1, dtype=np.int64)[:, None]
+                acc -= xq.zero_point * wg.sum(0, dtype=np.int64)[None, :]
+                acc += k * xq.zero_point * wq.zero_point
+                bias = requant.fused_bias(acc) if requant.on_vta else acc.astype(np.int32)
+                tensors["bias"] = device.upload(pack_matrix(bias, hw.batch, hw.block_out))
+            outs = []
+            for lowered in passes:
+                out = device.alloc(out_shape, np.int8)
+                cycles += device.run(lowered.program, {**tensors, "output": out})
+                outs.append(out)
+            y = device.download(outs[0]) if requant.on_vta else \
+                requant.finish([device.download(o) for o in outs])
+            ys.append(unpack_output(wl, y.reshape(out_shape)))
+        heads = len(ys)
+        self._host_op("pack", xs)
+        self._host_op("pack_weight", ws)
+        if not requant.on_vta:
+            self._host_op("requantize", spec.out_shape)
+        self._host_op("unpack", spec.out_shape)
+        self.trace.calls.append(OffloadedCall(
+            built.layer.name, spec.kind, f"{heads}x " + replace(wl, name="").describe(),
+            passes[0].schedule.short(), built.programs.source, built.programs.describe(),
+            requant.describe(), len(passes) * heads, cycles))
+        return np.stack(ys).reshape(spec.out_shape)
 
     def _operand(self, vid: int, value: np.ndarray | _Packed, consumer: Workload,
                  want: tuple[int, ...], name: str) -> Buffer:

@@ -45,7 +45,10 @@ class Layer:
     """One compute layer as the model has it (``height``/``width`` are the input's).
 
     ``operator`` is ``conv2d`` (``groups`` > 1: grouped), ``conv2d_transpose`` or
-    ``dense`` (``in_channels`` -> ``out_channels``; the spatial fields unused). ``pad`` is
+    ``dense`` (``in_channels`` -> ``out_channels``; the spatial fields unused) or
+    ``batch_matmul`` (a MatMul of two activations, attention's Q.K^T and P.V: ``heads``
+    GEMMs of ``batch`` rows, ``in_channels`` -> ``out_channels``, the second operand the
+    weight, packed at run time). ``pad`` is
     (top, left, bottom, right) as in ONNX. ``quantized``: the model computes the layer in
     int8 (an ONNX QOperator or QDQ layer); VTA runs every layer it takes in int8 either way.
     """
@@ -67,12 +70,13 @@ class Layer:
     quantized: bool = False
     relu: bool = False  # a ReLU follows the layer in the model (fused into its epilogue)
     rhs_bits: int = 8  # an ``add``: its second operand's width (32: still the int32 input)
+    heads: int = 1  # a ``batch_matmul``: how many GEMMs (the product of its leading axes)
 
     @property
     def macs(self) -> int:
         """Multiply-accumulates (0 for an add)."""
-        if self.operator == "dense":
-            return self.batch * self.in_channels * self.out_channels
+        if self.operator in ("dense", "batch_matmul"):
+            return self.heads * self.batch * self.in_channels * self.out_channels
         if self.operator == "add":
             return 0
         kh, kw = self.kernel
@@ -89,6 +93,9 @@ class Layer:
     def describe(self) -> str:
         if self.operator == "dense":
             return f"dense {self.batch}x{self.in_channels} -> {self.out_channels}"
+        if self.operator == "batch_matmul":
+            return (f"batch_matmul {self.heads}x {self.batch}x{self.in_channels} * "
+                    f"{self.in_channels}x{self.out_channels}")
         if self.operator == "add":
             return f"add {self.batch}x{self.in_channels}x{self.height}x{self.width}"
         k = _pair(self.kernel)
@@ -232,7 +239,7 @@ def place(layer: Layer, hw: HardwareConfig, name: str = "") -> Workload | str:
         except WorkloadError as exc:
             return str(exc)
         return wl
-    if op == "dense":
+    if op in ("dense", "batch_matmul"):  # a batch_matmul: one such GEMM per head
         checks = [(layer.batch, hw.batch, "batch", "BATCH"),
                   (layer.in_channels, hw.block_in, "input channels", "BLOCK_IN"),
                   (layer.out_channels, hw.block_out, "output channels", "BLOCK_OUT")]
@@ -338,6 +345,7 @@ def tasks_of(layers: list[Layer | CpuLayer | CpuOp], hw: HardwareConfig, network
     if kind not in TASK_KINDS:
         raise NetworkError(f"unknown task kind {kind!r} (known: {', '.join(TASK_KINDS)})")
     groups: dict[tuple[str, str], tuple[str, list[Workload], list[str]]] = {}
+    runs: dict[tuple[str, str], int] = {}
     cpu = []
     order: list[tuple[str, tuple[str, str] | None, CpuOp | CpuLayer | None,
                       Workload | None]] = []
@@ -359,6 +367,7 @@ def tasks_of(layers: list[Layer | CpuLayer | CpuOp], hw: HardwareConfig, network
         label, variants, names = groups.setdefault(key, (layer.label, [], []))
         variants.append(placed)
         names.append(layer.name)
+        runs[key] = runs.get(key, 0) + layer.heads  # a batch_matmul runs once per head
         order.append((layer.name, key, None, placed))
     tasks, names_of = [], {}
     for i, (key, (label, variants, names)) in enumerate(groups.items(), start=1):
@@ -368,7 +377,7 @@ def tasks_of(layers: list[Layer | CpuLayer | CpuOp], hw: HardwareConfig, network
         else:  # Counter keeps first-occurrence order: most_common breaks ties by it
             wl = Counter(variants).most_common(1)[0][0]
         named = replace(wl, name=f"{network}.{label or f'T{i}'}")
-        tasks.append(Task(named, len(names), tuple(names), _untunable(named, hw)))
+        tasks.append(Task(named, runs[key], tuple(names), _untunable(named, hw)))
         names_of[key] = named.name
     steps = tuple(Step(name, names_of[key] if key else None, op,
                        replace(wl, name=names_of[key]) if wl is not None else None)

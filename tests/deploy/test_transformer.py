@@ -85,3 +85,64 @@ def test_a_bias_quantized_apart_from_its_matmul_stays_a_cpu_add():
     assert [(c.op, c.reason) for c in r.cpu_ops if c.op == "add"] == [
         ("add", "broadcasting add [1, 16, 64] + [64]")]
     _agree(r, model, x, exact=True)
+
+
+def _ort_default(float_model, tmp_path):
+    """quantize_static with its default options: asymmetric activations, calibrated
+    scales."""
+    import onnx
+    from onnxruntime.quantization import QuantFormat, quantize_static
+
+    shape = _shape(float_model)
+
+    class Reader:
+        def __init__(self):
+            rng = np.random.default_rng(0)
+            self.items = iter([{"x": rng.standard_normal(shape).astype(np.float32)}
+                               for _ in range(4)])
+
+        def get_next(self):
+            return next(self.items, None)
+
+    onnx.save(float_model, tmp_path / "float.onnx")
+    quantize_static(tmp_path / "float.onnx", tmp_path / "int8.onnx", Reader(),
+                    quant_format=QuantFormat.QDQ)
+    x = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
+    return onnx.load(tmp_path / "int8.onnx"), x
+
+
+def test_attention_runs_its_activation_matmuls_on_vta_per_head():
+    model, x = _quantized(models.attention(seq=32, hidden=32, heads=2))
+    r = _deploy(model=model, input=x, exact=True)
+    # Q, K, V projections, Q.K^T and P.V per head (2 heads of 16), the output projection
+    assert [(c.op, c.workload.split(",")[0]) for c in r.offloaded] == [
+        ("dense", "gemm 32x32 * 32x32")] * 3 + [
+        ("batch_matmul", "2x gemm 32x16 * 16x32"), ("batch_matmul", "2x gemm 32x32 * 32x16"),
+        ("dense", "gemm 32x32 * 32x32")]
+    # the second operand packed as the weight on the CPU, once per call; softmax on the CPU
+    host = [c.op for c in r.cpu_ops if c.by == "vtatune"]
+    assert host.count("pack_weight") == 2
+    assert [c.op for c in r.cpu_ops if c.op == "nn.softmax"] == ["nn.softmax"]
+    assert not any(c.reason for c in r.cpu_ops if c.op == "matmul")
+    _agree(r, model, x, exact=True)
+
+
+def test_attention_with_zero_points_on_both_operands_is_exact(tmp_path):
+    """onnxruntime's defaults: both operands of Q.K^T and P.V have zero points (the softmax
+    output's is -128); their corrections are a bias of per-row and per-column sums, so the
+    integer core stays exact, and the CPU requantizes the calibrated float scales."""
+    model, x = _ort_default(models.attention(seq=32, hidden=32, heads=2), tmp_path)
+    r = _deploy(model=model, input=x)
+    bmm = [c for c in r.offloaded if c.op == "batch_matmul"]
+    assert len(bmm) == 2 and all("zero point" in c.requantization for c in bmm)
+    assert len(r.offloaded) == 6
+    _agree(r, model, x, exact=True)
+
+
+def test_an_encoder_block_leaves_softmax_layernorm_and_gelu_to_the_cpu():
+    model, x = _quantized(models.encoder_block(seq=32, hidden=32, heads=2, intermediate=64))
+    r = _deploy(model=model, input=x, exact=True)
+    assert [c.op for c in r.offloaded] == ["dense"] * 3 + ["batch_matmul"] * 2 + ["dense"] * 3
+    cpu = {c.op for c in r.cpu_ops if c.by == "tvm"}
+    assert {"nn.softmax", "nn.layer_norm", "erf"} <= cpu and "matmul" not in cpu
+    _agree(r, model, x, exact=True)

@@ -146,3 +146,17 @@ def test_an_encoder_block_leaves_softmax_layernorm_and_gelu_to_the_cpu():
     cpu = {c.op for c in r.cpu_ops if c.by == "tvm"}
     assert {"nn.softmax", "nn.layer_norm", "erf"} <= cpu and "matmul" not in cpu
     _agree(r, model, x, exact=True)
+
+
+def test_rows_that_are_not_whole_batch_blocks_are_padded_with_zeros():
+    """17 rows on a BATCH 4 core: 3 zero rows pad the GEMM to 20, their outputs dropped;
+    the report says so."""
+    model = models.dense_rows_qdq(seq=17, features=32, out=64)
+    x = np.random.default_rng(2).standard_normal((1, 17, 32)).astype(np.float32)
+    r = _deploy(model=model, input=x, hw="4x8", exact=True)
+    assert [c.workload for c in r.offloaded] == [
+        "gemm 20x32 * 32x64, epilogue add(bias) (17 rows padded with zeros to 20)"]
+    assert r.output.shape == (1, 17, 64)
+    _agree(r, model, x, exact=True)
+    d = _deploy(model=model, input=x, hw="4x8")
+    _agree(d, model, x, exact=False)

@@ -211,7 +211,10 @@ class Region:
             packed = value.host if value.host is not None else self.device.download(value.buffer)
             out = unpack_output(value.workload, packed.reshape(value.shape))
             self._host_op("unpack", out.shape)
-            outputs.append(out.reshape(model_shapes.get(vid, out.shape)))
+            shape = model_shapes.get(vid, out.shape)
+            if isinstance(value.workload, GemmWorkload):  # padding rows dropped
+                out = out[:int(np.prod(shape[:-1]))]
+            outputs.append(out.reshape(shape))
         return outputs
 
     def _run_layer(self, built: BuiltLayer, values: dict[int, np.ndarray | _Packed]
@@ -235,7 +238,7 @@ class Region:
             cycles += device.run(lowered.program, {**tensors, "output": out})
             outs.append(out)
         self.trace.calls.append(OffloadedCall(
-            built.layer.name, spec.kind, replace(built.workload, name="").describe(),
+            built.layer.name, spec.kind, _described(built),
             built.programs.passes[0].schedule.short(), built.programs.source,
             built.programs.describe(), built.requant.describe(), len(outs), cycles))
         if built.requant.on_vta:
@@ -270,13 +273,14 @@ class Region:
         out_shape = tuple(first.tensor("output").shape)
         ys, cycles = [], 0
         for xg, wg in zip(x.reshape(-1, m, k), w.reshape(-1, k, n), strict=True):
-            tensors = {"data": device.upload(pack_data(wl, xg, hw)),
+            tensors = {"data": device.upload(pack_data(wl, _pad_rows(xg, wl.batch), hw)),
                        "weight": device.upload(pack_weight(wl, np.ascontiguousarray(wg.T), hw))}
             if has_bias:
                 acc = np.zeros((m, n), np.int64)
                 acc -= wq.zero_point * xg.sum(1, dtype=np.int64)[:, None]
                 acc -= xq.zero_point * wg.sum(0, dtype=np.int64)[None, :]
                 acc += k * xq.zero_point * wq.zero_point
+                acc = _pad_rows(acc, wl.batch)
                 bias = requant.fused_bias(acc) if requant.on_vta else acc.astype(np.int32)
                 tensors["bias"] = device.upload(pack_matrix(bias, hw.batch, hw.block_out))
             outs = []
@@ -286,7 +290,7 @@ class Region:
                 outs.append(out)
             y = device.download(outs[0]) if requant.on_vta else \
                 requant.finish([device.download(o) for o in outs])
-            ys.append(unpack_output(wl, y.reshape(out_shape)))
+            ys.append(unpack_output(wl, y.reshape(out_shape))[:m])
         heads = len(ys)
         self._host_op("pack", xs)
         self._host_op("pack_weight", ws)
@@ -294,7 +298,7 @@ class Region:
             self._host_op("requantize", spec.out_shape)
         self._host_op("unpack", spec.out_shape)
         self.trace.calls.append(OffloadedCall(
-            built.layer.name, spec.kind, f"{heads}x " + replace(wl, name="").describe(),
+            built.layer.name, spec.kind, f"{heads}x " + _described(built),
             passes[0].schedule.short(), built.programs.source, built.programs.describe(),
             requant.describe(), len(passes) * heads, cycles))
         return np.stack(ys).reshape(spec.out_shape)
@@ -310,8 +314,10 @@ class Region:
             key = (vid, want)  # the packed shape tells the layouts apart (dilated or not)
             if key not in self._packed:
                 self._host_op("pack", value.shape)
-                if isinstance(consumer, GemmWorkload) and value.ndim > 2:
-                    value = value.reshape(-1, value.shape[-1])  # [..., S, K]: rows folded
+                if isinstance(consumer, GemmWorkload):
+                    if value.ndim > 2:
+                        value = value.reshape(-1, value.shape[-1])  # [..., S, K]: rows folded
+                    value = _pad_rows(value, consumer.batch)  # to whole BATCH blocks
                 self._packed[key] = device.upload(pack(consumer, value, hw))
             return self._packed[key]
         stride = consumer.stride if isinstance(consumer, Conv2dTransposeWorkload) else 1
@@ -328,6 +334,29 @@ class Region:
                 return device.upload(dilated.reshape(want))
         self._host_op("repack", want)
         return device.upload(pack(consumer, unpack_output(value.workload, packed), hw))
+
+
+def _model_rows(spec: LayerSpec) -> int:
+    """The rows of a dense or batch_matmul layer's GEMM in the model (before padding)."""
+    return spec.layer().batch
+
+
+def _described(built: BuiltLayer) -> str:
+    """The workload as a report names it, saying how many zero rows pad a GEMM to whole
+    BATCH blocks."""
+    text = replace(built.workload, name="").describe()
+    if isinstance(built.workload, GemmWorkload):
+        rows = _model_rows(built.layer.spec)
+        if rows != built.workload.batch:
+            text += f" ({rows} rows padded with zeros to {built.workload.batch})"
+    return text
+
+
+def _pad_rows(x: np.ndarray, rows: int) -> np.ndarray:
+    """``x`` (rows first) with zero rows up to ``rows``."""
+    if x.shape[0] == rows:
+        return x
+    return np.concatenate([x, np.zeros((rows - x.shape[0], *x.shape[1:]), x.dtype)])
 
 
 def _shape(shape: tuple[int, ...]) -> str:

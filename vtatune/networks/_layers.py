@@ -240,14 +240,7 @@ def place(layer: Layer, hw: HardwareConfig, name: str = "") -> Workload | str:
             return str(exc)
         return wl
     if op in ("dense", "batch_matmul"):  # a batch_matmul: one such GEMM per head
-        checks = [(layer.batch, hw.batch, "batch", "BATCH"),
-                  (layer.in_channels, hw.block_in, "input channels", "BLOCK_IN"),
-                  (layer.out_channels, hw.block_out, "output channels", "BLOCK_OUT")]
-        for v, block, what, const in checks:
-            if v % block:
-                return f"{v} {what} are not a multiple of {const} {block}"
-        return GemmWorkload(layer.batch, layer.in_channels, layer.out_channels, name,
-                            deployed(DEPLOYED_SHIFT, layer.relu))
+        return _place_gemm(layer, hw, name)
     if op not in ("conv2d", "conv2d_transpose"):
         return f"{op} has no VTA template"
     kh, kw = layer.kernel
@@ -292,6 +285,24 @@ def place(layer: Layer, hw: HardwareConfig, name: str = "") -> Workload | str:
                    epilogue=deployed(DEPLOYED_SHIFT, layer.relu))
     except WorkloadError as exc:
         return str(exc)
+
+
+def padded_rows(rows: int, hw: HardwareConfig) -> int:
+    """A GEMM's rows rounded up to whole BATCH blocks: the rows VTA computes (the padding
+    rows are zeros, their outputs dropped)."""
+    return -(-rows // hw.batch) * hw.batch
+
+
+def _place_gemm(layer: Layer, hw: HardwareConfig, name: str) -> Workload | str:
+    """A dense or batch_matmul layer as one GEMM workload: channels in whole blocks; rows
+    (a MatMul's leading axes folded with S) padded with zero rows to whole BATCH blocks."""
+    checks = [(layer.in_channels, hw.block_in, "input channels", "BLOCK_IN"),
+              (layer.out_channels, hw.block_out, "output channels", "BLOCK_OUT")]
+    for v, block, what, const in checks:
+        if v % block:
+            return f"{v} {what} are not a multiple of {const} {block}"
+    return GemmWorkload(padded_rows(layer.batch, hw), layer.in_channels, layer.out_channels,
+                        name, deployed(DEPLOYED_SHIFT, layer.relu))
 
 
 def _operator_class(op: str, groups: int) -> tuple[type | str, dict]:

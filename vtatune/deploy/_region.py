@@ -7,8 +7,9 @@ Activations stay on the device, packed as VTA lays them out, from one VTA layer 
 ``pack`` (a region input, NCHW, into VTA's layout), ``unpack`` (a region output back),
 ``dilate`` (zeros between pixels before a transposed conv, on the packed tensor),
 ``repack`` (between layouts that differ: a conv's output read as a dense input on a core
-with BATCH > 1, say) and ``requantize`` (the CPU's part of a requantization VTA cannot do:
-``_requantize``).
+with BATCH > 1, say), ``pack_weight`` (a batch_matmul's second operand, an activation,
+packed as its weight at run time, head by head) and ``requantize`` (the CPU's part of a
+requantization VTA cannot do: ``_requantize``).
 """
 
 from __future__ import annotations
@@ -253,7 +254,10 @@ class Region:
             return value
         packed = value.host if value.host is not None else self.device.download(value.buffer)
         self._host_op("unpack", shape)
-        return unpack_output(value.workload, packed.reshape(value.shape)).reshape(shape)
+        out = unpack_output(value.workload, packed.reshape(value.shape))
+        if isinstance(value.workload, GemmWorkload):  # padding rows dropped
+            out = out[:int(np.prod(shape[:-1]))]
+        return out.reshape(shape)
 
     def _run_batch_matmul(self, built: BuiltLayer,
                           values: dict[int, np.ndarray | _Packed]) -> np.ndarray:

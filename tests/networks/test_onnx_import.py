@@ -326,6 +326,8 @@ def test_matmul_of_two_activations_is_a_batch_matmul(tmp_path):
     # two GEMMs of one task; the projection's rows are both heads' 2 x 64
     assert shapes(net) == [("gemm", (64, 16, 64), ("att",)), ("gemm", (128, 64, 32), ("proj",))]
     assert [t.multiplicity for t in net.tasks] == [2, 1]
+    # the deployed model runs each head's GEMM as a step of its own
+    assert [s.name for s in net.steps if s.task is not None] == ["att#0", "att#1", "proj"]
 
 
 def test_matmul_of_activations_that_broadcast_stays_on_the_cpu(tmp_path):

@@ -348,7 +348,7 @@ def tasks_of(layers: list[Layer | CpuLayer | CpuOp], hw: HardwareConfig, network
     with. A CpuLayer (a layer its reader could not read) and a CpuOp stay on the CPU as
     they are. Returns the tasks, the layers left on the CPU and the steps of the deployed
     model in order (each VTA step runs its own workload, its own epilogue, with its task's
-    schedule).
+    schedule; a batch_matmul of ``h`` heads is ``h`` steps, ``<layer>#0`` ...).
 
     A task is named ``<network>.<label>`` after the catalogue's label for its shape, else
     ``<network>.T<i>`` in order of first occurrence.
@@ -379,7 +379,8 @@ def tasks_of(layers: list[Layer | CpuLayer | CpuOp], hw: HardwareConfig, network
         variants.append(placed)
         names.append(layer.name)
         runs[key] = runs.get(key, 0) + layer.heads  # a batch_matmul runs once per head
-        order.append((layer.name, key, None, placed))
+        order += [(layer.name if layer.heads == 1 else f"{layer.name}#{h}", key, None, placed)
+                  for h in range(layer.heads)]
     tasks, names_of = [], {}
     for i, (key, (label, variants, names)) in enumerate(groups.items(), start=1):
         if kind == "autotvm":

@@ -1,7 +1,11 @@
 """Float ONNX models built with ``onnx.helper`` and seeded random weights, to deploy and to
 test deploying (quantize them with :func:`vtatune.deploy.quantize`): a conv chain with a
-residual add, a grouped conv, a transposed conv, a two-layer MLP, and ResNet-18 (v1, as
-torchvision builds it, batch norm folded into the convs).
+residual add, a grouped conv, a transposed conv, a two-layer MLP, ResNet-18 (v1, as
+torchvision builds it, batch norm folded into the convs), and transformers' layers as torch
+exports them: a projection of [1, S, K] activations (``dense_rows``), multi-head
+self-attention and a BERT encoder block. ``dense_rows_qdq`` is the one model already
+quantized (QDQ, its bias int32 in the accumulator's scale, as a quantizer that fuses the
+bias writes it).
 
 Example:
     >>> m = conv_residual(channels=16, size=8)

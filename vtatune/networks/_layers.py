@@ -204,7 +204,8 @@ class Network:
 
     @property
     def vta_layers(self) -> int:
-        return sum(t.multiplicity for t in self.tasks)
+        """The model's layers VTA runs (a batch_matmul once, whatever its heads)."""
+        return sum(len(t.layers) for t in self.tasks)
 
 
 @dataclass(frozen=True)

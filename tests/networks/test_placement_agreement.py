@@ -6,8 +6,10 @@ reason."""
 
 from __future__ import annotations
 
+import sys
 import warnings
 from collections import Counter
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -16,9 +18,12 @@ import pytest
 pytest.importorskip("tvm")
 pytest.importorskip("onnxruntime")
 
+from simulator.hardware import HardwareConfig  # noqa: E402
 from vtatune.builds import FallbackWarning  # noqa: E402
 from vtatune.deploy import deploy, models, quantize  # noqa: E402
 from vtatune.networks import CpuLayer, Layer, load_network, place  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
 
 #: The layer kinds that multiply (what both place), by the name each side gives them.
 KIND = {"conv2d": "conv2d", "nn.conv2d": "conv2d", "conv2d_transpose": "conv2d_transpose",
@@ -62,10 +67,12 @@ def network_verdicts(path, hw):
 
 
 def deploy_verdicts(model, hw):
-    shape = [d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim]
+    t = model.graph.input[0].type.tensor_type
+    x = np.zeros([d.dim_value for d in t.shape.dim],
+                 onnx.helper.tensor_dtype_to_np_dtype(t.elem_type))  # BERT takes int64 tokens
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FallbackWarning)
-        r = deploy(model, hw=hw, input=np.zeros(shape, np.float32))
+        r = deploy(model, hw=hw, input=x)
     out = [(KIND[c.op], "VTA", _shape_of(c.workload)) for c in r.offloaded if c.op in KIND]
     out += [(KIND[c.op], "CPU", c.reason) for c in r.cpu_ops if c.op in KIND and c.reason]
     return Counter(out)
@@ -79,10 +86,23 @@ def test_deploy_and_network_place_the_same_layers_for_the_same_reasons(name, tmp
     model = quantize(float_model, calibration)
     path = tmp_path / f"{name}.onnx"
     onnx.save(model, str(path))
-    hw = "pynq"
-    from simulator.hardware import HardwareConfig
-
-    config = HardwareConfig.resolve(hw)
-    by_network = network_verdicts(path, config)
+    by_network = network_verdicts(path, HardwareConfig.resolve("pynq"))
     assert by_network, "no layer read"
-    assert deploy_verdicts(model, hw) == by_network
+    assert deploy_verdicts(model, "pynq") == by_network
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["bert", "vit"])
+def test_the_same_on_transformers_exports(name, tmp_path):
+    """BERT and ViT as torch exports them, quantized symmetric by ``quantize_static``
+    (``scripts/quantized_models.py``; needs torch and transformers)."""
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import quantized_models
+
+    quantized_models.export(name, tmp_path)
+    path = tmp_path / f"{name}.symmetric.onnx"
+    by_network = network_verdicts(path, HardwareConfig.resolve("pynq"))
+    assert sum(n for (_, where, _), n in by_network.items() if where == "VTA") >= 12
+    assert deploy_verdicts(onnx.load(str(path)), "pynq") == by_network

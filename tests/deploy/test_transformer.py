@@ -160,3 +160,30 @@ def test_rows_that_are_not_whole_batch_blocks_are_padded_with_zeros():
     _agree(r, model, x, exact=True)
     d = _deploy(model=model, input=x, hw="4x8")
     _agree(d, model, x, exact=False)
+
+
+def test_a_batch_matmul_workload_larger_than_its_matrices_reads_zeros(monkeypatch):
+    """ViT's 17-row heads (16 patches and the class token) make Q.K^T's output and P.V's
+    input channels 17: placed as GEMMs padded to whole blocks (as a placement that pads
+    channel counts would), the operands are packed with zeros beyond the matrices and the
+    outputs cropped, exactly."""
+    import vtatune.deploy._match as match
+    from vtatune.workloads import DEPLOYED_SHIFT, GemmWorkload, deployed
+
+    def padding_place(layer, hw, name=""):
+        if layer.operator != "batch_matmul":
+            return place(layer, hw, name)
+
+        def up(v, block):
+            return -(-v // block) * block
+
+        return GemmWorkload(up(layer.batch, hw.batch), up(layer.in_channels, hw.block_in),
+                            up(layer.out_channels, hw.block_out), name,
+                            deployed(DEPLOYED_SHIFT, layer.relu))
+
+    monkeypatch.setattr(match, "place", padding_place)
+    model, x = _quantized(models.attention(seq=17, hidden=32, heads=2))
+    r = _deploy(model=model, input=x, exact=True)
+    assert [c.workload.split(",")[0] for c in r.offloaded if c.op == "batch_matmul"] == [
+        "2x gemm 17x16 * 16x32", "2x gemm 17x32 * 32x16"]
+    _agree(r, model, x, exact=True)

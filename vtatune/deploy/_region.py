@@ -276,15 +276,18 @@ class Region:
         has_bias = "bias" in {t.name for t in first.tensors}
         out_shape = tuple(first.tensor("output").shape)
         ys, cycles = [], 0
+        # a workload larger than the matrices (rows to whole BATCH blocks, channels to whole
+        # blocks) reads zeros beyond them: zero products, outputs dropped
+        rows, cols = (wl.batch, wl.in_channels), (wl.out_channels, wl.in_channels)
         for xg, wg in zip(x.reshape(-1, m, k), w.reshape(-1, k, n), strict=True):
-            tensors = {"data": device.upload(pack_data(wl, _pad_rows(xg, wl.batch), hw)),
-                       "weight": device.upload(pack_weight(wl, np.ascontiguousarray(wg.T), hw))}
+            tensors = {"data": device.upload(pack_data(wl, _pad_to(xg, rows), hw)),
+                       "weight": device.upload(pack_weight(wl, _pad_to(wg.T, cols), hw))}
             if has_bias:
                 acc = np.zeros((m, n), np.int64)
                 acc -= wq.zero_point * xg.sum(1, dtype=np.int64)[:, None]
                 acc -= xq.zero_point * wg.sum(0, dtype=np.int64)[None, :]
                 acc += k * xq.zero_point * wq.zero_point
-                acc = _pad_rows(acc, wl.batch)
+                acc = _pad_to(acc, (wl.batch, wl.out_channels))
                 bias = requant.fused_bias(acc) if requant.on_vta else acc.astype(np.int32)
                 tensors["bias"] = device.upload(pack_matrix(bias, hw.batch, hw.block_out))
             outs = []
@@ -294,7 +297,7 @@ class Region:
                 outs.append(out)
             y = device.download(outs[0]) if requant.on_vta else \
                 requant.finish([device.download(o) for o in outs])
-            ys.append(unpack_output(wl, y.reshape(out_shape))[:m])
+            ys.append(unpack_output(wl, y.reshape(out_shape))[:m, :n])
         heads = len(ys)
         self._host_op("pack", xs)
         self._host_op("pack_weight", ws)
@@ -361,6 +364,13 @@ def _pad_rows(x: np.ndarray, rows: int) -> np.ndarray:
     if x.shape[0] == rows:
         return x
     return np.concatenate([x, np.zeros((rows - x.shape[0], *x.shape[1:]), x.dtype)])
+
+
+def _pad_to(x: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
+    """A matrix with zero rows and columns up to ``shape`` (contiguous, as packing wants)."""
+    out = np.zeros(shape, x.dtype)
+    out[:x.shape[0], :x.shape[1]] = x
+    return out
 
 
 def _shape(shape: tuple[int, ...]) -> str:

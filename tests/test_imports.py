@@ -22,6 +22,8 @@ WHITEBOX = {
                                                   "vtatune.lowering._rules"},
     "tests/lowering/test_lowering_speed_equivalence.py": {"vtatune.lowering._emit",
                                                           "vtatune.lowering._skeleton"},
+    # placement that pads channels, stood in for deploy's (a batch_matmul's run-time padding)
+    "tests/deploy/test_transformer.py": {"vtatune.deploy._match"},
 }
 
 

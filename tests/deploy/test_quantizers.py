@@ -87,6 +87,19 @@ def test_a_zero_point_with_padding_reads_the_zero_point_on_every_core(tmp_path, 
     _exact(r, model, x)
 
 
+def test_a_transposed_conv_reads_its_zero_point_between_and_around_its_pixels(tmp_path):
+    """A transposed conv of an input with a zero point: dilated with the zero point and
+    bordered by it on the CPU, run as the conv it is (stride 1, its kernel flipped)."""
+    model, x = ort_quantized(models.transposed_conv(32, 32, size=4, conv_first=True), tmp_path)
+    r = _deploy(model, x)
+    conv, transposed = r.offloaded
+    assert transposed.op == "conv2d_transpose"
+    assert transposed.notes[0] == ("runs unpadded on its input dilated by 2 with the zero "
+                                   "point between its pixels, and with a 2-pixel border of "
+                                   "the zero point -128")
+    _exact(r, model, x)
+
+
 def test_the_border_costs_little_against_symmetric_activations(tmp_path):
     """The same convs quantized symmetric (VTA's DMA pads) and asymmetric (a border, the
     conv unpadded): the VTA time of a pass within 5 %."""

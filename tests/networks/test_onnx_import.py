@@ -320,14 +320,35 @@ def test_matmul_weight_through_transpose_or_reshape(tmp_path, path_nodes, stored
     assert net.layers[0].quantized is False
 
 
-def test_matmul_of_two_activations_is_a_note(tmp_path):
-    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 64, 16])
+def test_matmul_of_two_activations_is_a_batch_matmul(tmp_path):
+    """Attention's Q.K^T: one GEMM per leading index (2 here), the second operand its
+    weight; the projection after it a dense layer of the folded rows."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 64, 16])
     nodes = [helper.make_node("Transpose", ["x"], ["xt"], perm=[0, 2, 1]),
              helper.make_node("MatMul", ["x", "xt"], ["att"], name="att"),
              helper.make_node("MatMul", ["att", "w"], ["y"], name="proj")]
-    net = load_network(save(tmp_path, nodes, [x], [weight("w", 64, 32)], "attn"), "pynq")
-    assert net.notes == ("att: MatMul of two activations (not a dense layer) left to the CPU",)
-    assert shapes(net) == [("gemm", (64, 64, 32), ("proj",))]
+    net = load_network(save(tmp_path, nodes, [x], [weight("w", 64, 32)], "attn"),
+                       "pynq")
+    assert net.notes == ()
+    att = net.layers[0]
+    assert (att.operator, att.heads, att.describe(), att.macs) == (
+        "batch_matmul", 2, "batch_matmul 2x 64x16 * 16x64", 2 * 64 * 16 * 64)
+    # two GEMMs of one task; the projection's rows are both heads' 2 x 64
+    assert shapes(net) == [("gemm", (64, 16, 64), ("att",)), ("gemm", (128, 64, 32), ("proj",))]
+    assert [t.multiplicity for t in net.tasks] == [2, 1]
+    # the deployed model runs each head's GEMM as a step of its own
+    assert [s.name for s in net.steps if s.task is not None] == ["att#0", "att#1", "proj"]
+
+
+def test_matmul_of_activations_that_broadcast_stays_on_the_cpu(tmp_path):
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 64, 16])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [16, 64])
+    nodes = [helper.make_node("MatMul", ["x", "y"], ["att"], name="att"),
+             helper.make_node("MatMul", ["att", "w"], ["z"], name="proj")]
+    net = load_network(save(tmp_path, nodes, [x, y], [weight("w", 64, 32)], "bcast"), "pynq")
+    assert [(c.name, c.operator, c.reason) for c in net.cpu] == [
+        ("att", "batch_matmul", "matmul of activations whose leading axes differ (VTA "
+                                "multiplies matrices of equal leading axes, one GEMM each)")]
 
 
 # --- shapes that ONNX inference alone cannot find ---------------------------------------------
@@ -476,8 +497,11 @@ def test_dynamic_batch_takes_the_batch_asked(tmp_path, capsys):
     d = json.loads(capsys.readouterr().out)
     assert d["tasks"][0]["shape"]["batch"] == 4 and d["notes"] == ["input x: dynamic batch (N) set "
                                                              "to 4"]
-    # Batch 1 does not fill BATCH 4: the same model keeps no layer on VTA.
+    # Batch 1 does not fill BATCH 4: as TVM v0.14 places it, the same model keeps no layer on
+    # VTA; as deploy runs it, its dense layers' single row is padded with zero rows to 4.
     assert load_network(path, "4x8").tasks == ()
+    assert [(t.operator, t.workload.batch, t.layers) for t in _load_network(path, "4x8").tasks
+            if t.operator == "gemm"] == [("gemm", 4, ("fc",)), ("gemm", 4, ("mm",))]
     assert len(load_network(path, "4x8", batch=4).tasks) == 7
 
 

@@ -62,8 +62,11 @@ def _layer(built: BuiltLayer, runtime: RegionLayer, device: Device,
         "schedule_short": runtime.schedule, "source": runtime.source,
         "provenance": runtime.provenance, "programs": names, **constants,
         "runs": workload_to_dict(runtime.runs) if runtime.runs is not None else None,
-        "border": list(runtime.border), "macs": runtime.macs,
+        "border": runtime.border.to_list() if runtime.border is not None else None,
+        "macs": runtime.macs,
         "padded_macs": runtime.padded_macs, "notes": list(runtime.notes),
+        "description": runtime.description,
+        "operands": [[list(shape), zp] for shape, zp in runtime.operands],
     }
 
 

@@ -116,7 +116,8 @@ def plan_region(symbol: str, func: Any, state: Session) -> RegionPlan:
                 raise DeployError(f"{symbol}: a binding that is not a VTA layer: {value.op}")
             spec, ann = _composite_spec(comp)
             comp_index = {p: i for i, p in enumerate(comp.params)}
-            roles = ("a_q", "r_q") if spec.kind == "add" else ("x_q",)
+            roles = {"add": ("a_q", "r_q"), "batch_matmul": ("x_q", "w_q")}.get(spec.kind,
+                                                                                 ("x_q",))
             inputs = []
             for role in roles:
                 param = ann[role]

@@ -21,14 +21,20 @@ import numpy as np
 
 from simulator.hardware import HardwareConfig
 from vtatune.deploy._requantize import Requantization
+from vtatune.deploy.runtime import Border
 from vtatune.errors import VtatuneError
 from vtatune.networks import Layer, place
-from vtatune.workloads import Workload
+from vtatune.workloads import (
+    Conv2dTransposeWorkload,
+    Conv2dWorkload,
+    Workload,
+    transpose_kernel,
+)
 
 #: The layer kinds a pattern matches, by the Relax op at its core.
 ANCHORS = {"relax.nn.conv2d": "conv2d", "relax.nn.conv2d_transpose": "conv2d_transpose",
            "relax.matmul": "dense"}
-KINDS = ("conv2d", "conv2d_transpose", "dense", "add", "relu")
+KINDS = ("conv2d", "conv2d_transpose", "dense", "batch_matmul", "add", "relu")
 
 
 class Unsupported(Exception):  # noqa: N818  (a verdict, not an error: the layer stays on the CPU)
@@ -86,12 +92,21 @@ class LayerSpec:
     def x(self) -> QParams:
         return self.inputs[0][1]
 
+    @property
+    def channels(self) -> int:
+        """Output channels (a dense's last axis, a conv's second)."""
+        return int(_channels(self.kind, self.out_shape) or 0)
+
     def layer(self, name: str = "") -> Layer:
         """The layer as ``network`` reads one from a model: what :func:`place` decides on."""
         shape = self.inputs[0][0]
         if self.kind == "dense":
-            return Layer(name, "dense", shape[0], shape[1], self.out_shape[1],
+            rows = int(np.prod(shape[:-1]))  # [..., S, K]: the leading axes fold into rows
+            return Layer(name, "dense", rows, shape[-1], self.out_shape[-1],
                          quantized=True, relu=self.relu)
+        if self.kind == "batch_matmul":  # [..., M, K] x [..., K, N]: a GEMM per head
+            return Layer(name, "batch_matmul", shape[-2], shape[-1], self.out_shape[-1],
+                         heads=int(np.prod(shape[:-2])), quantized=True)
         if self.kind == "add":
             n, c, h, w = shape
             return Layer(name, "add", n, c, c, h, w, quantized=True, relu=self.relu)
@@ -102,11 +117,19 @@ class LayerSpec:
                      self.dilation, self.groups, self.output_padding, quantized=True,
                      relu=self.relu)
 
+    @property
+    def has_bias(self) -> bool:
+        """Whether VTA adds a bias to the accumulators: the model's, an input zero point's
+        correction, or (a batch_matmul) its operands' zero points' corrections."""
+        if self.kind == "batch_matmul":
+            return bool(self.x.zero_point or self.weight_q.zero_point)
+        return self.accumulator_bias() is not None
+
     def acc_scales(self) -> np.ndarray:
         """The accumulator's float32 scale per output channel: input scale x weight scale
         (the scale TVM's float32 QDQ graph gives each channel's products)."""
         w = np.asarray(self.weight_scales if self.weight_scales is not None
-                       else [self.weight_q.scale] * self.out_shape[1], np.float32)
+                       else [self.weight_q.scale] * self.channels, np.float32)
         return (np.float32(self.x.scale) * w).astype(np.float32)
 
     def requantization(self, exact: bool = False) -> Requantization:
@@ -123,24 +146,44 @@ class LayerSpec:
                               self.relu, exact=exact, channel_scales=channel,
                               channel_residuals=self.bias_residuals)
 
-    def border(self) -> int:
-        """The zero-point border the input needs: a conv's padding when its input has a
-        zero point (the padded pixels must read as the zero point, and VTA's DMA pads with
-        0), else 0. The conv then runs unpadded on the input with that border written
-        around it (:meth:`run_workload`)."""
-        if self.kind == "conv2d" and self.x.zero_point and any(self.padding):
-            return self.padding[0]
-        return 0
+    def border(self) -> Border | None:
+        """How the input is laid out when its zero point must fill what VTA's DMA pads with
+        0 (:class:`~vtatune.deploy.runtime.Border`): a padded conv's padding; a transposed
+        conv's dilation and its ``k - 1 - pad`` (``+ output_padding`` after) padding. None
+        when the input has no zero point, or nothing is padded."""
+        zx = self.x.zero_point
+        if not zx:
+            return None
+        if self.kind == "conv2d" and any(self.padding):
+            return Border(self.padding[0], self.padding[0], zx)
+        if self.kind == "conv2d_transpose":
+            k, pad, op = self.weight.shape[2], self.padding[0], self.output_padding[0]
+            return Border(k - 1 - pad, k - 1 - pad + op, zx, self.strides[0])
+        return None
 
     def run_workload(self, workload: Workload) -> Workload:
         """The workload VTA runs for ``workload`` (this layer's, from :func:`workload_of`):
-        itself, or with a zero-point border (:meth:`border`) the same conv unpadded on the
-        bordered input (the same output, every tap a real or zero-point pixel)."""
-        p = self.border()
-        if not p:
+        itself, or with a :meth:`border`, a conv unpadded (stride 1 for a transposed conv,
+        its kernel flipped) on the input so laid out: the same output, every tap a real or
+        zero-point pixel."""
+        b = self.border()
+        if b is None:
             return workload
-        return replace(workload, height=workload.height + 2 * p,
-                       width=workload.width + 2 * p, pad=0)
+        if isinstance(workload, Conv2dTransposeWorkload):
+            h, w = ((n - 1) * b.stride + 1 + b.before + b.after
+                    for n in (workload.height, workload.width))
+            return Conv2dWorkload(workload.batch, h, w, workload.in_channels,
+                                  workload.out_channels, workload.kernel, 0, 1, workload.name,
+                                  workload.epilogue)
+        return replace(workload, height=workload.height + b.before + b.after,
+                       width=workload.width + b.before + b.after, pad=0)
+
+    def run_weight(self, runs: Workload) -> np.ndarray:
+        """The weight in ``runs``'s operand layout: a transposed conv's kernel as the conv
+        it runs as correlates it (OIHW, flipped) when it runs as one."""
+        if self.kind == "conv2d_transpose" and isinstance(runs, Conv2dWorkload):
+            return transpose_kernel(self.weight)
+        return self.weight
 
     def accumulator_bias(self) -> np.ndarray | None:
         """The int32 VTA adds to its accumulators: the model's bias, and ``-zx * sum(w)``
@@ -150,10 +193,12 @@ class LayerSpec:
         if self.kind not in ("conv2d", "conv2d_transpose", "dense") or (
                 self.bias is None and not zx):
             return self.bias
-        bias = np.zeros(self.out_shape[1], np.int64) if self.bias is None \
+        bias = np.zeros(self.channels, np.int64) if self.bias is None \
             else self.bias.astype(np.int64)
-        if zx:
-            bias -= zx * self.weight.astype(np.int64).reshape(self.weight.shape[0], -1).sum(1)
+        if zx:  # sum(w) over all but the output channels (a transposed conv's are IOHW)
+            axes = (0, 2, 3) if self.kind == "conv2d_transpose" else tuple(
+                range(1, self.weight.ndim))
+            bias -= zx * self.weight.astype(np.int64).sum(axes)
         if np.abs(bias).max(initial=0) >= 1 << 31:
             raise Unsupported("the bias with the input zero point's correction overflows int32")
         return bias.astype(np.int32)
@@ -304,6 +349,8 @@ def spec_of(kind: str, ann: dict[str, Any]) -> LayerSpec:
         if len(out_shape) != 4:
             raise Unsupported(f"add of {len(out_shape)}-D tensors (VTA adds NCHW tensors)")
         return LayerSpec("add", (a, r), out_shape, out, relu=relu)
+    if kind == "batch_matmul":
+        return _batch_matmul(ann, out_shape, out)
     x = _qparams(ann, "x", _offset(ann, "x_q"))
     x_shape = _shape(ann["x_q"])
     w_offset = _offset(ann, "w_q")
@@ -312,7 +359,7 @@ def spec_of(kind: str, ann: dict[str, Any]) -> LayerSpec:
         w = (w.astype(np.int16) + w_offset).astype(np.int8)
     if len(out_shape) < 2:
         raise Unsupported(f"an output of {len(out_shape)} dimension(s)")
-    channels = out_shape[1]
+    channels = _channels(kind, out_shape)
     wq, w_scales = _weight_qparams(ann, channels, w_offset)
     common: dict[str, Any] = dict(inputs=((x_shape, x),), out_shape=out_shape, out=out,
                                   relu=relu, weight_q=wq, weight_scales=w_scales)
@@ -321,6 +368,8 @@ def spec_of(kind: str, ann: dict[str, Any]) -> LayerSpec:
                           weight_scales=w_scales)
         common["bias"], common["bias_rounding"], common["bias_residuals"] = _bias(
             ann, probe.acc_scales())
+    if kind == "dense" and len(x_shape) > 2 and w.ndim == 2:
+        return _dense_rows(ann, w, x_shape, common)
     if kind == "dense":
         if len(x_shape) != 2 or w.ndim != 2:
             raise Unsupported(f"matmul of {len(x_shape)}-D by {w.ndim}-D tensors (VTA's dense "
@@ -351,6 +400,46 @@ def spec_of(kind: str, ann: dict[str, Any]) -> LayerSpec:
                      **common)
 
 
+def _channels(kind: str, out_shape: tuple[int, ...]) -> int | None:
+    """The output channels a bias adds to: the last axis of a dense (its rows may be
+    [..., S] activations), the second of a conv."""
+    if len(out_shape) < 2:
+        return None
+    return out_shape[-1] if kind in ("dense", "batch_matmul") else out_shape[1]
+
+
+def _dense_rows(ann: dict[str, Any], w: np.ndarray, x_shape: tuple[int, ...],
+                common: dict[str, Any]) -> LayerSpec:
+    """A MatMul of [..., S, K] activations by a [K, N] weight: a dense layer of
+    prod(...) * S rows (the leading axes folded into rows, as ``network`` reads it); the
+    spec keeps the model's shapes (the region folds and unfolds them)."""
+    if "w_perm" in ann:
+        raise Unsupported(f"matmul of {len(x_shape)}-D activations by a permuted weight")
+    out_shape = common["out_shape"]
+    if w.shape[0] != x_shape[-1] or out_shape != (*x_shape[:-1], w.shape[1]):
+        raise Unsupported(f"weight {list(w.shape)} does not match {list(x_shape)} -> "
+                          f"{list(out_shape)}")
+    return LayerSpec("dense", weight=np.ascontiguousarray(w.T), **common)
+
+
+def _batch_matmul(ann: dict[str, Any], out_shape: tuple[int, ...], out: QParams) -> LayerSpec:
+    """A MatMul of two int8 activations [..., M, K] x [..., K, N] (attention's Q.K^T, P.V):
+    one GEMM per leading index, the second operand its weight, packed at run time. Zero
+    points stay exact without padding: their corrections are a bias computed with the
+    packing (``_region``)."""
+    if type(ann["w_q"]).__name__ == "Constant":  # relax.Constant
+        raise Unsupported("a matmul by a constant that no dense pattern took")
+    xs, ws = _shape(ann["x_q"]), _shape(ann["w_q"])
+    if len(xs) < 3 or len(xs) != len(ws) or xs[:-2] != ws[:-2]:
+        raise Unsupported(f"matmul of {list(xs)} by {list(ws)} (VTA multiplies matrices of "
+                          "equal leading axes, one GEMM each)")
+    if xs[-1] != ws[-2] or out_shape != (*xs[:-1], ws[-1]):
+        raise Unsupported(f"matmul of {list(xs)} by {list(ws)} -> {list(out_shape)}")
+    x = _qparams(ann, "x", _offset(ann, "x_q"))
+    w = _qparams(ann, "w", _offset(ann, "w_q"))
+    return LayerSpec("batch_matmul", ((xs, x), (ws, w)), out_shape, out, weight_q=w)
+
+
 # --- deciding --------------------------------------------------------------------------------
 def refusals(spec: LayerSpec, hw: HardwareConfig) -> list[str]:
     """Every reason VTA does not run ``spec`` on ``hw`` (``network``'s placement among
@@ -359,14 +448,10 @@ def refusals(spec: LayerSpec, hw: HardwareConfig) -> list[str]:
     if spec.kind == "relu":
         return []  # fused into its producer: _patterns checks that one
     reasons = []
-    if spec.kind != "add":
+    if spec.kind not in ("add", "batch_matmul"):  # batch_matmul: corrected at run time
         if spec.weight_q.zero_point:
             reasons.append(f"weight zero point {spec.weight_q.zero_point} != 0: VTA multiplies "
                            "the int8 weights as they are (quantize weights symmetric)")
-        zx = spec.x.zero_point
-        if zx and spec.kind == "conv2d_transpose":
-            reasons.append(f"input zero point {zx} != 0 in a transposed convolution: its "
-                           "dilation and padding read 0 on VTA, not the zero point")
     placed = place(spec.layer(), hw, pad_channels=True)
     if isinstance(placed, str):
         reasons.append(placed)
@@ -375,7 +460,7 @@ def refusals(spec: LayerSpec, hw: HardwareConfig) -> list[str]:
         if np.float32(a.scale) != np.float32(r.scale):
             reasons.append(f"an add of inputs at two scales ({a.scale:.6g}, {r.scale:.6g}): "
                            "VTA's ALU adds the int8 values as they are")
-    else:
+    elif spec.kind != "batch_matmul":
         try:
             spec.accumulator_bias()
         except Unsupported as exc:
@@ -400,7 +485,7 @@ def workload_of(spec: LayerSpec, hw: HardwareConfig, name: str = "",
     if isinstance(placed, str):
         raise Unsupported(placed)
     req = spec.requantization(exact)
-    bias = spec.kind != "add" and req.needs_bias(spec.accumulator_bias() is not None)
+    bias = spec.kind != "add" and req.needs_bias(spec.has_bias)
     return replace(placed, epilogue=req.epilogues(bias)[0])
 
 

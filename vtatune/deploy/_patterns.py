@@ -13,7 +13,10 @@ it, from the int8 inputs to the int8 output:
 - ``vta.qadd[_relu]``: ``quantize([relu](add(dequantize(a), dequantize(b))))``, a residual
   add (an ALU-only kernel);
 - ``vta.qrelu``: ``quantize(relu(dequantize(x)))``, the ReLU symmetric quantization keeps
-  as a layer of its own, fused into the layer before it.
+  as a layer of its own, fused into the layer before it;
+- ``vta.qbatch_matmul``: ``quantize(matmul(dequantize(x), dequantize(w)))`` of two int8
+  activations [..., M, K] x [..., K, N] (attention's Q.K^T and P.V): one GEMM per leading
+  index, ``w`` packed as its weight at run time.
 
 Later entries have higher priority (the registry's rule), so the longest pattern wins.
 
@@ -165,9 +168,22 @@ def relu_pattern() -> tuple[Any, dict[str, Any]]:
     return _quantize(_relu(_dequantize(wildcard(), "x", ann), ann), ann), ann
 
 
+def batch_matmul_pattern() -> tuple[Any, dict[str, Any]]:
+    """``quantize(matmul(dq(x), dq(w)))`` of two activations: attention's Q.K^T and P.V (a
+    constant ``w`` is a dense layer's weight: the dense patterns, of higher priority, take
+    it, and ``spec_of`` refuses it here)."""
+    from tvm.relax.dpl import is_op, wildcard
+
+    ann: dict[str, Any] = {}
+    core = ann["core"] = is_op("relax.matmul")(_dequantize(wildcard(), "x", ann),
+                                               _dequantize(wildcard(), "w", ann))
+    return _quantize(core, ann), ann
+
+
 def pattern_entries() -> list[tuple[str, Any, dict[str, Any], str]]:
     """``(name, pattern, annotations, kind)`` of every pattern, lowest priority first."""
-    entries = [(f"{PREFIX}.qrelu", *relu_pattern(), "relu")]
+    entries = [(f"{PREFIX}.qrelu", *relu_pattern(), "relu"),
+               (f"{PREFIX}.qbatch_matmul", *batch_matmul_pattern(), "batch_matmul")]
     for relu in (False, True):
         entries.append((f"{PREFIX}.qadd" + "_relu" * relu, *add_pattern(relu), "add"))
     for op, kind in ANCHORS.items():

@@ -6,7 +6,7 @@ function (the host ops around the calls, what a call reports: :mod:`vtatune.depl
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -26,7 +26,14 @@ from vtatune.deploy.runtime import (
     pad_channels,
     same_memory,
 )
-from vtatune.workloads import AddWorkload, Workload, operand_shapes, pack_bias, pack_weight
+from vtatune.workloads import (
+    AddWorkload,
+    GemmWorkload,
+    Workload,
+    operand_shapes,
+    pack_bias,
+    pack_weight,
+)
 
 # the run-time names too, where the compiler side has always found them
 __all__ = ["BuiltLayer", "CpuOp", "OffloadedCall", "Region", "RegionPlan", "Trace", "VtaLayer",
@@ -80,9 +87,9 @@ class BuiltLayer:
     @property
     def notes(self) -> tuple[str, ...]:
         spec, notes = self.layer.spec, []
-        if spec.border():
-            notes.append(f"runs unpadded on its input with a {spec.border()}-pixel border of "
-                         f"the zero point {spec.x.zero_point}")
+        border = spec.border()
+        if border is not None:
+            notes.append(border.describe())
         if spec.bias_rounding:
             where = ("rounded by up to" if self.requant.on_vta else
                      "the CPU's requantization adding back a rounding of up to")
@@ -105,17 +112,21 @@ def build_layer(layer: VtaLayer, device: Device, builder: LayerBuilder,
     if isinstance(workload, AddWorkload):
         programs = builder.programs(workload, requant.epilogues(bias=False), bias=False)
         return BuiltLayer(layer, workload, requant, programs, None, None, workload)
+    if spec.kind == "batch_matmul":  # weight and bias packed at run time, per head
+        has_bias = requant.needs_bias(spec.has_bias)
+        programs = builder.programs(workload, requant.epilogues(bias=has_bias), bias=has_bias)
+        return BuiltLayer(layer, workload, requant, programs, None, None, workload)
     acc_bias = spec.accumulator_bias()
     has_bias = requant.needs_bias(acc_bias is not None)
     programs = builder.programs(workload, requant.epilogues(bias=has_bias), bias=has_bias,
                                 runs_as=spec.run_workload(workload))
     first = programs.passes[0].program
     runs = programs.passes[0].workload
-    weight = device.upload(pack_weight(runs, pad_channels(spec.weight,
+    weight = device.upload(pack_weight(runs, pad_channels(spec.run_weight(runs),
                                                           operand_shapes(runs)["weight"]), hw))
     bias = None
     if has_bias:
-        raw = np.zeros(spec.out_shape[1], np.int32) if acc_bias is None else acc_bias
+        raw = np.zeros(spec.channels, np.int32) if acc_bias is None else acc_bias
         values = requant.fused_bias(raw) if requant.on_vta else raw
         values = pad_channels(values, (runs.out_channels,))
         bias = device.upload(pack_bias(values, runs.batch, hw))
@@ -138,6 +149,17 @@ class Region(RegionRunner):
                          plan.outputs, device, trace)
 
 
+def described(built: BuiltLayer) -> str:
+    """The workload as a report names it, saying how many zero rows pad a GEMM to whole
+    BATCH blocks."""
+    text = replace(built.workload, name="").describe()
+    if isinstance(built.workload, GemmWorkload):
+        rows = built.layer.spec.layer().batch
+        if rows != built.workload.batch:
+            text += f" ({rows} rows padded with zeros to {built.workload.batch})"
+    return text
+
+
 def region_layer(built: BuiltLayer) -> RegionLayer:
     """What the runtime needs of a built layer."""
     layer, programs = built.layer, built.programs
@@ -148,5 +170,7 @@ def region_layer(built: BuiltLayer) -> RegionLayer:
                        tuple(p.program for p in programs.passes),
                        programs.passes[0].schedule.short(), programs.source,
                        programs.describe(), built.weight, built.bias, runs,
-                       (spec.border(), spec.x.zero_point if spec.border() else 0),
-                       *built.macs, built.notes)
+                       spec.border(),
+                       *built.macs, built.notes, described(built),
+                       tuple((tuple(shape), q.zero_point) for shape, q in spec.inputs)
+                       if spec.kind == "batch_matmul" else ())

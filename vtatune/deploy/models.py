@@ -1,7 +1,11 @@
 """Float ONNX models built with ``onnx.helper`` and seeded random weights, to deploy and to
 test deploying (quantize them with :func:`vtatune.deploy.quantize`): a conv chain with a
-residual add, a grouped conv, a transposed conv, a two-layer MLP, and ResNet-18 (v1, as
-torchvision builds it, batch norm folded into the convs).
+residual add, a grouped conv, a transposed conv, a two-layer MLP, ResNet-18 (v1, as
+torchvision builds it, batch norm folded into the convs), and transformers' layers as torch
+exports them: a projection of [1, S, K] activations (``dense_rows``), multi-head
+self-attention and a BERT encoder block. ``dense_rows_qdq`` is the one model already
+quantized (QDQ, its bias int32 in the accumulator's scale, as a quantizer that fuses the
+bias writes it).
 
 Example:
     >>> m = conv_residual(channels=16, size=8)
@@ -19,7 +23,8 @@ import numpy as np
 
 from vtatune.deploy._tvm import onnx as _onnx
 
-__all__ = ["classifier", "conv_residual", "grouped_conv", "mlp", "resnet18", "transposed_conv"]
+__all__ = ["attention", "classifier", "conv_residual", "dense_rows", "dense_rows_qdq",
+           "encoder_block", "grouped_conv", "mlp", "resnet18", "transposed_conv"]
 
 #: The ONNX opset the models use.
 OPSET = 17
@@ -155,3 +160,111 @@ def resnet18(classes: int = 1000, size: int = 224, seed: int = 0) -> Any:
     y = g.node("Gemm", [x, g.const("w", w), g.const("b", g.rng.normal(0, 0.1, classes))],
                transB=1)
     return g.model("resnet18", "x", [1, 3, size, size], y, [1, classes])
+
+
+# --- transformers' layers -----------------------------------------------------------------
+def _matmul(g: _Graph, x: str, fan_in: int, fan_out: int, bias: bool = True) -> str:
+    """``x @ W (+ B)``, as torch exports ``nn.Linear`` on [..., S, K] activations."""
+    w = g.rng.normal(0, np.sqrt(1 / fan_in), (fan_in, fan_out))
+    y = g.node("MatMul", [x, g.const("w", w)])
+    return g.node("Add", [y, g.const("b", g.rng.normal(0, 0.1, fan_out))]) if bias else y
+
+
+def dense_rows(seq: int = 16, features: int = 32, out: int = 64, relu: bool = False,
+               seed: int = 4) -> Any:
+    """A MatMul of [1, seq, features] activations by a [features, out] weight, its bias
+    added (``Add``), [+ ReLU]: a transformer's projection."""
+    g = _Graph(seed)
+    y = _matmul(g, "x", features, out)
+    y = g.node("Relu", [y]) if relu else y
+    return g.model("dense_rows", "x", [1, seq, features], y, [1, seq, out])
+
+
+def dense_rows_qdq(seq: int = 16, features: int = 32, out: int = 64, seed: int = 4) -> Any:
+    """:func:`dense_rows` already in QDQ form with its bias int32 in the accumulator's scale
+    (``add(matmul(dq(x), dq(W)), dq(B))``, as a quantizer that fuses the bias writes it),
+    power-of-two scales, symmetric."""
+    onnx = _onnx()
+    h, nh = onnx.helper, onnx.numpy_helper
+    rng = np.random.default_rng(seed)
+    sx, sw, sy = 2.0 ** -5, 2.0 ** -7, 2.0 ** -4
+    w = rng.integers(-127, 128, (features, out), dtype=np.int8)
+    b = rng.integers(-2000, 2000, out).astype(np.int32)
+    inits = [nh.from_array(np.array(v, np.float32), n) for n, v in
+             (("sx", sx), ("sw", sw), ("sb", sx * sw), ("sy", sy))]
+    inits += [nh.from_array(np.array(0, np.int8), "z8"), nh.from_array(np.array(0, np.int32),
+                                                                       "z32"),
+              nh.from_array(w, "w"), nh.from_array(b, "b")]
+    nodes = [h.make_node("QuantizeLinear", ["x", "sx", "z8"], ["xq"]),
+             h.make_node("DequantizeLinear", ["xq", "sx", "z8"], ["xf"]),
+             h.make_node("DequantizeLinear", ["w", "sw", "z8"], ["wf"]),
+             h.make_node("DequantizeLinear", ["b", "sb", "z32"], ["bf"]),
+             h.make_node("MatMul", ["xf", "wf"], ["m"]),
+             h.make_node("Add", ["m", "bf"], ["a"]),
+             h.make_node("QuantizeLinear", ["a", "sy", "z8"], ["yq"]),
+             h.make_node("DequantizeLinear", ["yq", "sy", "z8"], ["y"])]
+    graph = h.make_graph(nodes, "dense_rows_qdq", [
+        h.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, seq, features])], [
+        h.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1, seq, out])], inits)
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", OPSET)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    return model
+
+
+def _gelu(g: _Graph, x: str) -> str:
+    """``x / 2 (1 + erf(x / sqrt 2))``, as torch exports GELU."""
+    e = g.node("Erf", [g.node("Div", [x, g.const("c", np.array(np.sqrt(2)))])])
+    return g.node("Mul", [g.node("Mul", [x, g.const("c", np.array(0.5))]),
+                          g.node("Add", [e, g.const("c", np.array(1.0))])])
+
+
+def _shape(g: _Graph, dims: list[int]) -> str:
+    """An int64 initializer (a Reshape's shape)."""
+    name = g._name("shape")
+    g.inits.append(g.onnx.numpy_helper.from_array(np.array(dims, np.int64), name))
+    return name
+
+
+def _attention(g: _Graph, x: str, seq: int, hidden: int, heads: int) -> str:
+    """Multi-head self-attention as torch exports BERT's: Q, K, V projections, heads split
+    (Reshape, Transpose), ``softmax(Q K^T / sqrt(d)) V``, heads merged, output projection."""
+    d = hidden // heads
+
+    def split(t: str, perm: list[int]) -> str:
+        t = g.node("Reshape", [t, _shape(g, [1, seq, heads, d])])
+        return g.node("Transpose", [t], perm=perm)
+
+    q = split(_matmul(g, x, hidden, hidden), [0, 2, 1, 3])  # [1, h, S, d]
+    k = split(_matmul(g, x, hidden, hidden), [0, 2, 3, 1])  # [1, h, d, S]
+    v = split(_matmul(g, x, hidden, hidden), [0, 2, 1, 3])
+    scores = g.node("Mul", [g.node("MatMul", [q, k]), g.const("c", np.array(d ** -0.5))])
+    p = g.node("Softmax", [scores], axis=-1)
+    ctx = g.node("Transpose", [g.node("MatMul", [p, v])], perm=[0, 2, 1, 3])
+    ctx = g.node("Reshape", [ctx, _shape(g, [1, seq, hidden])])
+    return _matmul(g, ctx, hidden, hidden)
+
+
+def attention(seq: int = 32, hidden: int = 32, heads: int = 2, seed: int = 5) -> Any:
+    """Multi-head self-attention over [1, seq, hidden] (:func:`encoder_block`'s first half,
+    without its residual and LayerNorm)."""
+    g = _Graph(seed)
+    y = _attention(g, "x", seq, hidden, heads)
+    return g.model("attention", "x", [1, seq, hidden], y, [1, seq, hidden])
+
+
+def encoder_block(seq: int = 32, hidden: int = 32, heads: int = 2, intermediate: int = 64,
+                  seed: int = 6) -> Any:
+    """A BERT encoder layer: attention, residual, LayerNorm, MLP (MatMul, GELU, MatMul),
+    residual, LayerNorm."""
+    g = _Graph(seed)
+
+    def norm(t: str) -> str:
+        return g.node("LayerNormalization", [t, g.const("gamma", np.ones(hidden)),
+                                             g.const("beta", np.zeros(hidden))], axis=-1)
+
+    a = norm(g.node("Add", [_attention(g, "x", seq, hidden, heads), "x"]))
+    m = _gelu(g, _matmul(g, a, hidden, intermediate))
+    m = _matmul(g, m, intermediate, hidden)
+    y = norm(g.node("Add", [m, a]))
+    return g.model("encoder_block", "x", [1, seq, hidden], y, [1, seq, hidden])

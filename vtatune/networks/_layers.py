@@ -45,7 +45,10 @@ class Layer:
     """One compute layer as the model has it (``height``/``width`` are the input's).
 
     ``operator`` is ``conv2d`` (``groups`` > 1: grouped), ``conv2d_transpose`` or
-    ``dense`` (``in_channels`` -> ``out_channels``; the spatial fields unused). ``pad`` is
+    ``dense`` (``in_channels`` -> ``out_channels``; the spatial fields unused) or
+    ``batch_matmul`` (a MatMul of two activations, attention's Q.K^T and P.V: ``heads``
+    GEMMs of ``batch`` rows, ``in_channels`` -> ``out_channels``, the second operand the
+    weight, packed at run time). ``pad`` is
     (top, left, bottom, right) as in ONNX. ``quantized``: the model computes the layer in
     int8 (an ONNX QOperator or QDQ layer); VTA runs every layer it takes in int8 either way.
     """
@@ -67,12 +70,13 @@ class Layer:
     quantized: bool = False
     relu: bool = False  # a ReLU follows the layer in the model (fused into its epilogue)
     rhs_bits: int = 8  # an ``add``: its second operand's width (32: still the int32 input)
+    heads: int = 1  # a ``batch_matmul``: how many GEMMs (the product of its leading axes)
 
     @property
     def macs(self) -> int:
         """Multiply-accumulates (0 for an add)."""
-        if self.operator == "dense":
-            return self.batch * self.in_channels * self.out_channels
+        if self.operator in ("dense", "batch_matmul"):
+            return self.heads * self.batch * self.in_channels * self.out_channels
         if self.operator == "add":
             return 0
         kh, kw = self.kernel
@@ -89,6 +93,9 @@ class Layer:
     def describe(self) -> str:
         if self.operator == "dense":
             return f"dense {self.batch}x{self.in_channels} -> {self.out_channels}"
+        if self.operator == "batch_matmul":
+            return (f"batch_matmul {self.heads}x {self.batch}x{self.in_channels} * "
+                    f"{self.in_channels}x{self.out_channels}")
         if self.operator == "add":
             return f"add {self.batch}x{self.in_channels}x{self.height}x{self.width}"
         k = _pair(self.kernel)
@@ -198,7 +205,8 @@ class Network:
 
     @property
     def vta_layers(self) -> int:
-        return sum(t.multiplicity for t in self.tasks)
+        """The model's layers VTA runs (a batch_matmul once, whatever its heads)."""
+        return sum(len(t.layers) for t in self.tasks)
 
     @property
     def vta_mac_share(self) -> float:
@@ -248,17 +256,8 @@ def place(layer: Layer, hw: HardwareConfig, name: str = "", pad_channels: bool =
         except WorkloadError as exc:
             return str(exc)
         return wl
-    if op == "dense":
-        cin, cout = layer.in_channels, layer.out_channels
-        if pad_channels:
-            cin, cout = padded(cin, hw.block_in), padded(cout, hw.block_out)
-        checks = [(layer.batch, hw.batch, "batch", "BATCH"),
-                  (cin, hw.block_in, "input channels", "BLOCK_IN"),
-                  (cout, hw.block_out, "output channels", "BLOCK_OUT")]
-        for v, block, what, const in checks:
-            if v % block:
-                return f"{v} {what} are not a multiple of {const} {block}"
-        return GemmWorkload(layer.batch, cin, cout, name, deployed(DEPLOYED_SHIFT, layer.relu))
+    if op in ("dense", "batch_matmul"):  # a batch_matmul: one such GEMM per head
+        return _place_gemm(layer, hw, name, pad_channels)
     if op not in ("conv2d", "conv2d_transpose"):
         return f"{op} has no VTA template"
     kh, kw = layer.kernel
@@ -312,6 +311,30 @@ def padded(channels: int, block: int) -> int:
     return -(-channels // block) * block
 
 
+def padded_rows(rows: int, hw: HardwareConfig) -> int:
+    """A GEMM's rows rounded up to whole BATCH blocks: the rows VTA computes (the padding
+    rows are zeros, their outputs dropped)."""
+    return padded(rows, hw.batch)
+
+
+def _place_gemm(layer: Layer, hw: HardwareConfig, name: str, pad_channels: bool
+                ) -> Workload | str:
+    """A dense or batch_matmul layer as one GEMM workload; with ``pad_channels`` (as
+    ``vtatune deploy`` runs it) its channels padded to whole blocks and its rows (a
+    MatMul's leading axes folded with S) with zero rows to whole BATCH blocks."""
+    rows, cin, cout = layer.batch, layer.in_channels, layer.out_channels
+    if pad_channels:
+        rows, cin, cout = (padded_rows(rows, hw), padded(cin, hw.block_in),
+                           padded(cout, hw.block_out))
+    checks = [(rows, hw.batch, "batch", "BATCH"),
+              (cin, hw.block_in, "input channels", "BLOCK_IN"),
+              (cout, hw.block_out, "output channels", "BLOCK_OUT")]
+    for v, block, what, const in checks:
+        if v % block:
+            return f"{v} {what} are not a multiple of {const} {block}"
+    return GemmWorkload(rows, cin, cout, name, deployed(DEPLOYED_SHIFT, layer.relu))
+
+
 def _operator_class(op: str, groups: int) -> tuple[type | str, dict]:
     """The workload class of a grouped or transposed convolution (when this vtatune has it)."""
     from vtatune import workloads
@@ -361,7 +384,7 @@ def tasks_of(layers: list[Layer | CpuLayer | CpuOp], hw: HardwareConfig, network
     with. A CpuLayer (a layer its reader could not read) and a CpuOp stay on the CPU as
     they are. Returns the tasks, the layers left on the CPU and the steps of the deployed
     model in order (each VTA step runs its own workload, its own epilogue, with its task's
-    schedule).
+    schedule; a batch_matmul of ``h`` heads is ``h`` steps, ``<layer>#0`` ...).
 
     A task is named ``<network>.<label>`` after the catalogue's label for its shape, else
     ``<network>.T<i>`` in order of first occurrence. ``placement``: :data:`PLACEMENTS`.
@@ -371,6 +394,7 @@ def tasks_of(layers: list[Layer | CpuLayer | CpuOp], hw: HardwareConfig, network
     if placement not in PLACEMENTS:
         raise NetworkError(f"unknown placement {placement!r} (known: {', '.join(PLACEMENTS)})")
     groups: dict[tuple[str, str], tuple[str, list[Workload], list[str]]] = {}
+    runs: dict[tuple[str, str], int] = {}
     cpu = []
     order: list[tuple[str, tuple[str, str] | None, CpuOp | CpuLayer | None,
                       Workload | None]] = []
@@ -392,7 +416,9 @@ def tasks_of(layers: list[Layer | CpuLayer | CpuOp], hw: HardwareConfig, network
         label, variants, names = groups.setdefault(key, (layer.label, [], []))
         variants.append(placed)
         names.append(layer.name)
-        order.append((layer.name, key, None, placed))
+        runs[key] = runs.get(key, 0) + layer.heads  # a batch_matmul runs once per head
+        order += [(layer.name if layer.heads == 1 else f"{layer.name}#{h}", key, None, placed)
+                  for h in range(layer.heads)]
     tasks, names_of = [], {}
     for i, (key, (label, variants, names)) in enumerate(groups.items(), start=1):
         if kind == "autotvm":
@@ -401,7 +427,7 @@ def tasks_of(layers: list[Layer | CpuLayer | CpuOp], hw: HardwareConfig, network
         else:  # Counter keeps first-occurrence order: most_common breaks ties by it
             wl = Counter(variants).most_common(1)[0][0]
         named = replace(wl, name=f"{network}.{label or f'T{i}'}")
-        tasks.append(Task(named, len(names), tuple(names), _untunable(named, hw)))
+        tasks.append(Task(named, runs[key], tuple(names), _untunable(named, hw)))
         names_of[key] = named.name
     steps = tuple(Step(name, names_of[key] if key else None, op,
                        replace(wl, name=names_of[key]) if wl is not None else None)

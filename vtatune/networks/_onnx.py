@@ -227,8 +227,7 @@ def _read_layer(graph: OnnxGraph, node: Any, name: str, spec: LayerOp
 
     if spec.operator == "dense":
         if weight is None and node.op_type not in _GEMMS:
-            return (f"{name}: {node.op_type} of two activations (not a dense layer) left to "
-                    "the CPU")
+            return _batch_matmul(graph, node, name, x, w)
         unknown = next((t for t in (x, w) if graph.shape(t) is None), None)
         if unknown is not None:
             return cpu("dense", graph.unknown_shape(unknown))
@@ -260,6 +259,31 @@ def _read_layer(graph: OnnxGraph, node: Any, name: str, spec: LayerOp
     out_channels = ws[1] * groups if op == "conv2d_transpose" else ws[0]
     return Layer(name, op, n, c, out_channels, h, wd, kernel, pad, stride, dilation, groups,
                  output_padding, quantized=bool(int8))
+
+
+def _batch_matmul(graph: OnnxGraph, node: Any, name: str, x: str, w: str
+                  ) -> Layer | CpuLayer | str:
+    """A MatMul of two activations [..., M, K] x [..., K, N] (attention's Q.K^T and P.V):
+    one GEMM per leading index, the second operand its weight packed at run time; a note
+    (str) when it is not that (a QOperator's, or operands that broadcast)."""
+    if node.op_type != "MatMul":
+        return f"{name}: {node.op_type} of two activations left to the CPU"
+    int8 = graph.dequantized_int8(x) and graph.dequantized_int8(w)
+    shape_text = (f"MatMul {format_dims(graph.dims.get(x))} by "
+                  f"{format_dims(graph.dims.get(w))}")
+    unknown = next((t for t in (x, w) if graph.shape(t) is None), None)
+    if unknown is not None:
+        return CpuLayer(name, "batch_matmul", shape_text, graph.unknown_shape(unknown),
+                        quantized=bool(int8))
+    a, b = graph.shape(x), graph.shape(w)
+    if len(a) < 3 or len(a) != len(b) or a[:-2] != b[:-2] or a[-1] != b[-2]:
+        return CpuLayer(name, "batch_matmul", shape_text,
+                        "matmul of activations whose leading axes differ (VTA multiplies "
+                        "matrices of equal leading axes, one GEMM each)", quantized=bool(int8))
+    heads = 1
+    for d in a[:-2]:
+        heads *= d
+    return Layer(name, "batch_matmul", a[-2], a[-1], b[-1], heads=heads, quantized=bool(int8))
 
 
 def _conv_geometry(transpose: bool, x: tuple[int, ...], w: tuple[int, ...],

@@ -35,6 +35,7 @@ from vtatune.deploy.runtime._model import (
     reraised,
 )
 from vtatune.deploy.runtime._region import (
+    Border,
     CpuOp,
     OffloadedCall,
     RegionLayer,
@@ -50,7 +51,7 @@ from vtatune.deploy.runtime._region import (
 from vtatune.deploy.runtime._select import SPECS, device_from_spec
 
 __all__ = [
-    "Buffer", "CpuOp", "DeployResult", "DeployedModel", "Device", "OffloadedCall",
+    "Border", "Buffer", "CpuOp", "DeployResult", "DeployedModel", "Device", "OffloadedCall",
     "RegionLayer", "RegionRunner", "SPECS", "SimulatedDevice", "Trace", "check_input",
     "device_from_spec", "dilate_packed", "from_int8", "load", "pad_channels",
     "packed_function", "random_input", "read_manifest", "reraised", "same_memory", "to_int8",

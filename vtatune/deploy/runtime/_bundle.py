@@ -45,6 +45,7 @@ from vtatune.deploy._requantize import Requantization
 from vtatune.deploy.runtime._device import Device
 from vtatune.deploy.runtime._model import DeployedModel
 from vtatune.deploy.runtime._region import (
+    Border,
     CpuOp,
     RegionLayer,
     RegionRunner,
@@ -165,8 +166,10 @@ def _layer(path: Path, files: dict[str, bytes], d: dict[str, Any], device: Devic
         tuple(passes), d["schedule_short"], d["source"], d["provenance"],
         None if weight is None else device.upload(weight),
         None if bias is None else device.upload(bias),
-        workload_from_dict(d["runs"]) if d.get("runs") else None, tuple(d["border"]),
-        int(d["macs"]), int(d["padded_macs"]), tuple(d["notes"]))
+        workload_from_dict(d["runs"]) if d.get("runs") else None,
+        Border(*d["border"]) if d["border"] is not None else None,
+        int(d["macs"]), int(d["padded_macs"]), tuple(d["notes"]), d["description"],
+        tuple((tuple(shape), int(zp)) for shape, zp in d["operands"]))
 
 
 def _main_op(d: dict[str, Any]) -> tuple[str, CpuOp | None]:

@@ -7,10 +7,11 @@ Activations stay on the device, packed as VTA lays them out, from one VTA layer 
 ``pack`` (a region input, NCHW, into VTA's layout), ``unpack`` (a region output back),
 ``dilate`` (zeros between pixels before a transposed conv, on the packed tensor),
 ``repack`` (between layouts that differ: a conv's output read as a dense input on a core
-with BATCH > 1, say), ``border`` (the zero-point border around a conv's input whose zero
-point VTA's zero-padding DMA cannot read: :meth:`vtatune.deploy.LayerSpec.border`) and
-``requantize`` (the CPU's part of a requantization VTA cannot do:
-``vtatune.deploy._requantize``).
+with BATCH > 1, say), ``pack_weight`` (a batch_matmul's second operand, an activation,
+packed as its weight at run time, head by head), ``border`` (the zero-point border around a
+conv's input whose zero point VTA's zero-padding DMA cannot read:
+:meth:`vtatune.deploy.LayerSpec.border`) and ``requantize`` (the CPU's part of a
+requantization VTA cannot do: ``vtatune.deploy._requantize``).
 
 Channel counts that are not whole blocks run padded with zeros (the workload has the padded
 counts: :func:`vtatune.networks.place` with ``pad_channels``): zero weights for the padded
@@ -36,9 +37,11 @@ from vtatune.deploy.runtime._device import Buffer, Device
 from vtatune.workloads import (
     AddWorkload,
     Conv2dTransposeWorkload,
+    GemmWorkload,
     Workload,
     operand_shapes,
     pack_data,
+    pack_matrix,
     pack_weight,
     unpack_output,
 )
@@ -75,6 +78,38 @@ class OffloadedCall:
 
 
 @dataclass(frozen=True)
+class Border:
+    """How a conv's input is laid out in VTA's DRAM when the padding must read as its zero
+    point (VTA's DMA pads with 0): ``stride - 1`` zero-point rows and columns between the
+    pixels (a transposed conv's dilation), then ``before`` rows and columns of the zero
+    point above and left, ``after`` below and right. The conv then runs unpadded on it."""
+
+    before: int
+    after: int
+    zero_point: int
+    stride: int = 1
+
+    def apply(self, x: np.ndarray) -> np.ndarray:
+        """A packed conv-layout tensor (N/B, C/c, H, W, B, c) laid out so."""
+        if self.stride > 1:
+            x = dilate_packed(x, self.stride, self.zero_point)
+        widths = [(0, 0), (0, 0), (self.before, self.after), (self.before, self.after),
+                  (0, 0), (0, 0)]
+        return np.pad(x, widths, constant_values=np.int8(self.zero_point))
+
+    def describe(self) -> str:
+        dilated = (f"dilated by {self.stride} with the zero point between its pixels, and "
+                   if self.stride > 1 else "")
+        size = f"{self.before}" if self.before == self.after else \
+            f"{self.before} (then {self.after})"
+        return (f"runs unpadded on its input {dilated}with a {size}-pixel border of the zero "
+                f"point {self.zero_point}")
+
+    def to_list(self) -> list[int]:
+        return [self.before, self.after, self.zero_point, self.stride]
+
+
+@dataclass(frozen=True)
 class CpuOp:
     """An op the CPU runs: ``by`` ``tvm`` (an op of the Relax graph, compiled by TVM for the
     host) or ``vtatune`` (host code around the VTA calls); its output ``shape``; for a
@@ -97,9 +132,11 @@ class RegionLayer:
     bias already on the device, and what :class:`OffloadedCall` reports of its schedule
     (``schedule``: the short form; ``source``, ``provenance``). ``runs``: the workload VTA
     runs when it is not ``workload`` (a conv unpadded on a zero-point border); ``border``:
-    that border's (pixels, zero point); ``macs``, ``padded_macs``: the layer's
+    that :class:`Border`; ``macs``, ``padded_macs``: the layer's
     multiply-accumulates as the model has it and as VTA runs it (channels padded to whole
-    blocks); ``notes``: what the report says of it."""
+    blocks); ``notes``: what the report says of it; ``description``: how the report names
+    its workload (a GEMM's padding rows said); ``operands``: a batch_matmul's two
+    activations' model shapes and zero points (both packed at run time)."""
 
     name: str
     kind: str
@@ -115,10 +152,12 @@ class RegionLayer:
     weight: Buffer | None
     bias: Buffer | None
     runs: Workload | None = None
-    border: tuple[int, int] = (0, 0)
+    border: Border | None = None
     macs: int = 0
     padded_macs: int = 0
     notes: tuple[str, ...] = ()
+    description: str = ""
+    operands: tuple[tuple[tuple[int, ...], int], ...] = ()
 
     @property
     def executed(self) -> Workload:
@@ -129,12 +168,13 @@ class RegionLayer:
 @dataclass
 class _Packed:
     """A value in VTA's layout: on the device (``buffer``) or, after a CPU requantization,
-    on the host (``host``); ``workload`` produced it (and unpacks it); ``channels`` of its
-    channels are real (the rest pad to whole blocks)."""
+    on the host (``host``); ``workload`` produced it (and unpacks it); ``model_shape``: its
+    shape in the model (padded channels and rows cut off, a dense's folded rows unfolded
+    back to [..., S, N])."""
 
     shape: tuple[int, ...]
     workload: Workload
-    channels: int
+    model_shape: tuple[int, ...]
     buffer: Buffer | None = None
     host: np.ndarray | None = None
 
@@ -186,18 +226,11 @@ def from_int8(y: np.ndarray, dtype: Any) -> np.ndarray:
     return (y.view(np.uint8) ^ np.uint8(0x80)) if np.dtype(dtype) == np.uint8 else y
 
 
-def border_packed(x: np.ndarray, pad: int, value: int) -> np.ndarray:
-    """A packed conv-layout tensor (N/B, C/c, H, W, B, c) with a ``pad``-pixel border of
-    ``value`` (the input's zero point) around each image."""
-    widths = [(0, 0), (0, 0), (pad, pad), (pad, pad), (0, 0), (0, 0)]
-    return np.pad(x, widths, constant_values=np.int8(value))
-
-
-def dilate_packed(x: np.ndarray, stride: int) -> np.ndarray:
-    """A packed conv-layout tensor (N/B, C/c, H, W, B, c) with ``stride - 1`` zero rows and
-    columns between pixels (what conv2d_transpose_packed reads)."""
+def dilate_packed(x: np.ndarray, stride: int, fill: int = 0) -> np.ndarray:
+    """A packed conv-layout tensor (N/B, C/c, H, W, B, c) with ``stride - 1`` rows and
+    columns of ``fill`` between pixels (what conv2d_transpose_packed reads: zeros)."""
     nb, cb, h, w, b, c = x.shape
-    out = np.zeros((nb, cb, (h - 1) * stride + 1, (w - 1) * stride + 1, b, c), x.dtype)
+    out = np.full((nb, cb, (h - 1) * stride + 1, (w - 1) * stride + 1, b, c), fill, x.dtype)
     out[:, :, ::stride, ::stride] = x
     return out
 
@@ -247,12 +280,21 @@ class RegionRunner:
         return outputs
 
     def _unpacked(self, value: _Packed) -> np.ndarray:
-        """A packed value back in NCHW (N x C), its padded channels cut off."""
+        """A packed value back in its model shape (NCHW, N x C, a dense's [..., S, N]),
+        its padded channels and rows cut off."""
         packed = value.host if value.host is not None else self.device.download(value.buffer)
         out = unpack_output(value.workload, packed.reshape(value.shape))
-        return np.ascontiguousarray(out[:, :value.channels])
+        shape = value.model_shape
+        if isinstance(value.workload, GemmWorkload):
+            out = out[:int(np.prod(shape[:-1])), :shape[-1]]
+        else:
+            out = out[:, :shape[1]]
+        return np.ascontiguousarray(out).reshape(shape)
 
-    def _run_layer(self, layer: RegionLayer, values: dict[int, np.ndarray | _Packed]) -> _Packed:
+    def _run_layer(self, layer: RegionLayer, values: dict[int, np.ndarray | _Packed]
+                   ) -> _Packed | np.ndarray:
+        if layer.kind == "batch_matmul":
+            return self._run_batch_matmul(layer, values)
         device = self.device
         first = layer.passes[0]
         names = ("data", "weight") if isinstance(layer.workload, AddWorkload) else ("data",)
@@ -272,10 +314,10 @@ class RegionRunner:
         padding = round(cycles * (1 - layer.macs / layer.padded_macs)) \
             if layer.padded_macs > layer.macs else 0
         self.trace.calls.append(OffloadedCall(
-            layer.name, layer.kind, replace(layer.workload, name="").describe(),
-            layer.schedule, layer.source, layer.provenance, layer.requant.describe(),
-            len(outs), cycles, layer.macs, padding, layer.notes))
-        packed = _Packed(out_shape, layer.executed, layer.out_shape[1])
+            layer.name, layer.kind, self._described(layer), layer.schedule, layer.source,
+            layer.provenance, layer.requant.describe(), len(outs), cycles, layer.macs,
+            padding, layer.notes))
+        packed = _Packed(out_shape, layer.executed, layer.out_shape)
         if layer.requant.on_vta:
             packed.buffer = outs[0]
             return packed
@@ -284,26 +326,26 @@ class RegionRunner:
         return packed
 
     def _operand(self, vid: int, value: np.ndarray | _Packed, consumer: Workload,
-                 want: tuple[int, ...], name: str, border: tuple[int, int] = (0, 0)
-                 ) -> Buffer:
+                 want: tuple[int, ...], name: str, border: Border | None = None) -> Buffer:
         """Value ``vid`` as the consumer's ``name`` tensor of shape ``want``, on the device
-        (a region input is packed once per layout); ``border``: (pixels, zero point) of the
-        zero-point border a conv's input takes."""
+        (a region input is packed once per layout); ``border``: how a conv's input is laid
+        out around its zero point (:class:`Border`)."""
         device, hw = self.device, self.device.hw
         want = tuple(want)
-        pad, zero_point = border
         pack = pack_weight if name == "weight" else pack_data
         operand = operand_shapes(consumer)[name]
-        if pad:  # the consumer runs on the bordered input: pack the layer's own shape
-            n, c, h, w = operand
-            operand = (n, c, h - 2 * pad, w - 2 * pad)
+
+        def laid_out(packed: np.ndarray) -> np.ndarray:
+            if border is None:
+                return packed
+            self._host_op("border", want)
+            return border.apply(packed)
 
         def packed_from(x: np.ndarray) -> np.ndarray:
-            x = pack(consumer, pad_channels(x, operand), hw)
-            if pad:
-                self._host_op("border", want)
-                x = border_packed(x, pad, zero_point)
-            return x
+            if isinstance(consumer, GemmWorkload) and x.ndim > 2:
+                x = x.reshape(-1, x.shape[-1])  # [..., S, K]: the leading axes fold into rows
+            # rows and channels padded to whole blocks; the pixels as they are
+            return laid_out(pack(consumer, pad_channels(x, (*operand[:2], *x.shape[2:])), hw))
 
         if not isinstance(value, _Packed):
             key = (vid, want)  # the packed shape tells the layouts apart (dilated or not)
@@ -312,14 +354,14 @@ class RegionRunner:
                 self._packed[key] = device.upload(packed_from(value))
             return self._packed[key]
         stride = consumer.stride if isinstance(consumer, Conv2dTransposeWorkload) else 1
-        if stride == 1 and not pad and same_memory(value.shape, want):
+        if stride == 1 and border is None and same_memory(value.shape, want):
             if value.buffer is None:  # after a CPU requantization: back to the device
                 value.buffer = device.upload(value.host)
             return value.buffer.view(want)
         packed = value.host if value.host is not None else device.download(value.buffer)
         packed = packed.reshape(value.shape)
-        if pad and len(value.shape) == 6:
-            bordered = border_packed(packed, pad, zero_point)
+        if border is not None and len(value.shape) == 6:
+            bordered = border.apply(packed)
             if same_memory(bordered.shape, want):
                 self._host_op("border", want)
                 return device.upload(bordered.reshape(want))
@@ -330,6 +372,68 @@ class RegionRunner:
                 return device.upload(dilated.reshape(want))
         self._host_op("repack", want)
         return device.upload(packed_from(self._unpacked(value)))
+
+    @staticmethod
+    def _described(layer: RegionLayer) -> str:
+        return layer.description or replace(layer.workload, name="").describe()
+
+    def _host_value(self, value: np.ndarray | _Packed, shape: tuple[int, ...]) -> np.ndarray:
+        """A region value as an int8 array of its model ``shape`` on the host."""
+        if not isinstance(value, _Packed):
+            return value
+        self._host_op("unpack", shape)
+        return self._unpacked(value)
+
+    def _run_batch_matmul(self, layer: RegionLayer,
+                          values: dict[int, np.ndarray | _Packed]) -> np.ndarray:
+        """[..., M, K] x [..., K, N]: one GEMM per leading index, the second operand packed
+        as its weight by the CPU at run time (VTA's loads move whole tiles of contiguous
+        elements, so they cannot transpose a row-major matrix into its weight tiles), with
+        the zero points' corrections as its bias (``sum (x - zx)(w - zw) = sum x w
+        - zw sum_k x - zx sum_k w + K zx zw``: per row and per column, exact)."""
+        device, hw = self.device, self.device.hw
+        (xs, zx), (ws, zw) = layer.operands
+        x, w = (self._host_value(values[vid], shape)
+                for vid, shape in zip(layer.inputs, (xs, ws), strict=True))
+        m, k, n = xs[-2], xs[-1], ws[-1]
+        wl, requant, passes = layer.workload, layer.requant, layer.passes
+        first = passes[0]
+        has_bias = "bias" in {t.name for t in first.tensors}
+        out_shape = tuple(first.tensor("output").shape)
+        ys, cycles = [], 0
+        # a workload larger than the matrices (rows to whole BATCH blocks, channels to whole
+        # blocks) reads zeros beyond them: zero products, outputs dropped
+        rows, cols = (wl.batch, wl.in_channels), (wl.out_channels, wl.in_channels)
+        for xg, wg in zip(x.reshape(-1, m, k), w.reshape(-1, k, n), strict=True):
+            tensors = {"data": device.upload(pack_data(wl, pad_channels(xg, rows), hw)),
+                       "weight": device.upload(pack_weight(wl, pad_channels(wg.T, cols), hw))}
+            if has_bias:
+                acc = np.zeros((m, n), np.int64)
+                acc -= zw * xg.sum(1, dtype=np.int64)[:, None]
+                acc -= zx * wg.sum(0, dtype=np.int64)[None, :]
+                acc += k * zx * zw
+                acc = pad_channels(acc, (wl.batch, wl.out_channels))
+                bias = requant.fused_bias(acc) if requant.on_vta else acc.astype(np.int32)
+                tensors["bias"] = device.upload(pack_matrix(bias, hw.batch, hw.block_out))
+            outs = []
+            for program in passes:
+                out = device.alloc(out_shape, np.int8)
+                cycles += device.run(program, {**tensors, "output": out})
+                outs.append(out)
+            y = device.download(outs[0]) if requant.on_vta else \
+                requant.finish([device.download(o) for o in outs])
+            ys.append(unpack_output(wl, y.reshape(out_shape))[:m, :n])
+        heads = len(ys)
+        self._host_op("pack", xs)
+        self._host_op("pack_weight", ws)
+        if not requant.on_vta:
+            self._host_op("requantize", layer.out_shape)
+        self._host_op("unpack", layer.out_shape)
+        self.trace.calls.append(OffloadedCall(
+            layer.name, layer.kind, f"{heads}x " + self._described(layer), layer.schedule,
+            layer.source, layer.provenance, requant.describe(), len(passes) * heads, cycles,
+            layer.macs, 0, layer.notes))
+        return np.stack(ys).reshape(layer.out_shape)
 
 
 def packed_function(region: RegionRunner) -> Any:

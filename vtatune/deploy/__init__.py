@@ -20,6 +20,8 @@ and only when a function here needs it: ``import vtatune.deploy`` does not.
 - ``_schedules``: the schedule of each offloaded layer, from a log or the fallback;
 - ``_region``, ``_codegen``: the code generator and the offloaded calls;
 - ``_device``: the device interface and the simulated device;
+- ``_driver``: the device over VTA's C driver API (:class:`DriverDevice`, any ``libvta``),
+  and :func:`device_from_spec` (``sim`` or ``libvta:PATH``);
 - ``_quantize``: quantizing a float model with onnxruntime (power-of-two scales);
 - ``_model``: the ONNX model (:func:`load_model`, :func:`model_input`, ...);
 - ``_deploy``: :func:`compile_model`, :func:`deploy`, :func:`reference`, :func:`agreement`;
@@ -44,6 +46,7 @@ from vtatune.deploy._deploy import (
     reference,
 )
 from vtatune.deploy._device import Buffer, Device, SimulatedDevice
+from vtatune.deploy._driver import DriverDevice, device_from_spec, program_words
 from vtatune.deploy._errors import DeployError
 from vtatune.deploy._match import LayerSpec, QParams, refusal, spec_of, workload_of
 from vtatune.deploy._model import (
@@ -64,6 +67,7 @@ from vtatune.deploy._tvm import TVM_VERSION
 
 __all__ = [
     "Agreement", "Buffer", "CompiledModel", "CpuOp", "DeployError", "DeployResult", "Device",
+    "DriverDevice", "device_from_spec", "program_words",
     "LayerBuilder", "LayerPrograms", "LayerSpec", "OffloadedCall", "PREFIX", "Partitioning",
     "QParams", "Refusal", "Requantization", "SimulatedDevice", "TVM_VERSION", "agreement",
     "check_input", "compile_model", "deploy", "external_functions", "is_quantized", "load_model",

@@ -9,16 +9,8 @@ out), and only a region's inputs and outputs cross to the host.
 :class:`SimulatedDevice` is vtatune's functional VTA (:mod:`simulator.functional`, bit-exact
 as TVM's fsim) with the cycles of the timing model (:func:`simulator.timing.time_program`).
 
-A board is the next step: a Device over VTA's C driver API (``vta/include/vta/driver.h``),
-which TVM's VTA runtime uses the same way: ``VTADeviceAlloc()`` once; ``alloc`` =
-``VTAMemAlloc(bytes, cached)`` and ``VTAMemGetPhyAddr`` (the address programs are linked
-to); ``upload`` / ``download`` = ``VTAMemCopyFromHost`` / ``VTAMemCopyToHost`` with
-``VTAFlushCache`` / ``VTAInvalidateCache``; ``run`` = the program's micro-ops and
-instructions copied to device memory, every DRAM operand's address patched to its buffer's
-physical address (vtatune's programs address their tensors by offsets in one DRAM image:
-:class:`simulator.program.Program`), then ``VTADeviceRun(device, insn_phy_addr,
-insn_count, wait_cycles)``, the cycles read from the board's counter. vtatune has no such
-implementation yet.
+A board's (or TVM's fsim) ``libvta`` is :class:`~vtatune.deploy.DriverDevice`
+(``_driver``): the same interface over VTA's C driver API (``vta/include/vta/driver.h``).
 
 Example:
     >>> import numpy as np

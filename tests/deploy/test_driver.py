@@ -107,3 +107,23 @@ def test_device_specs(tmp_path):
         device_from_spec("libvta:", DEFAULT)
     with pytest.raises(DeployError, match=r"^libvta: no library at .*nothing.so$"):
         device_from_spec(f"libvta:{tmp_path / 'nothing.so'}", DEFAULT)
+
+
+def test_the_driver_module_imports_numpy_ctypes_and_the_instruction_set_only():
+    """What a board runs: no lowering, tuning, Optuna, numba or TVM (the module can move to a
+    runtime package with its two vtatune.deploy neighbours)."""
+    import ast
+    from pathlib import Path
+
+    source = Path(__file__).resolve().parents[2] / "vtatune" / "deploy" / "_driver.py"
+    imported = set()
+    for node in ast.walk(ast.parse(source.read_text())):
+        if isinstance(node, ast.Import):
+            imported |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            imported.add(node.module)
+    stdlib = {"__future__", "collections.abc", "ctypes", "dataclasses", "json", "os",
+              "pathlib", "typing", "weakref"}
+    ours = {"simulator.errors", "simulator.hardware", "simulator.isa", "simulator.program",
+            "simulator.rows", "vtatune.deploy._device", "vtatune.deploy._errors"}
+    assert imported == stdlib | ours | {"numpy"}

@@ -27,7 +27,7 @@ import json
 import random
 import sys
 import warnings
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -63,8 +63,8 @@ from vtatune.workloads import (  # noqa: E402
     random_operands,
 )
 
-__all__ = ["Case", "kernel_cases", "model_cases", "program_sha256", "inputs_sha256",
-           "replay", "simulate"]
+__all__ = ["Case", "MODELS", "ModelRun", "RESNET18", "inputs_sha256", "kernel_cases",
+           "model_cases", "program_sha256", "replay", "simulate", "whole_models"]
 
 RECORD = ROOT / "tests" / "deploy" / "data" / "fsim_driver" / "cases.jsonl"
 
@@ -187,42 +187,80 @@ class _Recorder(SimulatedDevice):
         return cycles
 
 
-def _quantized(float_model, seed: int = 0, power_of_two: bool = True):
-    """As tests/deploy/test_deploy.py quantizes its models."""
-    shape = [d.dim_value for d in float_model.graph.input[0].type.tensor_type.shape.dim]
-    rng = np.random.default_rng(seed)
-    calibration = rng.standard_normal((4, *shape)).astype(np.float32)
-    x = rng.standard_normal(shape).astype(np.float32)
-    return quantize(float_model, calibration, power_of_two=power_of_two), x
+@dataclass(frozen=True)
+class ModelRun:
+    """One deploy of a model as the deploy tests build it: its float model, quantized with
+    power-of-two scales or not (``calibration`` samples), on a hardware preset, exact
+    requantization or not, schedules from a log (else the fallback)."""
+
+    name: str
+    factory: Callable[[], object]
+    power_of_two: bool = True
+    preset: str = "pynq"
+    exact: bool = False
+    log: Path | None = None
+    calibration: int = 4
+
+    def build(self):
+        """The quantized model and its input (as tests/deploy quantizes its models)."""
+        float_model = self.factory()
+        shape = [d.dim_value for d in float_model.graph.input[0].type.tensor_type.shape.dim]
+        rng = np.random.default_rng(0)
+        samples = rng.standard_normal((self.calibration, *shape)).astype(np.float32)
+        x = rng.standard_normal(shape).astype(np.float32)
+        return quantize(float_model, samples, power_of_two=self.power_of_two), x
+
+    def deploy(self, device: Device, built=None):
+        model, x = built if built is not None else self.build()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return deploy(model, input=x, hw=self.preset, exact=self.exact, log=self.log,
+                          device=device)
 
 
-#: The deploy tests' models on VTA's stock hardware: (name, float model factory, quantize
-#: with power-of-two scales, hardware preset, exact requantization).
+def _residual(channels):
+    return lambda: models.conv_residual(channels=channels)
+
+
+#: The deploy tests' models (tests/deploy/test_deploy.py) on VTA's stock hardware.
 MODELS = (
-    ("residual32", lambda: models.conv_residual(channels=32), True, "pynq", False),
-    ("residual32_sim", lambda: models.conv_residual(channels=32), True, "sim", False),
-    ("residual32_sim_exact", lambda: models.conv_residual(channels=32), True, "sim", True),
-    ("grouped32_g2_exact", lambda: models.grouped_conv(channels=32, groups=2), True, "pynq",
-     True),
-    ("transposed_exact", lambda: models.transposed_conv(32, 32, size=4, conv_first=True), True,
-     "pynq", True),
-    ("transposed", lambda: models.transposed_conv(32, 32, size=4, conv_first=True), True,
-     "pynq", False),
-    ("mlp", models.mlp, True, "pynq", False),
-    ("residual16_float_scales", lambda: models.conv_residual(channels=16), False, "pynq",
-     False),
+    ModelRun("residual32", _residual(32)),
+    ModelRun("residual32_sim", _residual(32), preset="sim"),
+    ModelRun("residual32_sim_exact", _residual(32), preset="sim", exact=True),
+    ModelRun("grouped32_g2_exact", lambda: models.grouped_conv(channels=32, groups=2),
+             exact=True),
+    ModelRun("transposed_exact", lambda: models.transposed_conv(32, 32, size=4,
+                                                                 conv_first=True), exact=True),
+    ModelRun("transposed", lambda: models.transposed_conv(32, 32, size=4, conv_first=True)),
+    ModelRun("mlp", models.mlp),
+    ModelRun("residual16_float_scales", _residual(16), power_of_two=False),
+)
+#: tests/deploy/test_resnet18.py's (slow): ResNet-18 with the shipped log's schedules.
+RESNET18 = (
+    ModelRun("resnet18_exact", models.resnet18, exact=True,
+             log=ROOT / "logs" / "resnet18-pynq.jsonl", calibration=2),
+    ModelRun("resnet18", models.resnet18, log=ROOT / "logs" / "resnet18-pynq.jsonl",
+             calibration=2),
 )
 
 
-def model_cases() -> Iterator[Case]:
-    """Every offloaded call of one inference of each of :data:`MODELS`."""
-    for name, factory, power_of_two, preset, exact in MODELS:
-        model, x = _quantized(factory(), power_of_two=power_of_two)
-        recorder = _Recorder(HardwareConfig.resolve(preset), name)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            deploy(model, input=x, hw=preset, exact=exact, device=recorder)
+def model_cases(runs: Sequence[ModelRun] = MODELS) -> Iterator[Case]:
+    """Every offloaded call of one inference of each model run."""
+    for run in runs:
+        recorder = _Recorder(HardwareConfig.resolve(run.preset), run.name)
+        run.deploy(recorder)
         yield from recorder.calls
+
+
+def whole_models(library: str, runs: Sequence[ModelRun] = MODELS) -> Iterator[tuple[str, bool]]:
+    """Each model deployed whole on the driver and on the simulated device: (name, whether
+    the two outputs are identical)."""
+    for run in runs:
+        built = run.build()
+        hw = HardwareConfig.resolve(run.preset)
+        on_driver = run.deploy(DriverDevice(library, hw), built).output
+        on_sim = run.deploy(SimulatedDevice(hw), built).output
+        yield run.name, bool(np.array_equal(on_driver, on_sim))
 
 
 # --- the command --------------------------------------------------------------------------
@@ -233,10 +271,13 @@ def main(argv: list[str] | None = None) -> int:
                     "to it)")
     ap.add_argument("--record", type=Path, help="write the library's results here (JSONL)")
     ap.add_argument("--kernels-only", action="store_true", help="skip the deploy models")
+    ap.add_argument("--resnet18", action="store_true", help="also ResNet-18 (exact and not; "
+                    "a few minutes)")
     args = ap.parse_args(argv)
     devices: dict[str, DriverDevice] = {}
     rows, differ = [], 0
-    cases = kernel_cases() if args.kernels_only else _chain(kernel_cases(), model_cases())
+    runs = () if args.kernels_only else MODELS + (RESNET18 if args.resnet18 else ())
+    cases = _chain(kernel_cases(), model_cases(runs))
     try:
         for case in cases:
             key = case.hw.bitstream
@@ -254,17 +295,23 @@ def main(argv: list[str] | None = None) -> int:
                          "output": hashlib.sha256(np.ascontiguousarray(got).tobytes())
                          .hexdigest(),
                          "counters": counters})
+        whole = list(whole_models(args.library, runs))
     except DeployError as exc:
         print(f"fsim_judge: {exc}", file=sys.stderr)
         return 2
+    for name, same in whole:
+        print(f"{name} deployed whole on the driver: output "
+              f"{'identical' if same else 'DIFFERS'} to SimulatedDevice's")
+    identical = sum(same for _, same in whole)
     adjusted = sum(d.token_adjustments for d in devices.values())
     print(f"{len(rows)} calls compared on {args.library}: {len(rows) - differ} equal "
           f"(outputs and counters), {differ} differ; {adjusted} started from other tokens "
-          "than the call before left (NOPs in front)")
+          f"than the call before left (NOPs in front); {len(whole)} models deployed whole, "
+          f"{identical} identical")
     if args.record is not None:
         args.record.parent.mkdir(parents=True, exist_ok=True)
         args.record.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in rows))
-    return 1 if differ else 0
+    return 1 if differ or identical < len(whole) else 0
 
 
 def _chain(*parts):

@@ -64,7 +64,8 @@ def test_the_recording_covers_the_cases(kernels):
             "conv_shift_clip", "mlp", "residual32_sim_exact"} <= families
     threaded = [n for n in kernel_names if "_vt2x" in n or "_vt1x2" in n]
     assert len(threaded) >= 10
-    models = {n for n in RECORDED if n.split("/")[0] in {m[0] for m in fsim_judge.MODELS}}
+    runs = {m.name for m in fsim_judge.MODELS + fsim_judge.RESNET18}
+    models = {n for n in RECORDED if n.split("/")[0] in runs}
     assert models | kernel_names == RECORDED.keys()  # nothing stale
 
 
@@ -73,12 +74,14 @@ def test_vtatune_gives_what_the_library_gave_on_the_kernels(kernels):
 
 
 @pytest.mark.slow
-def test_vtatune_gives_what_the_library_gave_on_the_deploy_models():
+@pytest.mark.parametrize("runs", ["MODELS", "RESNET18"])
+def test_vtatune_gives_what_the_library_gave_on_the_deploy_models(runs):
     pytest.importorskip("tvm")
     pytest.importorskip("onnxruntime")
-    cases = list(fsim_judge.model_cases())
+    runs = getattr(fsim_judge, runs)
+    cases = list(fsim_judge.model_cases(runs))
     assert {c.name for c in cases} == {n for n in RECORDED
-                                       if n.split("/")[0] in {m[0] for m in fsim_judge.MODELS}}
+                                       if n.split("/")[0] in {m.name for m in runs}}
     assert _check_recorded(cases) == len(cases)
 
 
@@ -91,6 +94,8 @@ def device():
 
 @live
 def test_the_library_agrees_with_vtatune_and_with_its_recording(device, kernels):
+    assert device.isolated  # in a linker namespace of its own (glibc)
+    adjusted = device.token_adjustments
     for case in kernels:
         got, counters = fsim_judge.replay(device, case)
         want, want_counters = fsim_judge.simulate(case)
@@ -98,6 +103,8 @@ def test_the_library_agrees_with_vtatune_and_with_its_recording(device, kernels)
         assert counters == want_counters, case.name
         assert (_sha(got), counters) == (RECORDED[case.name]["output"],
                                          RECORDED[case.name]["counters"]), case.name
+    # some kernels end with tokens the next one does not start from: the device evened them
+    assert device.token_adjustments > adjusted
 
 
 @live
@@ -109,6 +116,8 @@ def test_the_library_agrees_with_vtatune_on_the_deploy_models(device):
         got, counters = fsim_judge.replay(device, case)
         want, want_counters = fsim_judge.simulate(case)
         assert np.array_equal(got, want) and counters == want_counters, case.name
+    # and deployed whole on the driver: activations stay in its buffers between layers
+    assert dict(fsim_judge.whole_models(LIBRARY)) == {m.name: True for m in fsim_judge.MODELS}
 
 
 @live

@@ -362,6 +362,18 @@ class _Profiler:
 
 
 @dataclass(eq=False)
+class _Prepared:
+    """What a program's runs share: its DMAs located, its instruction table (relocated in
+    place by each run), its micro-op words, the tokens it adds to each FIFO."""
+
+    program: Program
+    dma: _Dma
+    rows: np.ndarray
+    uop_words: np.ndarray
+    token_balance: np.ndarray
+
+
+@dataclass(eq=False)
 class _Memory:
     """A region of device memory: its virtual address (the host's handle on it), its
     physical address (what VTA reads) and its size. Freed when the last buffer on it goes."""
@@ -435,11 +447,17 @@ class DriverDevice(Device):
         self._handle = handle
         weakref.finalize(self, lib.VTADeviceFree, handle).atexit = False
         self._staging: dict[str, _Memory] = {}  # "insn", "uop": reused, grown on demand
-        self._dma: dict[int, tuple[Program, _Dma, np.ndarray, np.ndarray]] = {}
+        self._programs: dict[int, _Prepared] = {}  # by id, as SimulatedDevice's cycles
         #: fsim's profiler counters of the last run (None: the library has no profiler).
         self.counters: dict[str, int] | None = None
         #: Runs whose program started from other tokens than the stream before left.
         self.token_adjustments = 0
+
+    @property
+    def isolated(self) -> bool:
+        """Whether the library lives in a linker namespace of its own (else: the process's,
+        where a TVM runtime of another release may clash with it)."""
+        return self._loaded.isolated
 
     # --- memory ---------------------------------------------------------------------------
 
@@ -488,13 +506,14 @@ class DriverDevice(Device):
 
     # --- programs -------------------------------------------------------------------------
 
-    def _prepared(self, program: Program) -> tuple[_Dma, np.ndarray, np.ndarray]:
-        hit = self._dma.get(id(program))
-        if hit is None or hit[0] is not program:
-            hit = (program, _locate(program, self.hw), program.rows.copy(),
-                   _encode_uops(program.uop_table, self.hw))
-            self._dma[id(program)] = hit
-        return hit[1], hit[2], hit[3]
+    def _prepared(self, program: Program) -> _Prepared:
+        hit = self._programs.get(id(program))
+        if hit is None or hit.program is not program:
+            hit = _Prepared(program, _locate(program, self.hw), program.rows.copy(),
+                            _encode_uops(program.uop_table, self.hw),
+                            _token_balance(program.rows))
+            self._programs[id(program)] = hit
+        return hit
 
     def run(self, program: Program, tensors: Mapping[str, Buffer]) -> int:
         phys = []
@@ -509,8 +528,9 @@ class DriverDevice(Device):
                 raise DeployError(f"program tensor {t.name!r} is bound to a buffer of "
                                   "another device")
             phys.append(buf.handle.phys)
-        dma, rows, uop_words = self._prepared(program)
-        uops = self._stage("uop", uop_words)
+        prepared = self._prepared(program)
+        dma, rows = prepared.dma, prepared.rows
+        uops = self._stage("uop", prepared.uop_words)
         # Relocation: the buffer's physical address in elements of the DMA's memory type.
         base = np.array(phys, np.int64)[dma.tensor] + dma.offsets
         if (base % dma.elem_bytes).any():
@@ -528,7 +548,7 @@ class DriverDevice(Device):
             self._profiler.reset()
         if self._lib.VTADeviceRun(self._handle, insns.phys, len(rows), WAIT_CYCLES) != 0:
             raise DeployError(f"VTADeviceRun timed out after {WAIT_CYCLES} cycles")
-        left = np.array(program.tokens_in) + _token_balance(program.rows)
+        left = np.array(program.tokens_in) + prepared.token_balance
         self._loaded.tokens = tuple(int(t) for t in left)
         out = tensors["output"].handle
         self._lib.VTAInvalidateCache(out.virt, out.phys, out.nbytes)

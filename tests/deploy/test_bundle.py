@@ -272,17 +272,6 @@ def test_device_specs(built, tmp_path, capsys):
     assert capsys.readouterr().err == f"vtatune: error: bundle {missing}: not found\n"
 
 
-def test_libvta_without_the_driver_module_is_refused_in_one_line():
-    import importlib.util
-
-    if importlib.util.find_spec("vtatune.deploy._driver") is not None:
-        pytest.skip("the driver device is here: its own tests cover libvta:PATH")
-    with pytest.raises(DeployError, match=r"^device libvta:/lib/libvta\.so: this vtatune has no "
-                                          r"driver device \(VTA's C driver API\) yet; use "
-                                          r"--device sim$"):
-        device_from_spec("libvta:/lib/libvta.so", DEFAULT)
-
-
 #: What a board's runtime must not need: the compiler and its dependencies.
 COMPILER = ("vtatune.lowering", "vtatune.tuning", "vtatune.builds", "vtatune.records",
             "vtatune.scoring", "vtatune.networks", "search_spaces", "optuna", "onnx", "tvm")

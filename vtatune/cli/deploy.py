@@ -47,6 +47,10 @@ def register(sub: Any) -> None:
                    help="the tuned log whose schedules the offloaded layers take (a layer it "
                         "lacks takes the default schedule, with a warning); default: none")
     add_hw_flag(p)
+    p.add_argument("--device", default="sim", metavar="sim|libvta:PATH",
+                   help="what runs the offloaded layers: sim (vtatune's functional VTA) or "
+                        "libvta:PATH (VTA's C driver API in the library PATH: a board's "
+                        "libvta.so, TVM v0.14's libvta_fsim.so)")
     p.add_argument("--input", metavar="X.npy", help="the input (default: seeded random)")
     p.add_argument("--seed", type=seed_arg, default=0, metavar="N",
                    help="seed of the random input")
@@ -127,8 +131,14 @@ def cmd_deploy(args: argparse.Namespace) -> int:
     if x is not None:  # refused before the build, not after
         check_input(x, *model_input(load_model(args.model)[0])[1:])
     out = _output_file(args)
+    device = None
+    if args.device != "sim":
+        from simulator.hardware import HardwareConfig
+        from vtatune.deploy import device_from_spec
+
+        device = device_from_spec(args.device, HardwareConfig.resolve(args.hw))
     compiled = compile_model(args.model, hw=args.hw, log=args.log, tune_trials=args.tune_trials,
-                             calibration=calibration, exact=args.exact)
+                             calibration=calibration, exact=args.exact, device=device)
     result = compiled.run(x, args.seed)
     if args.save:
         compiled.save(args.save)

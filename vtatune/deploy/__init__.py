@@ -25,6 +25,8 @@ loaded on first use (as ``vtatune``'s are), so that ``vtatune.deploy.runtime`` a
 - :mod:`vtatune.deploy.runtime`: what runs a built or loaded model, apart from the compiler
   (a board needs it, numpy and TVM's runtime only): the device interface and the simulated
   device, the regions as they run, :func:`load` of a bundle;
+- ``runtime._driver``: the device over VTA's C driver API (:class:`DriverDevice`, any
+  ``libvta``), chosen by :func:`device_from_spec` (``sim`` or ``libvta:PATH``);
 - ``_quantize``: quantizing a float model with onnxruntime (power-of-two scales);
 - ``_model``: the ONNX model (:func:`load_model`, :func:`model_input`, ...);
 - ``_deploy``: :func:`compile_model`, :func:`deploy`, :func:`reference`, :func:`agreement`;
@@ -64,16 +66,18 @@ _API = {
     **dict.fromkeys(("Buffer", "CpuOp", "DeployResult", "DeployedModel", "Device",
                      "OffloadedCall", "SimulatedDevice", "check_input", "device_from_spec",
                      "load", "random_input", "same_memory"), "vtatune.deploy.runtime"),
+    **dict.fromkeys(("DriverDevice", "program_words"), "vtatune.deploy.runtime._driver"),
 }
 
 __all__ = [
     "MAC_OPS", "Agreement", "Buffer", "CompiledModel", "CpuOp", "DeployError", "DeployResult",
-    "DeployedModel", "Device", "LayerBuilder", "LayerPrograms", "LayerSpec", "OffloadedCall",
-    "PREFIX", "Partitioning", "QParams", "Refusal", "Requantization", "SimulatedDevice",
-    "TVM_VERSION", "agreement", "check_input", "compile_model", "deploy", "device_from_spec",
-    "external_functions", "is_quantized", "load", "load_model", "model_input", "model_macs",
-    "output_step", "partition", "pattern_entries", "quantize", "random_input", "reference",
-    "refusal", "refusals", "register", "same_memory", "save", "spec_of", "workload_of",
+    "DeployedModel", "Device", "DriverDevice", "LayerBuilder", "LayerPrograms", "LayerSpec",
+    "OffloadedCall", "PREFIX", "Partitioning", "QParams", "Refusal", "Requantization",
+    "SimulatedDevice", "TVM_VERSION", "agreement", "check_input", "compile_model", "deploy",
+    "device_from_spec", "external_functions", "is_quantized", "load", "load_model",
+    "model_input", "model_macs", "output_step", "partition", "pattern_entries",
+    "program_words", "quantize", "random_input", "reference", "refusal", "refusals",
+    "register", "same_memory", "save", "spec_of", "workload_of",
 ]
 
 if TYPE_CHECKING:
@@ -123,6 +127,7 @@ if TYPE_CHECKING:
         random_input,
         same_memory,
     )
+    from vtatune.deploy.runtime._driver import DriverDevice, program_words
 
 
 def __getattr__(name: str) -> Any:

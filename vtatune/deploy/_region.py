@@ -10,6 +10,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from simulator.timing import time_program
 from vtatune.deploy._errors import DeployError
 from vtatune.deploy._match import LayerSpec, workload_of
 from vtatune.deploy._requantize import Requantization
@@ -173,4 +174,5 @@ def region_layer(built: BuiltLayer) -> RegionLayer:
                        spec.border(),
                        *built.macs, built.notes, described(built),
                        tuple((tuple(shape), q.zero_point) for shape, q in spec.inputs)
-                       if spec.kind == "batch_matmul" else ())
+                       if spec.kind == "batch_matmul" else (),
+                       tuple(time_program(p.program, p.hw).cycles for p in programs.passes))

@@ -169,7 +169,8 @@ def _layer(path: Path, files: dict[str, bytes], d: dict[str, Any], device: Devic
         workload_from_dict(d["runs"]) if d.get("runs") else None,
         Border(*d["border"]) if d["border"] is not None else None,
         int(d["macs"]), int(d["padded_macs"]), tuple(d["notes"]), d["description"],
-        tuple((tuple(shape), int(zp)) for shape, zp in d["operands"]))
+        tuple((tuple(shape), int(zp)) for shape, zp in d["operands"]),
+        tuple(int(c) for c in d["cycles"]))
 
 
 def _main_op(d: dict[str, Any]) -> tuple[str, CpuOp | None]:

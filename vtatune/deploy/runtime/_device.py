@@ -96,10 +96,12 @@ class Device(ABC):
         """A host copy of ``buffer`` (device to host)."""
 
     @abstractmethod
-    def run(self, program: Program, tensors: Mapping[str, Buffer]) -> int:
+    def run(self, program: Program, tensors: Mapping[str, Buffer]) -> int | None:
         """Run ``program`` with each of its DRAM tensors bound to a buffer (by the
         program's tensor names: ``data``, ``weight``, ``bias``, ``output``); the program's
-        output lands in the buffer bound to ``output``. Returns the cycles it took."""
+        output lands in the buffer bound to ``output``. Returns the cycles it took, or None
+        when the device counts none (VTA's driver API has no cycle counter: the regions
+        then report the timing model's cycles, recorded when the model was built)."""
 
 
 class SimulatedDevice(Device):

@@ -22,7 +22,8 @@ and only when a function here needs it: ``import vtatune.deploy`` does not.
 - ``_device``: the device interface and the simulated device;
 - ``_quantize``: quantizing a float model with onnxruntime (power-of-two scales);
 - ``_model``: the ONNX model (:func:`load_model`, :func:`model_input`, ...);
-- ``_deploy``: :func:`compile_model`, :func:`deploy`, :func:`reference`, :func:`agreement`;
+- ``_deploy``: :func:`compile_model`, :func:`deploy`, :func:`reference`, :func:`agreement`,
+  :func:`check_outputs` (a batch against both references);
 - :mod:`vtatune.deploy.models`: float example models built with ``onnx.helper``.
 
 Example (see ``docs/deploy.md``):
@@ -36,12 +37,17 @@ Example (see ``docs/deploy.md``):
 
 from vtatune.deploy._deploy import (
     Agreement,
+    Check,
     CompiledModel,
     DeployResult,
     agreement,
+    check_outputs,
     compile_model,
     deploy,
+    input_batch,
     reference,
+    references,
+    top1,
 )
 from vtatune.deploy._device import Buffer, Device, SimulatedDevice
 from vtatune.deploy._errors import DeployError
@@ -69,4 +75,6 @@ __all__ = [
     "check_input", "compile_model", "deploy", "external_functions", "is_quantized", "load_model",
     "model_input", "output_step", "partition", "pattern_entries", "quantize", "random_input",
     "reference", "refusal", "register", "same_memory", "spec_of", "workload_of",
+    # a batch of inputs checked against the references
+    "Check", "check_outputs", "input_batch", "references", "top1",
 ]

@@ -3,7 +3,8 @@ to TVM's CPU build and onnxruntime's: import, partition, build (codegen + relax.
 one inference, with the shipped tuned log, on the functional VTA.
 
     python scripts/bench_deploy.py [--hw pynq] [--log logs/resnet18-pynq.jsonl]
-        [--calibration 4] [--float-scales] [--exact] [--torch] [--out FILE.json]
+        [--calibration 4] [--float-scales] [--exact] [--torch] [--inferences N]
+        [--out FILE.json]
 
 The model: ResNet-18 v1 (torchvision's shapes) built with onnx.helper and seeded random
 weights (vtatune.deploy.models.resnet18), or torchvision's own resnet18 exported when
@@ -17,8 +18,11 @@ Device that times the simulated one), the VTA cycles and milliseconds at the boa
 and the output's agreement with TVM's CPU build and with onnxruntime (share of exact
 elements, largest difference in quantization steps); ``--exact`` deploys a second time
 with the requantization on the CPU wherever VTA's half-up rounding could differ (VTA runs
-such layers once per accumulator byte) and reports that run too. The machine is shared: the
-load average is printed beside the figures.
+such layers once per accumulator byte) and reports that run too. ``--inferences N`` runs the
+built model N more times, on N other seeded random inputs, and prints the seconds of one
+inference (least, median, mean; the first inference of a build also decodes each VTA program
+once) and the functional VTA's share. The machine is shared: the load average is printed
+beside the figures.
 """
 
 from __future__ import annotations
@@ -83,7 +87,20 @@ def one_deploy(model, x, hw, log, exact):  # type: ignore[no-untyped-def]
         compiled = compile_model(model, hw=hw, log=log, exact=exact, device=device)
         result = compiled.run(x)
     total = time.perf_counter() - t0
-    return result, total, device.seconds, [str(w.message) for w in caught]
+    return compiled, result, total, device.seconds, [str(w.message) for w in caught]
+
+
+def inferences(compiled, device, n, rng):  # type: ignore[no-untyped-def]
+    """Seconds of ``n`` inferences of a built model on seeded random inputs (each: in all,
+    functional VTA)."""
+    runs = []
+    for _ in range(n):
+        x = rng.standard_normal(compiled.input_shape).astype(np.float32)
+        device.seconds = 0.0
+        t0 = time.perf_counter()
+        compiled.run(x)
+        runs.append((time.perf_counter() - t0, device.seconds))
+    return runs
 
 
 def main() -> int:
@@ -94,6 +111,7 @@ def main() -> int:
     ap.add_argument("--float-scales", action="store_true")
     ap.add_argument("--exact", action="store_true")
     ap.add_argument("--torch", action="store_true")
+    ap.add_argument("--inferences", type=int, default=0, metavar="N")
     ap.add_argument("--out", metavar="FILE.json")
     args = ap.parse_args()
     hw = HardwareConfig.resolve(args.hw)
@@ -117,8 +135,9 @@ def main() -> int:
     refs = {engine: reference(model, x, engine) for engine in ("tvm", "onnxruntime")}
     runs = []
     for exact in (False, True) if args.exact else (False,):
-        result, total, vta_s, warned = one_deploy(model, x, hw, args.log, exact)
+        compiled, result, total, vta_s, warned = one_deploy(model, x, hw, args.log, exact)
         checks = {e: agreement(result.output, r, step) for e, r in refs.items()}
+        more = inferences(compiled, compiled.device, args.inferences, rng)
         runs.append({
             "exact": exact, "seconds_total": total, "seconds": result.seconds,
             "functional_vta_seconds": vta_s, "functional_vta_share": vta_s / total,
@@ -130,7 +149,8 @@ def main() -> int:
             "vta_cycles": result.vta_cycles, "vta_ms": result.vta_ms,
             "agreement": {e: {"exact": a.exact, "elements": a.elements, "share": a.share,
                               "max_steps": a.max_steps} for e, a in checks.items()},
-            "warnings": warned})
+            "warnings": warned,
+            "inferences": [{"seconds": t, "functional_vta_seconds": v} for t, v in more]})
     report = {"model": source, "hw": hw.target_model, "log": args.log,
               "power_of_two_scales": not args.float_scales, "prepare_seconds": prep,
               "load_average": load, "runs": runs}
@@ -151,6 +171,12 @@ def main() -> int:
         for e, a in r["agreement"].items():
             print(f"  against {e}: {a['exact']}/{a['elements']} exact "
                   f"({100 * a['share']:.1f} %), at most {a['max_steps']} step(s) apart")
+        if r["inferences"]:
+            secs = sorted(i["seconds"] for i in r["inferences"])
+            vta = sorted(i["functional_vta_seconds"] for i in r["inferences"])
+            print(f"  {len(secs)} more inferences: {secs[0]:.3f} s least, "
+                  f"{secs[len(secs) // 2]:.3f} s median, {sum(secs) / len(secs):.3f} s mean; "
+                  f"functional VTA {vta[len(vta) // 2]:.3f} s median")
         for w in r["warnings"]:
             print(f"  warning: {w}")
     if args.out:

@@ -170,3 +170,27 @@ def test_a_bad_batch_is_one_line_and_exit_2(mlp, capsys, tmp_path, case, message
     lines = [ln for ln in err.splitlines() if not ln.startswith("vtatune: warning")]
     assert status == 2 and len(lines) == 1 and lines[0].startswith("vtatune: error: ")
     assert message in lines[0]
+
+
+@pytest.mark.parametrize("which", ["mlp", "conv_residual"])
+def test_tvms_cpu_build_is_scheduled_without_changing_an_output(mlp, which):
+    """The reference (and a deployed model's CPU part) is TVM's CPU build with each sum's
+    innermost output loop vectorized: the same outputs, bit for bit, as relax.build's
+    unscheduled one."""
+    import tvm
+    from tvm import relax
+    from tvm.relax.frontend.onnx import from_onnx
+
+    rng = np.random.default_rng(1)
+    if which == "mlp":
+        model, shape = onnx.load(mlp["model"]), (1, 64)
+    else:
+        shape = (1, 16, 8, 8)
+        model = quantize(models.conv_residual(channels=16),
+                         rng.standard_normal((4, *shape)).astype(np.float32))
+    xs = rng.standard_normal((3, *shape)).astype(np.float32)
+    name = model.graph.input[0].name
+    plain = relax.VirtualMachine(relax.build(from_onnx(model, shape_dict={name: list(shape)}),
+                                             target="llvm"), tvm.cpu())
+    want = np.stack([plain["main"](tvm.runtime.tensor(x)).numpy() for x in xs])
+    np.testing.assert_array_equal(references(model, xs, "tvm"), want)

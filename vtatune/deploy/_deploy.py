@@ -122,6 +122,54 @@ def _import(model: Any, shape: tuple[int, ...], name: str) -> Any:
         raise DeployError(f"TVM cannot import the model: {first}") from None
 
 
+#: The widest loop the CPU schedule vectorizes whole (a wider one: in pieces of this).
+_VECTOR = 16
+
+
+def _build_cpu(mod: Any) -> Any:
+    """``relax.build`` for the CPU (:data:`TARGET`), with each reduction's innermost spatial
+    loop moved inside its reduction loops and vectorized. relax.build leaves the CPU's TIR
+    unscheduled (naive loop nests: a convolution's innermost loop is its sum, which LLVM
+    cannot vectorize without reordering it); each output's sum still runs in the same order,
+    term by term, so the outputs are the unscheduled build's (tests check it), 3-5x sooner
+    for ResNet-18's convolutions."""
+    t = tvm()
+    from tvm import relax
+    from tvm.relax.backend import cpu_generic
+    from tvm.s_tir import Schedule, ScheduleError
+    from tvm.tirx import IterVar, PrimFunc
+
+    target = t.target.Target(TARGET)
+    with target:
+        mod = t.transform.Sequential(cpu_generic.library_dispatch_passes(target)
+                                     + cpu_generic.legalize_passes(target))(mod)
+    for gv, func in list(mod.functions.items()):
+        if not isinstance(func, PrimFunc):
+            continue
+        sch = Schedule(func)
+        changed = False
+        for block in sch.get_child_blocks(sch.get_sblock("root")):
+            kinds = [int(iv.iter_type) for iv in sch.get(block).iter_vars]
+            loops = sch.get_loops(block)
+            n = kinds.count(IterVar.DataPar)
+            if (len(loops) != len(kinds) or not 0 < n < len(kinds)
+                    or kinds != [IterVar.DataPar] * n + [IterVar.CommReduce] * (len(kinds) - n)):
+                continue
+            *outer, inner = loops[:n]
+            try:
+                if int(sch.get(inner).extent) > _VECTOR:
+                    piece, inner = sch.split(inner, [None, _VECTOR])
+                    outer.append(piece)
+                sch.reorder(*outer, *loops[n:], inner)
+                sch.vectorize(inner)
+            except (ScheduleError, TypeError):  # a symbolic extent, an unusual nest
+                continue
+            changed = True
+        if changed:
+            mod[gv] = sch.mod["main"]
+    return relax.build(mod, target=TARGET)
+
+
 def _run_vm(vm: Any, x: np.ndarray) -> np.ndarray:
     t = tvm()
     out = vm["main"](t.runtime.tensor(x))
@@ -259,7 +307,7 @@ def compile_model(model: Any, *, hw: HardwareConfig | str | None = None,
     if builder.without_log and codegen.regions:
         warnings.warn(NO_LOG, FallbackWarning, stacklevel=2)
     t0 = time.perf_counter()
-    executable = relax.build(mod, target=TARGET)
+    executable = _build_cpu(mod)
     vm = relax.VirtualMachine(executable, t.cpu())
     seconds["build"] = time.perf_counter() - t0
     return CompiledModel(name, proto, hw, device, input_spec, vm, codegen.trace,
@@ -295,8 +343,7 @@ def references(model: Any, inputs: Any, engine: str = "tvm") -> np.ndarray:
         t = tvm()
         from tvm import relax
 
-        vm = relax.VirtualMachine(relax.build(_import(proto, shape, name), target=TARGET),
-                                  t.cpu())
+        vm = relax.VirtualMachine(_build_cpu(_import(proto, shape, name)), t.cpu())
         return np.stack([_run_vm(vm, x) for x in xs])
     if engine == "onnxruntime":
         try:

@@ -260,9 +260,12 @@ def run(
 # so the products run on BLAS; the integer results are added to ACC in int32, which wraps
 # as the hardware's accumulators do (and a wrapped sum does not depend on the order).
 
+#: One step of a run: a function of the run's arrays (:class:`_State`) and its arguments.
+_Step = tuple[Callable[..., None], tuple[Any, ...]]
 #: Products of two int8 values (at most 2**14 in magnitude) that float32 sums exactly.
 _F32_EXACT_TERMS = (1 << 24) // (1 << 14)
-#: ... and float64 (products beyond it: added one by one in int32, np.add.at).
+#: ... and float64 (a longer sum runs iteration by iteration: each iteration's BLOCK_IN
+#: products summed in float32, added to ACC in int32).
 _F64_EXACT_TERMS = (1 << 53) // (1 << 14)
 #: A GEMM split into more matrix products than this runs as single iterations instead.
 _MAX_BLOCKS = 16
@@ -287,7 +290,7 @@ class _State:
         bytes_ = buffer.view(np.int8)
         rows: list[np.ndarray | None] = [None] * len(MemId)
         for mem in (MemId.INP, MemId.WGT, MemId.OUT, MemId.ACC_8BIT):
-            rows[mem] = bytes_.reshape(-1, mem_elem_bytes(mem, hw))
+            rows[mem] = bytes_.reshape(-1, _elem_bytes(hw)[mem])
         rows[MemId.ACC] = buffer.view(np.int32).reshape(-1, b * co)
         self.rows = tuple(rows)
         acc_rows = self.acc.reshape(hw.acc_depth, -1)
@@ -313,7 +316,7 @@ class DecodedProgram:
     program: Program
     hw: HardwareConfig
     order: tuple[int, ...]
-    steps: tuple[tuple[Callable[..., None], tuple[Any, ...]], ...] = field(repr=False)
+    steps: tuple[_Step, ...] = field(repr=False)
     uop: np.ndarray = field(repr=False)  # the micro-op SRAM as the run leaves it
     counters: FsimCounters
 
@@ -351,8 +354,8 @@ def decode(program: Program, hw: HardwareConfig) -> DecodedProgram:
     order = execution_order(program)
     uop = np.zeros((hw.uop_depth, 3), np.int64)
     buffer_bytes = _buffer_bytes(program.dram_bytes, hw)
-    steps: list[tuple[Callable[..., None], tuple[Any, ...]]] = []
-    loops: dict[tuple[Any, ...], list[tuple[Callable[..., None], tuple[Any, ...]]]] = {}
+    steps: list[_Step] = []
+    loops: dict[tuple[Any, ...], list[_Step]] = {}
     for i in order:
         insn = program.instructions[i]
         if isinstance(insn, MemInsn):
@@ -440,7 +443,7 @@ def _load_uops(insn: MemInsn, index: int, hw: HardwareConfig, uop_area: np.ndarr
 
 
 def _decode_load(insn: MemInsn, index: int, hw: HardwareConfig, dram_bytes: int,
-                 buffer_bytes: int) -> tuple[Callable[..., None], tuple[Any, ...]]:
+                 buffer_bytes: int) -> _Step:
     end, src = _load_block(insn, index, hw)
     ebytes = _elem_bytes(hw)[insn.mem]
     if src.size and (src.max() + 1) * ebytes > dram_bytes:
@@ -470,7 +473,7 @@ def _load_wgt(s: _State, mem: int, base: int, end: int, rows: slice | np.ndarray
 
 
 def _decode_store(insn: MemInsn, index: int, hw: HardwareConfig,
-                  dram_bytes: int) -> tuple[Callable[..., None], tuple[Any, ...]]:
+                  dram_bytes: int) -> _Step:
     if insn.mem != MemId.OUT:
         raise ProgramError(f"instruction #{index}: STORE supports memory OUT only")
     end = insn.sram_base + insn.y_size * insn.x_size
@@ -533,8 +536,8 @@ def _loop_key(insn: GemmInsn | AluInsn, uop: np.ndarray) -> tuple[Any, ...]:
 
 
 def _decode_gemm(insn: GemmInsn, index: int, uop: np.ndarray, hw: HardwareConfig,
-                 memo: dict[tuple[Any, ...], list[tuple[Callable[..., None], tuple[Any, ...]]]]
-                 ) -> list[tuple[Callable[..., None], tuple[Any, ...]]]:
+                 memo: dict[tuple[Any, ...], list[_Step]]
+                 ) -> list[_Step]:
     key = _loop_key(insn, uop)
     steps = memo.get(key)
     if steps is not None:
@@ -668,8 +671,8 @@ def _gemm_scatter(s: _State, dst: np.ndarray, src: np.ndarray, wgt: np.ndarray) 
 
 
 def _decode_alu(insn: AluInsn, index: int, uop: np.ndarray, hw: HardwareConfig,
-                memo: dict[tuple[Any, ...], list[tuple[Callable[..., None], tuple[Any, ...]]]]
-                ) -> list[tuple[Callable[..., None], tuple[Any, ...]]]:
+                memo: dict[tuple[Any, ...], list[_Step]]
+                ) -> list[_Step]:
     key = _loop_key(insn, uop)
     steps = memo.get(key)
     if steps is None:
@@ -678,7 +681,7 @@ def _decode_alu(insn: AluInsn, index: int, uop: np.ndarray, hw: HardwareConfig,
 
 
 def _alu_step(insn: AluInsn, index: int, uop: np.ndarray,
-              hw: HardwareConfig) -> tuple[Callable[..., None], tuple[Any, ...]]:
+              hw: HardwareConfig) -> _Step:
     dst, src, _ = _indices(insn, index, uop)
     _check(dst, hw.acc_depth, "ACC dst", insn, index)
     if not insn.use_imm:

@@ -3,8 +3,8 @@ to TVM's CPU build and onnxruntime's: import, partition, build (codegen + relax.
 one inference, with the shipped tuned log, on the functional VTA.
 
     python scripts/bench_deploy.py [--hw pynq] [--log logs/resnet18-pynq.jsonl]
-        [--calibration 4] [--float-scales] [--exact] [--torch] [--out FILE.json]
-        [--bundle DIR]
+        [--calibration 4] [--float-scales] [--exact] [--torch] [--inferences N]
+        [--out FILE.json] [--bundle DIR]
     python scripts/bench_deploy.py --load DIR [--processes 5]
 
 The model: ResNet-18 v1 (torchvision's shapes) built with onnx.helper and seeded random
@@ -19,8 +19,11 @@ Device that times the simulated one), the VTA cycles and milliseconds at the boa
 and the output's agreement with TVM's CPU build and with onnxruntime (share of exact
 elements, largest difference in quantization steps); ``--exact`` deploys a second time
 with the requantization on the CPU wherever VTA's half-up rounding could differ (VTA runs
-such layers once per accumulator byte) and reports that run too. The machine is shared: the
-load average is printed beside the figures.
+such layers once per accumulator byte) and reports that run too. ``--inferences N`` runs the
+built model N more times, on N other seeded random inputs, and prints the seconds of one
+inference (least, median, mean; the first inference of a build also decodes each VTA program
+once) and the functional VTA's share. The machine is shared: the load average is printed
+beside the figures.
 
 ``--bundle DIR`` saves the (default) build as a bundle in DIR and reports its size (in all
 and by part) and, from three fresh processes each, the seconds ``vtatune.deploy.load``
@@ -93,7 +96,20 @@ def one_deploy(model, x, hw, log, exact):  # type: ignore[no-untyped-def]
         compiled = compile_model(model, hw=hw, log=log, exact=exact, device=device)
         result = compiled.run(x)
     total = time.perf_counter() - t0
-    return result, total, device.seconds, [str(w.message) for w in caught], compiled
+    return compiled, result, total, device.seconds, [str(w.message) for w in caught]
+
+
+def inferences(compiled, device, n, rng):  # type: ignore[no-untyped-def]
+    """Seconds of ``n`` inferences of a built model on seeded random inputs (each: in all,
+    functional VTA)."""
+    runs = []
+    for _ in range(n):
+        x = rng.standard_normal(compiled.input_shape).astype(np.float32)
+        device.seconds = 0.0
+        t0 = time.perf_counter()
+        compiled.run(x)
+        runs.append((time.perf_counter() - t0, device.seconds))
+    return runs
 
 
 #: Run in a fresh process: load the bundle, run it once on the input, compare.
@@ -164,6 +180,7 @@ def main() -> int:
     ap.add_argument("--float-scales", action="store_true")
     ap.add_argument("--exact", action="store_true")
     ap.add_argument("--torch", action="store_true")
+    ap.add_argument("--inferences", type=int, default=0, metavar="N")
     ap.add_argument("--out", metavar="FILE.json")
     ap.add_argument("--bundle", metavar="DIR", help="save the build as a bundle here and time "
                                                     "loading it in fresh processes")
@@ -193,8 +210,9 @@ def main() -> int:
     refs = {engine: reference(model, x, engine) for engine in ("tvm", "onnxruntime")}
     runs = []
     for exact in (False, True) if args.exact else (False,):
-        result, total, vta_s, warned, compiled = one_deploy(model, x, hw, args.log, exact)
+        compiled, result, total, vta_s, warned = one_deploy(model, x, hw, args.log, exact)
         checks = {e: agreement(result.output, r, step) for e, r in refs.items()}
+        more = inferences(compiled, compiled.device, args.inferences, rng)
         runs.append({
             "exact": exact, "seconds_total": total, "seconds": result.seconds,
             "functional_vta_seconds": vta_s, "functional_vta_share": vta_s / total,
@@ -206,7 +224,8 @@ def main() -> int:
             "vta_cycles": result.vta_cycles, "vta_ms": result.vta_ms,
             "agreement": {e: {"exact": a.exact, "elements": a.elements, "share": a.share,
                               "max_steps": a.max_steps} for e, a in checks.items()},
-            "warnings": warned})
+            "warnings": warned,
+            "inferences": [{"seconds": t, "functional_vta_seconds": v} for t, v in more]})
         if args.bundle and not exact:
             runs[-1]["bundle"] = bundle_figures(compiled, result, x, Path(args.bundle))
     report = {"model": source, "hw": hw.target_model, "log": args.log,
@@ -229,6 +248,12 @@ def main() -> int:
         for e, a in r["agreement"].items():
             print(f"  against {e}: {a['exact']}/{a['elements']} exact "
                   f"({100 * a['share']:.1f} %), at most {a['max_steps']} step(s) apart")
+        if r["inferences"]:
+            secs = sorted(i["seconds"] for i in r["inferences"])
+            vta = sorted(i["functional_vta_seconds"] for i in r["inferences"])
+            print(f"  {len(secs)} more inferences: {secs[0]:.3f} s least, "
+                  f"{secs[len(secs) // 2]:.3f} s median, {sum(secs) / len(secs):.3f} s mean; "
+                  f"functional VTA {vta[len(vta) // 2]:.3f} s median")
         for w in r["warnings"]:
             print(f"  warning: {w}")
         if "bundle" in r:

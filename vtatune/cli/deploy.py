@@ -51,7 +51,11 @@ def register(sub: Any) -> None:
                    help="what runs the offloaded layers: sim (vtatune's functional VTA) or "
                         "libvta:PATH (VTA's C driver API in the library PATH: a board's "
                         "libvta.so, TVM v0.14's libvta_fsim.so)")
-    p.add_argument("--input", metavar="X.npy", help="the input (default: seeded random)")
+    p.add_argument("--input", metavar="X.npy",
+                   help="the input (default: seeded random): an .npy of the model's input "
+                        "shape, or of N x that shape (a batch: each runs in turn, the output "
+                        "saved is N x the output shape), or a folder of .npy files (each one "
+                        "input, in the order of their names: a batch)")
     p.add_argument("--seed", type=seed_arg, default=0, metavar="N",
                    help="seed of the random input")
     p.add_argument("--output", metavar="Y.npy",
@@ -69,7 +73,10 @@ def register(sub: Any) -> None:
                         "from TVM's half-to-even (VTA then runs such a layer once per "
                         "accumulator byte)")
     p.add_argument("--check", action="store_true",
-                   help="compare the output with TVM's CPU build and onnxruntime's")
+                   help="compare the output (each of a batch's) with TVM's CPU build and "
+                        "onnxruntime's: elements exact over all, and for class scores how many "
+                        "inputs have the same top-1 class (the largest score, the first of "
+                        "equal ones)")
     p.add_argument("--json", action="store_true",
                    help="print one JSON object: offloaded, cpu_ops, vta_cycles, the output's "
                         "shape, dtype, SHA-256 and file, ...")
@@ -110,26 +117,54 @@ def _output_file(args: argparse.Namespace) -> Path:
     return out
 
 
+def _load_inputs(path: str) -> Any:
+    """``--input``: an .npy file's array, or a folder's .npy files stacked (a batch)."""
+    import numpy as np
+
+    folder = Path(path)
+    if not folder.is_dir():
+        return _load_npy(path, "--input")
+    files = sorted(folder.glob("*.npy"))
+    if not files:
+        raise UsageError(f"--input {path}: a folder with no .npy file")
+    arrays = [_load_npy(str(f), "--input") for f in files]
+    for f, a in zip(files, arrays, strict=True):
+        if a.shape != arrays[0].shape:
+            raise UsageError(f"--input {f}: shape {list(a.shape)}, {files[0].name} is "
+                             f"{list(arrays[0].shape)}: each file is one input")
+    return np.stack(arrays)
+
+
+_ENGINES = {"tvm": "TVM (CPU only)", "onnxruntime": "onnxruntime"}
+
+
 def cmd_deploy(args: argparse.Namespace) -> int:
+    import time
+
     import numpy as np
 
     from vtatune.deploy import (
-        agreement,
-        check_input,
+        check_outputs,
         compile_model,
+        input_batch,
         load_model,
         model_input,
-        output_step,
-        reference,
+        output_sha256,
+        random_input,
     )
 
     warnings_one_line()
     if args.tune_trials < 0:
         raise UsageError(f"--tune must be at least 0, got {args.tune_trials}")
-    x = _load_npy(args.input, "--input") if args.input else None
+    x = _load_inputs(args.input) if args.input else None
     calibration = _load_npy(args.calibration, "--calibration") if args.calibration else None
+    batch, is_batch = None, False
     if x is not None:  # refused before the build, not after
-        check_input(x, *model_input(load_model(args.model)[0])[1:])
+        shape, dtype = model_input(load_model(args.model)[0])[1:]
+        if Path(args.input).is_dir() and x.shape[1:] != shape:
+            raise UsageError(f"--input {args.input}: inputs of shape {list(x.shape[1:])}: the "
+                             f"model takes {list(shape)}")
+        batch, is_batch = input_batch(x, shape, dtype)
     out = _output_file(args)
     device = None
     if args.device != "sim":
@@ -139,40 +174,47 @@ def cmd_deploy(args: argparse.Namespace) -> int:
         device = device_from_spec(args.device, HardwareConfig.resolve(args.hw))
     compiled = compile_model(args.model, hw=args.hw, log=args.log, tune_trials=args.tune_trials,
                              calibration=calibration, exact=args.exact, device=device)
-    result = compiled.run(x, args.seed)
+    if batch is None:
+        batch = random_input(compiled.input_shape, compiled.input_dtype, args.seed)[None]
+    t0 = time.perf_counter()
+    results = [compiled.run(one) for one in batch]
+    batch_seconds = time.perf_counter() - t0
+    result = results[0]
+    outputs = np.stack([r.output for r in results])
+    saved = outputs if is_batch else outputs[0]
     if args.save:
         compiled.save(args.save)
     try:
         with open(out, "wb") as f:  # a file object: np.save adds no ".npy" to the name
-            np.save(f, result.output)
+            np.save(f, saved)
     except OSError as exc:
         raise UsageError(f"cannot write {out}: {exc.strerror}") from None
-    checks = {}
-    if args.check:
-        from vtatune.deploy import random_input
-
-        inp = x if x is not None else random_input(compiled.input_shape, compiled.input_dtype,
-                                                   args.seed)
-        step = output_step(compiled.model)
-        for engine, label in (("tvm", "TVM (CPU only)"), ("onnxruntime", "onnxruntime")):
-            checks[engine] = (label, agreement(
-                result.output, reference(compiled.model, inp, engine), step))
+    checks = check_outputs(compiled.model, batch, outputs) if args.check else ()
     if args.json or args.json_values:
         d = result.as_dict(values=args.json_values)
         d["output_file"] = str(out)
+        if is_batch:
+            d["inputs"] = len(batch)
+            d["output_shape"] = list(saved.shape)
+            d["output_sha256"] = output_sha256(saved)
+            if args.json_values:
+                d["output"] = saved.tolist()
+            d["seconds"]["runs"] = batch_seconds
         if args.save:
             d["bundle"] = args.save
         if checks:
-            d["check"] = {e: {"exact": a.exact, "elements": a.elements,
-                              "max_steps": a.max_steps} for e, (_, a) in checks.items()}
+            d["check"] = {c.engine: c.as_dict() for c in checks}
         print(json.dumps(d))
         return 0
     print(result.report())
-    for label, a in checks.values():
-        print(f"against {label}: {a.describe()}")
+    for c in checks:
+        print(f"against {_ENGINES[c.engine]}: {c.describe()}")
     s = result.seconds
-    print(f"output {'x'.join(map(str, result.output.shape))} {result.output.dtype} saved to "
+    print(f"output {'x'.join(map(str, saved.shape))} {saved.dtype} saved to "
           f"{out}; " + ", ".join(f"{k} {v:.2f} s" for k, v in s.items()))
+    if is_batch:
+        print(f"{len(batch)} inputs run in {batch_seconds:.2f} s "
+              f"({batch_seconds / len(batch):.2f} s each)")
     if args.save:
         print(f"bundle saved to {args.save} (run it: python -m vtatune run {args.save})")
     return 0

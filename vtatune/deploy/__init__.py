@@ -29,7 +29,8 @@ loaded on first use (as ``vtatune``'s are), so that ``vtatune.deploy.runtime`` a
   ``libvta``), chosen by :func:`device_from_spec` (``sim`` or ``libvta:PATH``);
 - ``_quantize``: quantizing a float model with onnxruntime (power-of-two scales);
 - ``_model``: the ONNX model (:func:`load_model`, :func:`model_input`, ...);
-- ``_deploy``: :func:`compile_model`, :func:`deploy`, :func:`reference`, :func:`agreement`;
+- ``_deploy``: :func:`compile_model`, :func:`deploy`, :func:`reference`, :func:`agreement`,
+  :func:`check_outputs` (a batch against both references);
 - :mod:`vtatune.deploy.models`: float example models built with ``onnx.helper``.
 
 Example (see ``docs/deploy.md``):
@@ -48,8 +49,9 @@ from typing import TYPE_CHECKING, Any
 
 #: The public API: each name and the module that defines it.
 _API = {
-    **dict.fromkeys(("Agreement", "CompiledModel", "agreement", "compile_model", "deploy",
-                     "reference"), "vtatune.deploy._deploy"),
+    **dict.fromkeys(("Agreement", "Check", "CompiledModel", "agreement", "check_outputs",
+                     "compile_model", "deploy", "input_batch", "reference", "references",
+                     "top1"), "vtatune.deploy._deploy"),
     "save": "vtatune.deploy._bundle",
     "DeployError": "vtatune.deploy._errors",
     **dict.fromkeys(("LayerSpec", "QParams", "refusal", "refusals", "spec_of",
@@ -65,30 +67,37 @@ _API = {
     "TVM_VERSION": "vtatune.deploy._tvm",
     **dict.fromkeys(("Buffer", "CpuOp", "DeployResult", "DeployedModel", "Device",
                      "OffloadedCall", "SimulatedDevice", "check_input", "device_from_spec",
-                     "load", "random_input", "same_memory"), "vtatune.deploy.runtime"),
+                     "load", "output_sha256", "random_input", "same_memory"),
+                    "vtatune.deploy.runtime"),
     **dict.fromkeys(("DriverDevice", "program_words"), "vtatune.deploy.runtime._driver"),
 }
 
 __all__ = [
-    "MAC_OPS", "Agreement", "Buffer", "CompiledModel", "CpuOp", "DeployError", "DeployResult",
-    "DeployedModel", "Device", "DriverDevice", "LayerBuilder", "LayerPrograms", "LayerSpec",
-    "OffloadedCall", "PREFIX", "Partitioning", "QParams", "Refusal", "Requantization",
-    "SimulatedDevice", "TVM_VERSION", "agreement", "check_input", "compile_model", "deploy",
-    "device_from_spec", "external_functions", "is_quantized", "load", "load_model",
-    "model_input", "model_macs", "output_step", "partition", "pattern_entries",
-    "program_words", "quantize", "random_input", "reference", "refusal", "refusals",
-    "register", "same_memory", "save", "spec_of", "workload_of",
+    "MAC_OPS", "Agreement", "Buffer", "Check", "check_outputs", "input_batch", "references",
+    "top1", "CompiledModel", "CpuOp", "DeployError", "DeployResult", "DeployedModel", "Device",
+    "DriverDevice", "LayerBuilder", "LayerPrograms", "LayerSpec", "OffloadedCall", "PREFIX",
+    "Partitioning", "QParams", "Refusal", "Requantization", "SimulatedDevice", "TVM_VERSION",
+    "agreement", "check_input", "compile_model", "deploy", "device_from_spec",
+    "external_functions", "is_quantized", "load", "load_model", "model_input", "model_macs",
+    "output_sha256", "output_step", "partition", "pattern_entries", "program_words",
+    "quantize", "random_input", "reference", "refusal", "refusals", "register", "same_memory",
+    "save", "spec_of", "workload_of",
 ]
 
 if TYPE_CHECKING:
     from vtatune.deploy._bundle import save
     from vtatune.deploy._deploy import (
         Agreement,
+        Check,
         CompiledModel,
         agreement,
+        check_outputs,
         compile_model,
         deploy,
+        input_batch,
         reference,
+        references,
+        top1,
     )
     from vtatune.deploy._errors import DeployError
     from vtatune.deploy._match import (
@@ -124,6 +133,7 @@ if TYPE_CHECKING:
         check_input,
         device_from_spec,
         load,
+        output_sha256,
         random_input,
         same_memory,
     )

@@ -31,6 +31,7 @@ from vtatune.deploy.runtime._model import (
     DeployedModel,
     DeployResult,
     check_input,
+    output_sha256,
     random_input,
     reraised,
 )
@@ -53,6 +54,6 @@ from vtatune.deploy.runtime._select import SPECS, device_from_spec
 __all__ = [
     "Border", "Buffer", "CpuOp", "DeployResult", "DeployedModel", "Device", "OffloadedCall",
     "RegionLayer", "RegionRunner", "SPECS", "SimulatedDevice", "Trace", "check_input",
-    "device_from_spec", "dilate_packed", "from_int8", "load", "pad_channels",
+    "device_from_spec", "dilate_packed", "from_int8", "load", "output_sha256", "pad_channels",
     "packed_function", "random_input", "read_manifest", "reraised", "same_memory", "to_int8",
 ]

@@ -106,14 +106,17 @@ class Device(ABC):
 
 class SimulatedDevice(Device):
     """vtatune's functional VTA: programs run bit-exactly on numpy DRAM and SRAM
-    (:func:`simulator.functional.run`), timed by the timing model (each program's cycles
-    are computed once: they do not depend on the data)."""
+    (:mod:`simulator.functional`), timed by the timing model. Each program is decoded
+    (:func:`simulator.functional.decode`) and timed once, on its first run: neither depends
+    on the data, and a deployed model runs the same programs on every inference."""
 
     name = "functional simulator"
 
     def __init__(self, hw: HardwareConfig) -> None:
         self.hw = hw
         self._cycles: dict[int, tuple[Program, int]] = {}
+        # id(program) -> the program decoded (which holds the program: the id stays its own)
+        self._decoded: dict[int, Any] = {}
 
     def alloc(self, shape: tuple[int, ...], dtype: Any) -> Buffer:
         shape = tuple(int(s) for s in shape)
@@ -136,6 +139,16 @@ class SimulatedDevice(Device):
             self._cycles[id(program)] = hit
         return hit[1]
 
+    def decoded(self, program: Program) -> Any:
+        """The program decoded for this device's hardware
+        (:class:`simulator.functional.DecodedProgram`)."""
+        hit = self._decoded.get(id(program))
+        if hit is None or hit.program is not program:
+            from simulator.functional import decode
+
+            hit = self._decoded[id(program)] = decode(program, self.hw)
+        return hit
+
     def run(self, program: Program, tensors: Mapping[str, Buffer]) -> int:
         inputs = {}
         for t in program.tensors:
@@ -147,8 +160,6 @@ class SimulatedDevice(Device):
                                   f"its buffer {buf.dtype}{list(buf.shape)}")
             if t.name != "output":
                 inputs[t.name] = buf.handle.reshape(buf.shape)
-        from simulator.functional import run as run_functional
-
-        result = run_functional(program, self.hw, inputs)
-        tensors["output"].handle[:] = result.machine.read_tensor(program, "output").reshape(-1)
+        output = self.decoded(program).outputs(inputs)["output"]
+        tensors["output"].handle[:] = output.reshape(-1)
         return self.cycles(program)

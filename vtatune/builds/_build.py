@@ -106,14 +106,16 @@ class Build:
     def simulate(self, profile: TimingProfile | None = None) -> Simulation:
         return simulate(self, profile=profile)
 
-    def run(self, data: Any, weight: Any, bias: Any = None) -> np.ndarray:
+    def run(self, data: Any, weight: Any, bias: Any = None, shift: Any = None) -> np.ndarray:
         """Execute the program functionally on unpacked tensors; the unpacked int8 output.
 
         conv2d: data NCHW, weight OIHW (int8), bias per output channel (int32);
         group_conv2d: weight (O, I / groups, H, W); conv2d_transpose: weight IOHW (ONNX's
         ConvTranspose layout; the build dilates the input and flips the kernel as TVM's
         compute needs); gemm: data (N, I), weight (O, I). Bias is required exactly when the
-        build has one.
+        build has one; shift (int32 0..31 per output channel) exactly when the workload's
+        epilogue shifts each channel by its own amount (``EpilogueOp("shr",
+        tensor="shift")``).
         """
         from vtatune.lowering import packed_inputs, unpack_output
         from vtatune.workloads import Operands, operand_shapes
@@ -127,7 +129,16 @@ class Build:
         if not self.bias and bias is not None:
             raise BuildError("this build has no bias: build with bias=True to add one")
         b = None if bias is None else _operand("bias", bias, shapes["bias"], np.int32)
-        inputs = packed_inputs(wl, Operands(ops["data"], ops["weight"], b), hw)
+        shifts = "shift" in wl.epilogue.tensors
+        if shifts and shift is None:
+            raise BuildError("this build shifts each output channel by its own amount: pass "
+                             "shift (one int32 0..31 per output channel)")
+        if not shifts and shift is not None:
+            raise BuildError("this build has no per-channel shift: its epilogue reads none")
+        sh = None if shift is None else _operand("shift", shift, shapes["shift"], np.int32)
+        if sh is not None and sh.size and not (sh.min() >= 0 and sh.max() < 32):
+            raise BuildError(f"shift: values outside 0..31 ({sh.min()}..{sh.max()})")
+        inputs = packed_inputs(wl, Operands(ops["data"], ops["weight"], b, sh), hw)
         result = run(self.program, hw, inputs)
         return unpack_output(wl, result.machine.read_tensor(self.program, "output"))
 

@@ -203,13 +203,15 @@ def context(workload: Workload, hw: HardwareConfig) -> Context:
     workload.check(hw)
     op = operator_shape(workload)
     widths, layout_error = _widths(hw)
-    # All tensors (bias included) with alignment slack, in the smallest element.
+    # All tensors (bias included, and a per-channel shift the epilogue reads) with
+    # alignment slack, in the smallest element.
+    shift = "shift" in workload.epilogue.tensors
     dram_bytes = (op.batch * op.in_channels * op.h * op.w * hw.inp_width // 8
                   + op.out_channels * op.group_in * op.k ** 2 * hw.wgt_width // 8
-                  + op.batch * op.out_channels * hw.acc_width // 8
+                  + (1 + shift) * op.batch * op.out_channels * hw.acc_width // 8
                   + op.batch * op.out_channels * op.oh * op.ow * hw.out_width // 8
-                  + 4 * max(hw.inp_elem_bytes, hw.wgt_elem_bytes, hw.acc_elem_bytes,
-                            hw.out_elem_bytes))
+                  + (4 + shift) * max(hw.inp_elem_bytes, hw.wgt_elem_bytes, hw.acc_elem_bytes,
+                                      hw.out_elem_bytes))
     dram_elems = -(-dram_bytes // min(hw.inp_elem_bytes, hw.wgt_elem_bytes, hw.acc_elem_bytes,
                                       hw.out_elem_bytes))
     return Context(

@@ -81,7 +81,8 @@ from vtatune.workloads import GemmWorkload
 
 @lru_cache(maxsize=256)
 def _tensors(workload, hw, bias: bool):
-    """The DRAM layout: a function of the workload, hardware and bias only."""
+    """The DRAM layout: a function of the workload (a per-channel shift its epilogue
+    reads), hardware and bias only."""
     g = context(workload, hw)
     B, BI, BO = hw.batch, hw.block_in, hw.block_out
     gemm = isinstance(workload, GemmWorkload)
@@ -98,22 +99,26 @@ def _tensors(workload, hw, bias: bool):
                  ("weight", (g.cob, g.cib, g.k, g.k, BO, BI), "int8", "input")]
         # packed by BLOCK_IN when BLOCK_IN > BLOCK_OUT (the next layer's input layout)
         out_shape = (g.nb, g.cob // g.out_pack, g.oh, g.ow, B, BO * g.out_pack)
-    if bias:
-        specs.append(("bias", (g.nb, g.cob, B, BO), "int32", "input"))
+    for name, reads in (("bias", bias), ("shift", "shift" in workload.epilogue.tensors)):
+        if reads:
+            specs.append((name, (g.nb, g.cob, B, BO), "int32", "input"))
     specs.append(("output", out_shape, "int8", "output"))
     align = max(hw.inp_elem_bytes, hw.wgt_elem_bytes, hw.acc_elem_bytes, hw.out_elem_bytes)
     return layout_tensors(specs, align)
 
 
 @lru_cache(maxsize=256)
-def _layout(workload, hw, bias: bool):
-    """(tensors, DRAM bytes, the DRAM bases of the data, weights, bias and output in their
-    elements): :func:`_tensors` and what the queue program reads of it."""
+def _layout(workload, hw, bias: bool, channels: tuple[str, ...]):
+    """(tensors, DRAM bytes, the DRAM bases of the data, weights, first per-channel tensor,
+    output and second per-channel tensor in their elements (``channels``: the per-channel
+    tensors in the order of their ACC tiles; 0 where none)): :func:`_tensors` and what the
+    queue program reads of it."""
     tensors, dram_bytes = _tensors(workload, hw, bias)
     base = {t.name: t.address for t in tensors}
+    channel = [base[name] // hw.acc_elem_bytes for name in channels] + [0, 0]
     return tensors, dram_bytes, (
         base["data"] // hw.inp_elem_bytes, base["weight"] // hw.wgt_elem_bytes,
-        base.get("bias", 0) // hw.acc_elem_bytes, base["output"] // hw.out_elem_bytes)
+        channel[0], base["output"] // hw.out_elem_bytes, channel[1])
 
 
 @lru_cache(maxsize=4096)
@@ -167,7 +172,7 @@ def emit(plan: Plan, carry: Carry = FRESH, stream: str = "tvm"
     ``stream="v0.1"`` rebuilds the stream vtatune 0.1 emitted (see :func:`lower`)."""
     v01 = _stream_v01(stream)
     hw, g, sch = plan.hw, plan.geo, plan.schedule
-    tensors, dram_bytes, bases = _layout(plan.workload, hw, plan.bias)
+    tensors, dram_bytes, bases = _layout(plan.workload, hw, plan.bias, plan.channels)
     tile_b, counts = sch.tile_b, g.counts
     # --- the loop structure (its queue program is cached) and this schedule's extents ----
     extents = [1] * NSLOTS
@@ -211,7 +216,8 @@ def emit(plan: Plan, carry: Carry = FRESH, stream: str = "tvm"
     return Program(table, uops, tensors, dram_bytes, carry.tokens), sk.after_sync
 
 
-# The DMA calls of a leaf: one row of the queue's DMA table each.
+# The DMA calls of a leaf: one row of the queue's DMA table each (_DMA_BIAS: a per-channel
+# tensor's, the bias's or the shift's, its index among the plan's channels in column 2).
 _DMA_INP, _DMA_WGT, _DMA_BIAS, _DMA_STORE = range(4)
 
 
@@ -297,7 +303,9 @@ def _expand(template, ext, nchan, store_sizes, tile_b, nthreads, nalu):
             kind = _DMA_INP if code == _M_INP else (_DMA_WGT if code == _M_WGT else _DMA_BIAS)
             for c in range(nchan if code == _M_INP else 1):
                 ops[w, 0], ops[w, 1] = _OP_DMA, d
-                dmas[d, 0], dmas[d, 1], dmas[d, 2] = kind, t, c
+                # an input load's channel block, a per-channel tensor's index
+                dmas[d, 0], dmas[d, 1] = kind, t
+                dmas[d, 2] = c if code == _M_INP else template[r, 2]
                 capacity += runs[depth]
                 w += 1
                 d += 1
@@ -323,8 +331,8 @@ def _kernel_prototypes(plan: Plan) -> tuple[np.ndarray, int, np.ndarray, int, np
     move them): the reset's and the GEMM's axes (:func:`_axes_table`) and folds, and the
     ALU kernels (:func:`_alu_prototypes`)."""
     return (_axes_table(plan.reset_axes), plan.reset_folds, _axes_table(plan.gemm_axes),
-            plan.gemm_folds, *_alu_prototypes(plan.bias_base(0) if plan.bias else None,
-                                              plan.alu_flat, plan.alu_bias, plan.alu_steps))
+            plan.gemm_folds, *_alu_prototypes(plan.channel_bases(0), plan.alu_flat,
+                                              plan.alu_bias, plan.alu_steps))
 
 
 @lru_cache(maxsize=4096)
@@ -337,11 +345,11 @@ def _axes_table(axes) -> np.ndarray:
 
 
 @lru_cache(maxsize=1024)
-def _alu_prototypes(bias_at: int | None, alu_flat, alu_bias, alu_steps
+def _alu_prototypes(channel_at: tuple[tuple[str, int], ...], alu_flat, alu_bias, alu_steps
                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Thread 0's ALU kernels: their kernel table rows (uop count, is ALU, fields, first
-    uop in their uops), their uops, and per kernel whether it reads the bias tile."""
-    kernels = _alu_kernels(0, bias_at, alu_flat, alu_bias, alu_steps)
+    uop in their uops), their uops, and per kernel whether it reads a per-channel tile."""
+    kernels = _alu_kernels(0, channel_at, alu_flat, alu_bias, alu_steps)
     rows = np.zeros((len(kernels), _K_WIDTH), np.int64)
     if kernels:
         rows[:, :_K_UOPS] = [_table_row(k) for k in kernels]
@@ -418,11 +426,12 @@ def _prototypes(reset_axes, reset_folds, gemm_axes, gemm_folds, alu_rows, alu_uo
     return rows, uops
 
 
-# The plan vector :func:`_queue_tables` reads (see :func:`emit`).
+# The plan vector :func:`_queue_tables` reads (see :func:`emit`). _P_BIAS0, _P_BIAS1: the
+# DRAM bases of the per-channel tensors (the bias, the shift) in the order of their tiles.
 (_P_OCN, _P_HN, _P_TB, _P_TCO, _P_TCI, _P_TH, _P_TW, _P_CIB, _P_COB, _P_GH, _P_GW, _P_PK, _P_KK,
  _P_OH, _P_OW, _P_OPK, _P_INB, _P_GLOOP, _P_PERTILE, _P_GROUPS, _P_INP0, _P_WGT0, _P_BIAS0,
- _P_OUT0, _P_INPT, _P_WGTT, _P_ACCT, _P_BIAST, _P_NT, _P_CHAN, _P_REUSE, _P_WGT2D, _P_BIAS2D,
- _P_OUT2D, _P_STORE, _P_NCHAN, _P_EXTENTS) = (*range(31), 31, 34, 37, 40, 55, 56)
+ _P_OUT0, _P_BIAS1, _P_INPT, _P_WGTT, _P_ACCT, _P_BIAST, _P_NT, _P_CHAN, _P_REUSE, _P_WGT2D,
+ _P_BIAS2D, _P_OUT2D, _P_STORE, _P_NCHAN, _P_EXTENTS) = (*range(32), 32, 35, 38, 41, 56, 57)
 
 
 @njit(cache=True)
@@ -486,10 +495,11 @@ def _queue_tables(pv, template, reset_axes, reset_folds, gemm_axes,
             row[_D_STRIDE] = pv[_P_WGT2D + 2]
             row[_D_REUSE] = pv[_P_REUSE]
         elif kind == _DMA_BIAS:
-            # (v[b] tile_b + v[bi]) cob + oc tile tile_co, after every thread's ACC tile
+            # (v[b] tile_b + v[bi]) cob + oc tile tile_co, after every thread's ACC tile:
+            # the thread's per-channel area, tensor c's tile_b x tile_co tile in it
             row[_D_OPCODE], row[_D_MEM], row[_D_STAGE] = Opcode.LOAD, MemId.ACC, COMPUTE
-            row[_D_SRAM] = pv[_P_NT] * pv[_P_ACCT] + t * pv[_P_BIAST]
-            row[_D_DRAM] = pv[_P_BIAS0] + t_oc * tile_co
+            row[_D_SRAM] = pv[_P_NT] * pv[_P_ACCT] + t * pv[_P_BIAST] + c * tile_b * tile_co
+            row[_D_DRAM] = (pv[_P_BIAS0] if c == 0 else pv[_P_BIAS1]) + t_oc * tile_co
             row[_D_COEF + _B] = tile_b * cob
             row[_D_COEF + _BI] = cob
             row[_D_COEF + _G] = oc_g * tile_co

@@ -21,7 +21,7 @@ from simulator.hardware import HardwareConfig
 from simulator.isa import AluOp
 from vtatune.lowering._context import Geometry, context
 from vtatune.lowering._dma import StoreDims, store_plan
-from vtatune.lowering._rules import epilogue_steps, rules
+from vtatune.lowering._rules import channel_tensors, epilogue_steps, rules
 from vtatune.lowering._runtime import Kernel, KernelLoop
 from vtatune.schedule import Schedule
 from vtatune.workloads import (
@@ -41,7 +41,7 @@ class Plan:
     inp_tile: int  # elements per thread
     wgt_tile: int
     acc_tile: int
-    bias_tile: int
+    bias_tile: int  # the per-channel tensors' area (:attr:`channels`, tile_b x tile_co each)
     nthreads: int
     gemm_axes: tuple[tuple[str, int, tuple[int, int, int]], ...]  # (axis, extent, coeffs)
     reset_axes: tuple[tuple[str, int, tuple[int, int, int]], ...]
@@ -57,6 +57,8 @@ class Plan:
     alu_bias: tuple[KernelLoop, ...]
     #: the epilogue's ALU instructions in order: (op, immediate, tensor)
     alu_steps: tuple[tuple[str, int | None, str | None], ...]
+    #: the per-channel tensors they read (bias, shift), in the order of their ACC tiles
+    channels: tuple[str, ...]
 
     # SRAM bases per thread -----------------------------------------------------------
     def inp_base(self, t: int) -> int:
@@ -69,7 +71,14 @@ class Plan:
         return t * self.acc_tile
 
     def bias_base(self, t: int) -> int:
+        """Thread t's per-channel area: its first per-channel tensor's tile."""
         return self.nthreads * self.acc_tile + t * self.bias_tile
+
+    def channel_bases(self, t: int) -> tuple[tuple[str, int], ...]:
+        """Thread t's per-channel tensors and the SRAM bases of their tiles, in order."""
+        tile = self.schedule.tile_b * self.schedule.tile_co
+        return tuple((name, self.bias_base(t) + j * tile)
+                     for j, name in enumerate(self.channels))
 
     def sram_usage(self) -> dict[str, dict[str, int]]:
         hw, n = self.hw, self.nthreads
@@ -92,8 +101,8 @@ class Plan:
 
     def alu_kernels(self, t: int) -> tuple[Kernel, ...]:
         """Thread t's epilogue kernels, one per ALU instruction of :attr:`alu_steps`."""
-        return _alu_kernels(self.acc_base(t), self.bias_base(t) if self.bias else None,
-                            self.alu_flat, self.alu_bias, self.alu_steps)
+        return _alu_kernels(self.acc_base(t), self.channel_bases(t), self.alu_flat,
+                            self.alu_bias, self.alu_steps)
 
 
 _ALU_OPS = {"add": AluOp.ADD, "max": AluOp.MAX, "min": AluOp.MIN, "shr": AluOp.SHR,
@@ -101,18 +110,21 @@ _ALU_OPS = {"add": AluOp.ADD, "max": AluOp.MAX, "min": AluOp.MIN, "shr": AluOp.S
 
 
 @lru_cache(maxsize=1024)
-def _alu_kernels(a: int, bias_at: int | None, flat, bias_loops,
+def _alu_kernels(a: int, channel_at: tuple[tuple[str, int], ...], flat, bias_loops,
                  steps: tuple[tuple[str, int | None, str | None], ...]) -> tuple[Kernel, ...]:
+    """The ALU kernels of ``steps`` on the ACC tile at ``a``, a per-channel tensor read from
+    its tile in ``channel_at`` ((name, SRAM base) each)."""
     on_acc = np.array([[a, a, 0]], np.int64)  # one uop: acc[a] op= imm
+    at = dict(channel_at)
     kernels = []
     for op, imm, tensor in steps:
         if tensor is None:
             kernels.append(Kernel(on_acc, flat, alu_op=_ALU_OPS[op], use_imm=True, imm=imm))
             continue
-        # acc op= bias: an ALU instruction has two loops; the inner ones (co % k when the
-        # output is packed by BLOCK_IN) unroll into micro-ops.
+        # acc op= bias (or shift): an ALU instruction has two loops; the inner ones (co % k
+        # when the output is packed by BLOCK_IN) unroll into micro-ops.
         inner = tuple((lp.extent, (lp.dst, lp.src, 0)) for lp in bias_loops[2:])
-        uops = _unrolled(inner) + np.array([a, bias_at, 0], np.int64)
+        uops = _unrolled(inner) + np.array([a, at[tensor], 0], np.int64)
         kernels.append(Kernel(uops, bias_loops[:2], alu_op=_ALU_OPS[op]))
     return tuple(kernels)
 
@@ -164,4 +176,4 @@ def plan(workload: Workload, schedule: Schedule, hw: HardwareConfig, bias: bool 
                 f.acc_tile, f.bias_tile, f.nthreads, f.gemm_axes, f.reset_axes, f.gemm_folds,
                 f.reset_folds, f.inp_channels, f.group_loop, f.groups_per_tile, f.inp_split,
                 store_loops, store_pattern, tuple(KernelLoop(*lp) for lp in f.alu_flat),
-                tuple(KernelLoop(*lp) for lp in f.alu_bias), steps)
+                tuple(KernelLoop(*lp) for lp in f.alu_bias), steps, channel_tensors(steps))

@@ -54,6 +54,7 @@ from vtatune.lowering._layouts import acc_coefficients
 from vtatune.lowering._runtime import KERNEL_KEYS
 from vtatune.schedule import Schedule
 from vtatune.workloads import (
+    CHANNEL_TENSORS,
     Epilogue,
     Workload,
 )
@@ -93,7 +94,7 @@ class Facts(NamedTuple):
     inp_tile: int  # elements per thread
     wgt_tile: int
     acc_tile: int
-    bias_tile: int
+    bias_tile: int  # the per-channel tensors' (bias, shift) area, one tile_b x tile_co each
     gemm_axes: Axes  # non-unit inner axes in order: (axis, extent, (dst, src, wgt) coeffs)
     reset_axes: Axes
     gemm_folds: int  # leading axes folded into the instruction's loops (at most 2)
@@ -106,7 +107,7 @@ class Facts(NamedTuple):
     inp_split: bool  # one input LOAD per channel block
     strict_store_pattern: tuple[int, int, int] | None  # tvm_strict tile store only
     alu_flat: tuple[tuple[int, int, int], ...]  # (extent, dst, src) per loop
-    alu_bias: tuple[tuple[int, int, int], ...]
+    alu_bias: tuple[tuple[int, int, int], ...]  # reading a per-channel tensor
 
 
 def _kernel_rules(what: str, axes: Axes, folds: int, ctx: Context) -> int:
@@ -171,7 +172,9 @@ def _field_width_rule(ctx: Context, sch: Any, steps: tuple, eh: int, ew: int, n:
     # the uop area holds every kernel once; the uop buffer holds at most all of them
     # ALU loops past the instruction's two unroll into micro-ops (the bias add's co % k)
     alu_uops = [math.prod(e for e, _, _ in loops[2:]) for loops in (alu_flat, alu_bias)]
-    bias = any(tensor == "bias" for _, _, tensor in steps)
+    per_channel = bias_tile > 0  # loads per-channel tensors (bias, shift)
+    # the last thread's last per-channel tensor (each one tile_b x tile_co)
+    last_channel = n * acc_tile + n * bias_tile - tile_b * tile_co
     n_kernels_uops = n * tile_b * (n_gemm + n_reset) + n * sum(
         alu_uops[1] if tensor else 1 for _, _, tensor in steps)
     uop_top = min(n_kernels_uops, ctx.uop_depth)  # an upper bound of uop_end
@@ -186,8 +189,8 @@ def _field_width_rule(ctx: Context, sch: Any, steps: tuple, eh: int, ew: int, n:
 
     acc_row = acc_tile // tile_b
     alu_src_max = (n - 1) * acc_tile
-    if bias:
-        alu_src_max = n * acc_tile + (n - 1) * bias_tile
+    if per_channel:
+        alu_src_max = last_channel
     imm_max = max((imm if imm >= 0 else -imm - 1 for _, imm, _ in steps if imm is not None),
                   default=0)
     facts = (
@@ -202,10 +205,10 @@ def _field_width_rule(ctx: Context, sch: Any, steps: tuple, eh: int, ew: int, n:
         ("LOAD WGT", "y_size", wgt_shape[0], w.y),
         ("LOAD WGT", "x_size", wgt_shape[1], w.x),
         ("LOAD WGT", "x_stride", wgt_shape[2], w.stride),
-        ("LOAD ACC", "sram_base", n * acc_tile + (n - 1) * bias_tile if bias else 0, w.sram),
-        ("LOAD ACC", "y_size", bias_shape[0] if bias else 0, w.y),
-        ("LOAD ACC", "x_size", bias_shape[1] if bias else 0, w.x),
-        ("LOAD ACC", "x_stride", bias_shape[2] if bias else 0, w.stride),
+        ("LOAD ACC", "sram_base", last_channel if per_channel else 0, w.sram),
+        ("LOAD ACC", "y_size", bias_shape[0] if per_channel else 0, w.y),
+        ("LOAD ACC", "x_size", bias_shape[1] if per_channel else 0, w.x),
+        ("LOAD ACC", "x_stride", bias_shape[2] if per_channel else 0, w.stride),
         ("LOAD UOP", "sram_base", uop_top - 1, w.sram),
         ("LOAD UOP", "x_size", max(n_gemm, n_reset), w.x),
         ("LOAD UOP", "x_stride", max(n_gemm, n_reset), w.stride),
@@ -306,6 +309,14 @@ def epilogue_steps(epilogue: Epilogue, bias: bool, clip_order: str
     return effective.bias, effective.alu_steps(clip_order)
 
 
+def channel_tensors(steps: tuple[tuple[str, int | None, str | None], ...]
+                    ) -> tuple[str, ...]:
+    """The per-channel tensors (bias, shift) the ALU instructions ``steps`` read, in the
+    order first read: the order of their tiles in a thread's per-channel area of the ACC
+    buffer (after every thread's accumulator tile), each ``tile_b x tile_co``."""
+    return tuple(dict.fromkeys(t for _, _, t in steps if t in CHANNEL_TENSORS))
+
+
 def rules(ctx: Context, sch: Any, bias: bool = False) -> Facts:
     """Every legality rule of a schedule, in order; raises IllegalSchedule naming the first
     that fails. ``sch`` is a :class:`Schedule` or any object with its attributes."""
@@ -323,7 +334,7 @@ def rules(ctx: Context, sch: Any, bias: bool = False) -> Facts:
     if not ctx.fits_all:
         _field_width_rule(ctx, sch, steps, eh, ew, n, inp_tile, wgt_tile, acc_tile,
                           bias_tile, inp_split, store_pattern, gemm_axes, reset_axes, n_gemm,
-                          n_reset, alu_flat, alu_bias if bias else (), nch, gemm_folds,
+                          n_reset, alu_flat, alu_bias if bias_tile else (), nch, gemm_folds,
                           reset_folds)
     return Facts(eh, ew, n, inp_tile, wgt_tile, acc_tile, bias_tile, gemm_axes, reset_axes,
                  gemm_folds, reset_folds, n_gemm, n_reset, nch, group_loop, m, inp_split,
@@ -475,7 +486,8 @@ def _shape_facts(ctx: Context, sch: _Shape, bias: bool):
     wgt_tile = tile_co * tile_ci * k * k
     acc_tile = tile_b * tile_co * tile_h * tile_w
     bias, steps = epilogue_steps(ctx.epilogue, bias, sch.clip_order)
-    bias_tile = tile_b * tile_co if bias else 0
+    channels = channel_tensors(steps)
+    bias_tile = tile_b * tile_co * len(channels)
 
     # --- SRAM capacity (every buffer is replicated per virtual thread) -------------------
     if n * inp_tile > ctx.inp_depth or n * wgt_tile > ctx.wgt_depth:
@@ -500,6 +512,8 @@ def _shape_facts(ctx: Context, sch: _Shape, bias: bool):
             f"accumulator tile needs {acc_need * ctx.acc_elem_bytes} B per thread x {n} "
             f"thread(s) = {n * acc_need * ctx.acc_elem_bytes} B, ACC buffer has "
             f"{ctx.acc_buff_bytes} B"
+            + (f" (with the {' and '.join(channels)} tiles: {len(channels)} x "
+               f"{tile_b * tile_co * ctx.acc_elem_bytes} B)" if len(channels) > 1 else "")
             + (" (TVM keeps one accumulator tile per epilogue stage under 4 threads)"
                if strict and n == 4 else ""),
         )

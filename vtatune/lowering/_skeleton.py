@@ -121,9 +121,11 @@ class _Skeleton(NamedTuple):
     outer: tuple[int, int]  # the ops opening and closing the outermost loop ((0, 0): none)
 
 
-# The skeleton's leaf macros (after the queue's op codes), [code, thread, ALU step, 0]: an
-# input load step (one load per channel block), a weight, a bias load, a tile's store
-# (inside its own loops), a reset, a GEMM (their kernel chosen by the bi loop), an ALU step.
+# The skeleton's leaf macros (after the queue's op codes), [code, thread, ALU step or
+# per-channel tensor, 0]: an input load step (one load per channel block), a weight, a
+# per-channel tensor's load (the bias's, the shift's: its index in the order the epilogue
+# loads them), a tile's store (inside its own loops), a reset, a GEMM (their kernel chosen by
+# the bi loop), an ALU step.
 _M_INP, _M_WGT, _M_BIAS, _M_STORE, _M_RESET, _M_GEMM, _M_ALU = range(10, 17)
 _LEAF_MACROS = {"load_inp": _M_INP, "load_wgt": _M_WGT, "load_bias": _M_BIAS,
                 "store": _M_STORE, "reset": _M_RESET, "gemm": _M_GEMM}
@@ -165,12 +167,15 @@ def _record_skeleton(looped: tuple[str, ...], leaves: tuple[str, ...], nthreads:
                      v01: bool) -> _Skeleton:
     """:func:`_skeleton` recorded from the loop tree itself."""
     steps, after_sync = _steps(looped, leaves, nthreads, v01)
+    channel_loads = [name for name in leaves if name.startswith("load_")]
     ops: list[tuple[int, int, int, int]] = []
     depth, outer = 0, [0, 0]
     for kind, a, b in steps:
         if kind == _LEAF:
             if a.startswith("alu"):
                 ops.append((_M_ALU, b, int(a[3:]), 0))
+            elif a in channel_loads:
+                ops.append((_M_BIAS, b, channel_loads.index(a), 0))
             else:
                 ops.append((_LEAF_MACROS[a], b, 0, 0))
         elif kind == _LOOP:

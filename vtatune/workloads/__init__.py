@@ -34,6 +34,7 @@ from vtatune.workloads._catalogue import (
 from vtatune.workloads._epilogue import (
     BENCHMARK,
     BENCHMARK_BIAS,
+    CHANNEL_TENSORS,
     DEPLOYED_SHIFT,
     RESIDUAL,
     Epilogue,
@@ -86,7 +87,8 @@ from vtatune.workloads._reference import (
 )
 
 __all__ = [
-    "AddWorkload", "BENCHMARK", "BENCHMARK_BIAS", "Conv2dTransposeWorkload", "Conv2dWorkload",
+    "AddWorkload", "BENCHMARK", "BENCHMARK_BIAS", "CHANNEL_TENSORS", "Conv2dTransposeWorkload",
+    "Conv2dWorkload",
     "DEPLOYED_SHIFT", "ElementwiseWorkload", "Epilogue", "EpilogueOp", "GemmWorkload",
     "GroupConv2dWorkload", "MultiplyWorkload", "Operands", "RESIDUAL", "RESNET18_COUNTS",
     "VaddWorkload", "WORKLOADS", "WORKLOAD_CLASSES", "Workload", "autotvm_key", "benchmark",

@@ -8,7 +8,10 @@ An :class:`Epilogue` is an ordered tuple of :class:`EpilogueOp`, each one ALU in
 - ``bias``: one int32 per output channel (and batch row), DMA-loaded into the accumulator
   buffer just before the first step that reads it (TVM's ``cache_read`` of the bias);
 - ``residual``: int8 shaped like the output, loaded into the accumulators with the DMA's
-  sign-extending int8 mode (TVM's ``MEM_ID_ACC_8BIT``).
+  sign-extending int8 mode (TVM's ``MEM_ID_ACC_8BIT``);
+- ``shift``: one int32 per output channel (and batch row), 0..31, the amount a ``shr``
+  shifts that channel right by (a requantization whose per-channel multipliers are powers
+  of two), loaded as the bias is, into its own accumulator area.
 
 Two families are named:
 
@@ -41,8 +44,12 @@ from vtatune.errors import WorkloadError
 
 #: The ALU's operations an epilogue step may use (``clip`` is a min and a max).
 OPS = ("add", "max", "min", "shr", "mul", "clip")
-#: The extra inputs a step may read instead of an immediate.
-TENSORS = ("bias", "residual")
+#: The extra inputs a step may read instead of an immediate, with the ops that may read each.
+TENSOR_OPS = {"bias": ("add", "mul"), "residual": ("add", "mul"), "shift": ("shr",)}
+TENSORS = tuple(TENSOR_OPS)
+#: The extra inputs that hold one int32 per output channel and batch row (DMA-loaded into
+#: the accumulator buffer beside the accumulator tile).
+CHANNEL_TENSORS = ("bias", "shift")
 
 
 @dataclass(frozen=True)
@@ -59,9 +66,10 @@ class EpilogueOp:
         if self.op not in OPS:
             raise WorkloadError(f"unknown epilogue op {self.op!r} (known: {', '.join(OPS)})")
         if self.tensor is not None:
-            if self.tensor not in TENSORS or self.op not in ("add", "mul"):
+            if self.op not in TENSOR_OPS.get(self.tensor, ()):
+                legal = "; ".join(f"{' or '.join(ops)} of {t}" for t, ops in TENSOR_OPS.items())
                 raise WorkloadError(f"epilogue op {self.op} cannot read tensor "
-                                    f"{self.tensor!r} (add or mul of: {', '.join(TENSORS)})")
+                                    f"{self.tensor!r} ({legal})")
             if self.imm is not None:
                 raise WorkloadError("an epilogue op reads an immediate or a tensor, not both")
         elif not isinstance(self.imm, int) or isinstance(self.imm, bool):
@@ -70,7 +78,7 @@ class EpilogueOp:
         if self.op == "clip" and (self.hi is None or self.hi < self.imm):
             raise WorkloadError(f"clip needs a low bound <= its high bound, got "
                                 f"{self.imm}, {self.hi}")
-        if self.op == "shr" and not 0 <= self.imm < 32:
+        if self.op == "shr" and self.imm is not None and not 0 <= self.imm < 32:
             raise WorkloadError(f"shr by {self.imm}: a shift is 0..31")
 
     def describe(self) -> str:
@@ -126,6 +134,12 @@ class Epilogue:
         return "bias" in self.tensors
 
     @property
+    def channel_tensors(self) -> tuple[str, ...]:
+        """The per-channel inputs it reads (:data:`CHANNEL_TENSORS`), in the order first
+        read: the order of their areas in the accumulator buffer."""
+        return tuple(t for t in self.tensors if t in CHANNEL_TENSORS)
+
+    @property
     def is_benchmark(self) -> bool:
         return self in (BENCHMARK, BENCHMARK_BIAS)
 
@@ -171,10 +185,13 @@ class Epilogue:
               clip_order: str = "min_max") -> np.ndarray:
         """The int8 result of the steps on int32 accumulators, as VTA's ALU computes them
         (32-bit wrapping adds and products, arithmetic shifts), then the store's int8
-        truncation. ``tensors`` hold the extra inputs broadcastable to ``acc``."""
+        truncation. ``tensors`` hold the extra inputs broadcastable to ``acc`` (a ``shift``
+        0..31)."""
         x = acc.astype(np.int64)
         for op, imm, name in self.alu_steps(clip_order):
             y = np.asarray((tensors or {})[name], np.int64) if name else np.int64(imm)
+            if name == "shift" and y.size and not (0 <= y.min() and y.max() < 32):
+                raise WorkloadError(f"a shift is 0..31, got {y.min()}..{y.max()}")
             if op == "add":
                 x = _wrap32(x + y)
             elif op == "mul":

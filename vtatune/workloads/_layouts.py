@@ -5,8 +5,8 @@ runtime (:mod:`vtatune.deploy.runtime`) packs and unpacks activations with the s
 
 Data NCHW -> (N/B, C/c, H, W, B, c) (c = BLOCK_IN, or BLOCK_OUT when BLOCK_OUT > BLOCK_IN:
 the previous layer's output layout), kernels OIHW -> (O/BO, I/BI, KH, KW, BO, BI), GEMM
-matrices in (rows/block, cols/block, block, block) tiles, the bias one int32 per output
-channel and batch row.
+matrices in (rows/block, cols/block, block, block) tiles, the bias (and a per-channel
+shift) one int32 per output channel and batch row.
 
 Example:
     >>> import numpy as np
@@ -76,7 +76,8 @@ def unpack_matrix(m: np.ndarray) -> np.ndarray:
 
 
 def pack_bias(bias: np.ndarray, batch: int, hw: HardwareConfig) -> np.ndarray:
-    """Per-output-channel bias (CO,) -> (N/B, CO/BO, B, BO), the same for every batch row."""
+    """Per-output-channel bias (CO,) -> (N/B, CO/BO, B, BO), the same for every batch row;
+    any per-channel tensor (a ``shift``) is packed so."""
     full = np.broadcast_to(bias.astype(np.int32), (batch, bias.size))
     return pack_matrix(np.ascontiguousarray(full), hw.batch, hw.block_out)
 
@@ -109,8 +110,10 @@ def packed_inputs(workload: Workload, ops: Operands, hw: HardwareConfig) -> dict
     conv2d_transpose, the input dilated and the kernel flipped as TVM's compute needs)."""
     inputs = {"data": pack_data(workload, ops.data, hw),
               "weight": pack_weight(workload, ops.weight, hw)}
-    if ops.bias is not None and not isinstance(workload, AddWorkload):
-        inputs["bias"] = pack_bias(ops.bias, workload.batch, hw)
+    if not isinstance(workload, AddWorkload):
+        for name, values in (("bias", ops.bias), ("shift", ops.shift)):
+            if values is not None:
+                inputs[name] = pack_bias(values, workload.batch, hw)
     return inputs
 
 

@@ -41,22 +41,29 @@ def _conv_acc(data: np.ndarray, kernel: np.ndarray, k: int, p: int, s: int, oh: 
 
 
 def _finish(acc: np.ndarray, bias: np.ndarray | None, epilogue: Epilogue,
-            channel_axis_shape: tuple[int, ...] = (1, -1, 1, 1)) -> np.ndarray:
+            channel_axis_shape: tuple[int, ...] = (1, -1, 1, 1),
+            shift: np.ndarray | None = None) -> np.ndarray:
     """int32 accumulators (wrapping) -> ``epilogue`` (with a per-channel ``bias`` when one is
-    given: the benchmark epilogue gains it) -> int8."""
-    tensors = {} if bias is None else {"bias": bias.reshape(channel_axis_shape)}
+    given: the benchmark epilogue gains it; and the per-channel ``shift`` it reads) ->
+    int8."""
+    channel = {"bias": bias, "shift": shift}
+    tensors = {name: v.reshape(channel_axis_shape) for name, v in channel.items()
+               if v is not None}
     return epilogue.with_bias(bias is not None).apply(_wrap32(acc.astype(np.int64)), tensors)
 
 
 def conv2d_reference(data: np.ndarray, kernel: np.ndarray, wl: Conv2dWorkload,
-                     bias: np.ndarray | None = None) -> np.ndarray:
-    """NCHW int8 data, OIHW int8 kernel, per-channel int32 bias -> NCHW int8 output."""
+                     bias: np.ndarray | None = None, shift: np.ndarray | None = None
+                     ) -> np.ndarray:
+    """NCHW int8 data, OIHW int8 kernel, per-channel int32 bias (and shift, when the
+    epilogue reads one) -> NCHW int8 output."""
     return _finish(_conv_acc(data, kernel, wl.kernel, wl.pad, wl.stride, wl.out_height,
-                             wl.out_width), bias, wl.epilogue)
+                             wl.out_width), bias, wl.epilogue, shift=shift)
 
 
 def group_conv2d_reference(data: np.ndarray, kernel: np.ndarray, wl: GroupConv2dWorkload,
-                           bias: np.ndarray | None = None) -> np.ndarray:
+                           bias: np.ndarray | None = None, shift: np.ndarray | None = None
+                           ) -> np.ndarray:
     """NCHW int8 data, (CO, CI / groups, K, K) int8 kernel -> NCHW int8 output: group g's
     output channels convolve group g's input channels only."""
     ci, co = wl.group_in_channels, wl.group_out_channels
@@ -64,12 +71,13 @@ def group_conv2d_reference(data: np.ndarray, kernel: np.ndarray, wl: GroupConv2d
         _conv_acc(data[:, g * ci:(g + 1) * ci], kernel[g * co:(g + 1) * co], wl.kernel,
                   wl.pad, wl.stride, wl.out_height, wl.out_width)
         for g in range(wl.groups)], axis=1)
-    return _finish(acc, bias, wl.epilogue)
+    return _finish(acc, bias, wl.epilogue, shift=shift)
 
 
 def conv2d_transpose_reference(data: np.ndarray, kernel: np.ndarray,
                                wl: Conv2dTransposeWorkload,
-                               bias: np.ndarray | None = None) -> np.ndarray:
+                               bias: np.ndarray | None = None,
+                               shift: np.ndarray | None = None) -> np.ndarray:
     """NCHW int8 data, IOHW int8 kernel (ONNX ConvTranspose's and PyTorch's layout) ->
     NCHW int8 output, computed by its definition: input pixel (i, j) adds
     ``data[i, j] * kernel[:, :, a, b]`` to output pixel (i * stride + a - pad,
@@ -83,29 +91,33 @@ def conv2d_transpose_reference(data: np.ndarray, kernel: np.ndarray,
         for b in range(k):
             acc[:, :, a:a + (wl.height - 1) * s + 1:s, b:b + (wl.width - 1) * s + 1:s] += \
                 np.einsum("nchw,co->nohw", x, w[:, :, a, b], optimize=True)
-    return _finish(acc[:, :, p:p + wl.out_height, p:p + wl.out_width], bias, wl.epilogue)
+    return _finish(acc[:, :, p:p + wl.out_height, p:p + wl.out_width], bias, wl.epilogue,
+                   shift=shift)
 
 
 def gemm_reference(data: np.ndarray, weight: np.ndarray, bias: np.ndarray | None = None,
-                   epilogue: Epilogue = BENCHMARK) -> np.ndarray:
+                   epilogue: Epilogue = BENCHMARK, shift: np.ndarray | None = None
+                   ) -> np.ndarray:
     """(N, I) int8 times (O, I) int8 -> (N, O) int8 with the fused epilogue."""
     acc = (data.astype(np.float64) @ weight.astype(np.float64).T).astype(np.int64)
-    return _finish(acc, bias, epilogue, (1, -1))
+    return _finish(acc, bias, epilogue, (1, -1), shift)
 
 
 @dataclass(frozen=True)
 class Operands:
-    """Unpacked operands of one run."""
+    """Unpacked operands of one run: ``shift`` (int32 0..31 per output channel) where the
+    epilogue shifts each channel by its own amount."""
 
     data: np.ndarray
     weight: np.ndarray
     bias: np.ndarray | None
+    shift: np.ndarray | None = None
 
 
 def operand_shapes(workload: Workload) -> dict[str, tuple[int, ...]]:
     """The unpacked operands' shapes: data NCHW (gemm: (N, I)); weight OIHW (gemm: (O, I);
-    group_conv2d: (O, I / groups, K, K); conv2d_transpose: IOHW); bias one per output
-    channel."""
+    group_conv2d: (O, I / groups, K, K); conv2d_transpose: IOHW); bias and shift one per
+    output channel."""
     wl = workload
     if isinstance(wl, AddWorkload):  # the two operands, NCHW; no bias
         shape = (wl.batch, wl.channels, wl.height, wl.width)
@@ -122,12 +134,12 @@ def operand_shapes(workload: Workload) -> dict[str, tuple[int, ...]]:
         else:
             weight = (wl.out_channels, wl.in_channels, k, k)
         shapes = {"data": (wl.batch, wl.in_channels, wl.height, wl.width), "weight": weight}
-    return {**shapes, "bias": (wl.out_channels,)}
+    return {**shapes, "bias": (wl.out_channels,), "shift": (wl.out_channels,)}
 
 
 def random_operands(workload: Workload, bias: bool, seed: int = 0) -> Operands:
-    """Seeded random int8 data and weights, and an int32 bias when ``bias`` or the
-    workload's epilogue reads one."""
+    """Seeded random int8 data and weights, an int32 bias when ``bias`` or the workload's
+    epilogue reads one, and a shift (0..31 per channel) when the epilogue reads one."""
     bias = bias or workload.epilogue.bias
     rng = np.random.default_rng(seed)
     shapes = operand_shapes(workload)
@@ -137,7 +149,10 @@ def random_operands(workload: Workload, bias: bool, seed: int = 0) -> Operands:
     else:
         weight = rng.integers(-128, 128, shapes["weight"], dtype=np.int8)
     b = rng.integers(-(1 << 12), 1 << 12, shapes["bias"], dtype=np.int32) if bias else None
-    return Operands(data, weight, b)
+    # drawn last: the other operands are those of the same workload without a shift
+    shift = (rng.integers(0, 32, shapes["shift"], dtype=np.int32)
+             if "shift" in workload.epilogue.tensors else None)
+    return Operands(data, weight, b, shift)
 
 
 def elementwise_reference(lhs: np.ndarray, rhs: np.ndarray, wl: AddWorkload) -> np.ndarray:
@@ -152,9 +167,9 @@ def reference_output(workload: Workload, ops: Operands) -> np.ndarray:
     if isinstance(workload, AddWorkload):
         return elementwise_reference(ops.data, ops.weight, workload)
     if isinstance(workload, GemmWorkload):
-        return gemm_reference(ops.data, ops.weight, ops.bias, workload.epilogue)
+        return gemm_reference(ops.data, ops.weight, ops.bias, workload.epilogue, ops.shift)
     if isinstance(workload, GroupConv2dWorkload):
-        return group_conv2d_reference(ops.data, ops.weight, workload, ops.bias)
+        return group_conv2d_reference(ops.data, ops.weight, workload, ops.bias, ops.shift)
     if isinstance(workload, Conv2dTransposeWorkload):
-        return conv2d_transpose_reference(ops.data, ops.weight, workload, ops.bias)
-    return conv2d_reference(ops.data, ops.weight, workload, ops.bias)
+        return conv2d_transpose_reference(ops.data, ops.weight, workload, ops.bias, ops.shift)
+    return conv2d_reference(ops.data, ops.weight, workload, ops.bias, ops.shift)

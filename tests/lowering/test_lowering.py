@@ -292,3 +292,97 @@ def test_field_width_rule_is_skipped_where_nothing_can_overflow():
                    for wl in (*resnet18_layers(), *WORKLOADS["gemm"].values())), name
     big = replace(DEFAULT, log_inp_buff_size=22)  # INP depth 2^18 > the 16-bit sram_base
     assert not context(WORKLOADS["conv2d"]["resnet18.C8"], big).fits_all
+
+
+# --- the DMA pad fields: a pad is refused, with its field, before any instruction ------------
+
+from search_spaces import default_schedule  # noqa: E402
+from simulator.hardware import HardwareConfig  # noqa: E402
+from vtatune.workloads import Conv2dTransposeWorkload  # noqa: E402
+
+# BLOCK_OUT = 16 x BLOCK_IN: the input is packed by BLOCK_OUT, so a pixel of a row is 16
+# elements, and so is a 1-pixel pad (the 4-bit x_pad fields hold 15).
+IN4_OUT64 = HardwareConfig.from_target_model("pynq_1x4x64_i8w8a32_10_15_17_18")
+IN4_OUT32 = HardwareConfig.from_target_model("pynq_1x4x32_i8w8a32_10_13_17_18")  # 8 a pixel
+IN4_OUT16 = HardwareConfig.from_target_model("pynq_1x4x16_i8w8a32_10_13_16_17")  # 4
+IN8_OUT16 = HardwareConfig.from_target_model("pynq_1x8x16_i8w8a32_10_14_17_17")  # 2
+
+
+def _without_pad_rule(monkeypatch):
+    """The rules as they were: the input's pads not checked."""
+    monkeypatch.setattr(_rules, "_pad_field_error", lambda ctx: "")
+
+
+def _encoding_failure(wl, hw, monkeypatch) -> str | None:
+    """Why the default schedule the rules pick without the pad check does not encode (None:
+    it does; "no schedule" when no schedule passes the other rules)."""
+    with monkeypatch.context() as m:
+        _without_pad_rule(m)
+        try:
+            s = default_schedule(wl, hw)
+        except IllegalSchedule:
+            return "no schedule"
+        try:
+            lower(wl, s, hw, verify_encoding=True)
+            return None
+        except IllegalSchedule as exc:
+            assert exc.rule == "field_width"
+            return str(exc)
+
+
+@pytest.mark.parametrize("wl,hw,field,value,why", [
+    # the defect: ResNet-18's 3x3 layers on pynq's 1x4x64 lowered to x_pad_0=16
+    (WORKLOADS["conv2d"]["resnet18.C2"], IN4_OUT64, "x_pad_0", 16,
+     "the input's pad of 1 column, 16 elements a pixel (the input is packed by BLOCK_OUT 64 "
+     "= 16 x BLOCK_IN 4)"),
+    (Conv2dWorkload(1, 14, 14, 64, 64, 5, 2, 1), IN4_OUT32, "x_pad_0", 16,
+     "the input's pad of 2 columns, 8 elements a pixel (the input is packed by BLOCK_OUT 32 "
+     "= 8 x BLOCK_IN 4)"),
+    (Conv2dWorkload(1, 4, 4, 16, 16, 3, 16, 1), DEFAULT, "y_pad_0", 16,
+     "the input's pad of 16 rows"),
+])
+def test_pad_field_rule_names_the_field(wl, hw, field, value, why, monkeypatch):
+    # without the rule the default schedule lowers to a LOAD that does not encode ...
+    failure = _encoding_failure(wl, hw, monkeypatch)
+    assert failure is not None and f"field {field}={value} does not fit 4 bits" in failure
+    # ... with it every schedule is refused before any instruction, naming the field
+    with monkeypatch.context() as m:
+        _without_pad_rule(m)
+        s = default_schedule(wl, hw)
+    message = f"LOAD INP: field {field}={value} does not fit 4 bits (max 15); {why}"
+    with pytest.raises(IllegalSchedule) as exc:
+        legality(wl, s, hw)
+    assert exc.value.rule == "pad_field" and str(exc.value) == message
+    # and no default is proposed: the workload is refused on this hardware, with the reason
+    with pytest.raises(IllegalSchedule) as exc:
+        default_schedule(wl, hw)
+    assert exc.value.rule == "no_default" and str(exc.value).endswith(f"{hw.bitstream}: "
+                                                                       f"{message}")
+    assert get_template(wl, hw).no_legal_config().rule == "pad_field"
+
+
+def test_pad_field_rule_is_exact():
+    """Over pads 0-3 and 1-16 elements a pixel: the rule refuses a workload exactly when the
+    schedule the rules would otherwise pick does not encode (on a pad field)."""
+    mp = pytest.MonkeyPatch()
+    seen = {True: 0, False: 0}
+    try:
+        for hw in (DEFAULT, IN8_OUT16, IN4_OUT16, IN4_OUT32, IN4_OUT64):
+            for wl in (*(Conv2dWorkload(1, 14, 14, 64, 64, k, k // 2, 1) for k in (1, 3, 5, 7)),
+                       Conv2dWorkload(1, 14, 14, 64, 64, 3, 1, 2),
+                       Conv2dTransposeWorkload(1, 7, 7, 64, 64, 4, 1, 2, 0)):
+                try:
+                    _rules.shape_rules(context(wl, hw))
+                    refused = False
+                except IllegalSchedule as exc:
+                    assert exc.rule == "pad_field", str(exc)
+                    refused = True
+                failure = _encoding_failure(wl, hw, mp)
+                if failure == "no schedule":  # (buffers too small for the 7x7 kernel)
+                    continue
+                assert refused == (failure is not None), (wl.describe(), hw.bitstream, failure)
+                assert failure is None or "_pad_" in failure
+                seen[refused] += 1
+    finally:
+        mp.undo()
+    assert seen[True] >= 5 and seen[False] >= 15, seen

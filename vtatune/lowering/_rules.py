@@ -281,6 +281,13 @@ def shape_rules(ctx: Context) -> None:
     pad_error = _pad_field_error(ctx)
     if pad_error:
         raise IllegalSchedule("pad_field", pad_error)
+    if ctx.p == 0 and any(input_pads(ctx)):
+        # the emitter pads the input loads only when the pad before is nonzero: without this
+        # rule the rows and columns past the input would be left unloaded (wrong results)
+        raise IllegalSchedule(
+            "pad_after_only",
+            f"conv2d_transpose with pad = kernel - 1 = {ctx.k - 1} and an output_padding: "
+            "the input needs a pad after but none before, which vtatune does not lower")
     if ctx.in_pack > 1 and (ctx.batch_lanes > 1 or ctx.cib % ctx.in_pack):
         raise IllegalSchedule(
             "load_layout",

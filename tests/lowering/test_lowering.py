@@ -3,8 +3,8 @@
 import pytest
 
 from simulator.functional import count
-from simulator.hardware import DEFAULT, PRESETS
-from vtatune.errors import IllegalSchedule
+from simulator.hardware import DEFAULT, PRESETS, HardwareConfig
+from vtatune.errors import IllegalSchedule, WorkloadError
 from vtatune.lowering import lower
 from vtatune.schedule import (
     Schedule,
@@ -190,6 +190,13 @@ BIG_IMAGE = Conv2dWorkload(1, 300, 300, 32, 32, 1, 0, 1)  # rows of 90000 elemen
 IN32_OUT16 = replace(DEFAULT, log_block_in=5, log_block_out=4, log_inp_buff_size=16,
                      log_wgt_buff_size=19)
 IN16_OUT32 = replace(DEFAULT, log_block_in=4, log_block_out=5, log_acc_buff_size=18)
+# BLOCK_OUT = 16 x BLOCK_IN: the input is packed by BLOCK_OUT, so a pixel of a row is 16
+# elements, and so is a 1-pixel pad (the 4-bit x_pad fields hold 15).
+IN4_OUT64 = HardwareConfig.from_target_model("pynq_1x4x64_i8w8a32_10_15_17_18")
+# 8, 4 and 2 elements a pixel
+IN4_OUT32 = HardwareConfig.from_target_model("pynq_1x4x32_i8w8a32_10_13_17_18")
+IN4_OUT16 = HardwareConfig.from_target_model("pynq_1x4x16_i8w8a32_10_13_16_17")
+IN8_OUT16 = HardwareConfig.from_target_model("pynq_1x8x16_i8w8a32_10_14_17_17")
 
 
 def _random_schedules(wl, hw, rng, count, tries=400, max_tiles=64):
@@ -211,6 +218,14 @@ def _random_schedules(wl, hw, rng, count, tries=400, max_tiles=64):
     return found
 
 
+def _whole_blocks(wl, hw) -> bool:
+    try:
+        wl.check(hw)
+        return True
+    except WorkloadError:
+        return False
+
+
 def _verdict(wl, s, hw, bias):
     try:
         legality(wl, s, hw, bias)
@@ -220,7 +235,8 @@ def _verdict(wl, s, hw, bias):
 
 
 @pytest.mark.parametrize("hw", [DEFAULT, PRESETS["4x8"], PRESETS["ultra96"], PRESETS["1x32"],
-                                BIG_INP, WIDE_INP, DEEP_ACC, IN32_OUT16, IN16_OUT32],
+                                BIG_INP, WIDE_INP, DEEP_ACC, IN32_OUT16, IN16_OUT32,
+                                IN4_OUT64, IN4_OUT32],
                          ids=lambda h: h.bitstream)
 def test_field_width_rule_is_exact(hw, monkeypatch):
     """For random schedules passing every other rule: the field_width rule accepts exactly
@@ -228,7 +244,7 @@ def test_field_width_rule_is_exact(hw, monkeypatch):
     rng = random.Random(hw.bitstream)
     wls = [wl for wl in (*resnet18_layers()[::3], WORKLOADS["gemm"]["dense128"], BIG_IMAGE,
                          Conv2dWorkload(4, 14, 14, 64, 64, 3, 1, 1), GemmWorkload(16, 256, 128))
-           if wl.as_conv().batch % hw.batch == 0]
+           if _whole_blocks(wl, hw)]
     seen = {"ok": 0, "field_width": 0}
     for wl in wls:
         for s in _random_schedules(wl, hw, rng, 3):
@@ -297,15 +313,7 @@ def test_field_width_rule_is_skipped_where_nothing_can_overflow():
 # --- the DMA pad fields: a pad is refused, with its field, before any instruction ------------
 
 from search_spaces import default_schedule  # noqa: E402
-from simulator.hardware import HardwareConfig  # noqa: E402
 from vtatune.workloads import Conv2dTransposeWorkload  # noqa: E402
-
-# BLOCK_OUT = 16 x BLOCK_IN: the input is packed by BLOCK_OUT, so a pixel of a row is 16
-# elements, and so is a 1-pixel pad (the 4-bit x_pad fields hold 15).
-IN4_OUT64 = HardwareConfig.from_target_model("pynq_1x4x64_i8w8a32_10_15_17_18")
-IN4_OUT32 = HardwareConfig.from_target_model("pynq_1x4x32_i8w8a32_10_13_17_18")  # 8 a pixel
-IN4_OUT16 = HardwareConfig.from_target_model("pynq_1x4x16_i8w8a32_10_13_16_17")  # 4
-IN8_OUT16 = HardwareConfig.from_target_model("pynq_1x8x16_i8w8a32_10_14_17_17")  # 2
 
 
 def _without_pad_rule(monkeypatch):

@@ -313,6 +313,7 @@ def test_field_width_rule_is_skipped_where_nothing_can_overflow():
 # --- the DMA pad fields: a pad is refused, with its field, before any instruction ------------
 
 from search_spaces import default_schedule  # noqa: E402
+from vtatune.scoring import verify  # noqa: E402
 from vtatune.workloads import Conv2dTransposeWorkload  # noqa: E402
 
 
@@ -394,3 +395,22 @@ def test_pad_field_rule_is_exact():
     finally:
         mp.undo()
     assert seen[True] >= 5 and seen[False] >= 15, seen
+
+
+def test_transpose_with_a_pad_after_only_is_refused(monkeypatch):
+    # pad 2 = kernel - 1: no pad before the dilated input, output_padding 1 after it
+    wl = Conv2dTransposeWorkload(1, 4, 4, 16, 16, 3, 2, 2, 1)  # 6x6
+    s = Schedule(tile_h=6, tile_w=6, tile_co=1)
+    with pytest.raises(IllegalSchedule) as exc:
+        legality(wl, s, DEFAULT)
+    assert exc.value.rule == "pad_after_only"
+    assert str(exc.value) == ("conv2d_transpose with pad = kernel - 1 = 2 and an "
+                              "output_padding: the input needs a pad after but none before, "
+                              "which vtatune does not lower")
+    # without the rule the program runs and computes wrong outputs
+    with monkeypatch.context() as m:
+        m.setattr(_rules, "input_pads", lambda ctx: (0, 0, 0, 0))
+        assert not verify(lower(wl, s, DEFAULT)).ok
+    # with no output_padding nothing is padded, and the program is right
+    wl = Conv2dTransposeWorkload(1, 4, 4, 16, 16, 3, 2, 2, 0)
+    assert verify(lower(wl, Schedule(tile_h=5, tile_w=5, tile_co=1), DEFAULT)).ok

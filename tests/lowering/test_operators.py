@@ -182,27 +182,6 @@ def test_output_padding_is_rejected_for_tvm_only():
     assert get_template(wl, DEFAULT, space="autotvm").count_legal() == 0
 
 
-def test_transpose_with_a_pad_after_only_is_refused(monkeypatch):
-    # pad 2 = kernel - 1: no pad before the dilated input, output_padding 1 after it
-    wl = T(1, 4, 4, 16, 16, 3, 2, 2, 1)  # 6x6
-    s = Schedule(tile_h=6, tile_w=6, tile_co=1)
-    with pytest.raises(IllegalSchedule) as exc:
-        check(wl, s, DEFAULT)
-    assert exc.value.rule == "pad_after_only"
-    assert str(exc.value) == ("conv2d_transpose with pad = kernel - 1 = 2 and an "
-                              "output_padding: the input needs a pad after but none before, "
-                              "which vtatune does not lower")
-    # without the rule the program runs and computes wrong outputs
-    from vtatune.lowering import _rules  # whitebox: the rule switched off
-
-    with monkeypatch.context() as m:
-        m.setattr(_rules, "input_pads", lambda ctx: (0, 0, 0, 0))
-        assert not verify(lower(wl, s, DEFAULT)).ok
-    # with no output_padding nothing is padded, and the program is right
-    wl = T(1, 4, 4, 16, 16, 3, 2, 2, 0)
-    assert verify(lower(wl, Schedule(tile_h=5, tile_w=5, tile_co=1), DEFAULT)).ok
-
-
 def test_transpose_loads_the_dilated_input_with_asymmetric_pads():
     wl = T(1, 4, 4, 16, 16, 3, 0, 2, 1)  # dilated 7x7, pads 2 before, 3 after -> 10x10
     lowered = lower(wl, Schedule(tile_h=10, tile_w=10, tile_co=1), DEFAULT)

@@ -421,9 +421,9 @@ class Template:
         Example:
             >>> from simulator.hardware import DEFAULT
             >>> from vtatune.workloads import Conv2dWorkload
-            >>> get_template(Conv2dWorkload(1, 14, 14, 256, 256, 3, 100, 1), DEFAULT
-            ...              ).no_legal_config()
-            IllegalSchedule('pad 100 exceeds the 4-bit DMA pad field (max 15)')
+            >>> print(get_template(Conv2dWorkload(1, 14, 14, 256, 256, 3, 100, 1), DEFAULT
+            ...                    ).no_legal_config())
+            LOAD INP: field y_pad_0=100 does not fit 4 bits (max 15); the input's pad of 100 rows
         """
         try:
             shape_rules(self.context)

@@ -114,7 +114,8 @@ def test_replay_without_ok_records_exits_2(content, message, tmp_path, capsys):
 
 # --- 6: nonsense refused up front, with the reason ---------------------------------------
 @pytest.mark.parametrize("argv, message", [
-    (["conv2d", "--pad", "100"], "pad 100 exceeds the 4-bit DMA pad field (max 15) (pad_field)"),
+    (["conv2d", "--pad", "100"], "LOAD INP: field y_pad_0=100 does not fit 4 bits (max 15); "
+                                 "the input's pad of 100 rows (pad_field)"),
     (["conv2d", "--height", "100000", "--width", "100000", "--trials", "2"],
      "the tensors do not fit the DRAM an instruction addresses (field_width)"),
     (["conv2d", "--workload", "C2", "--height", "14"],

@@ -3,8 +3,8 @@
 import pytest
 
 from simulator.functional import count
-from simulator.hardware import DEFAULT, PRESETS
-from vtatune.errors import IllegalSchedule
+from simulator.hardware import DEFAULT, PRESETS, HardwareConfig
+from vtatune.errors import IllegalSchedule, WorkloadError
 from vtatune.lowering import lower
 from vtatune.schedule import (
     Schedule,
@@ -190,6 +190,13 @@ BIG_IMAGE = Conv2dWorkload(1, 300, 300, 32, 32, 1, 0, 1)  # rows of 90000 elemen
 IN32_OUT16 = replace(DEFAULT, log_block_in=5, log_block_out=4, log_inp_buff_size=16,
                      log_wgt_buff_size=19)
 IN16_OUT32 = replace(DEFAULT, log_block_in=4, log_block_out=5, log_acc_buff_size=18)
+# BLOCK_OUT = 16 x BLOCK_IN: the input is packed by BLOCK_OUT, so a pixel of a row is 16
+# elements, and so is a 1-pixel pad (the 4-bit x_pad fields hold 15).
+IN4_OUT64 = HardwareConfig.from_target_model("pynq_1x4x64_i8w8a32_10_15_17_18")
+# 8, 4 and 2 elements a pixel
+IN4_OUT32 = HardwareConfig.from_target_model("pynq_1x4x32_i8w8a32_10_13_17_18")
+IN4_OUT16 = HardwareConfig.from_target_model("pynq_1x4x16_i8w8a32_10_13_16_17")
+IN8_OUT16 = HardwareConfig.from_target_model("pynq_1x8x16_i8w8a32_10_14_17_17")
 
 
 def _random_schedules(wl, hw, rng, count, tries=400, max_tiles=64):
@@ -211,6 +218,14 @@ def _random_schedules(wl, hw, rng, count, tries=400, max_tiles=64):
     return found
 
 
+def _whole_blocks(wl, hw) -> bool:
+    try:
+        wl.check(hw)
+        return True
+    except WorkloadError:
+        return False
+
+
 def _verdict(wl, s, hw, bias):
     try:
         legality(wl, s, hw, bias)
@@ -220,7 +235,8 @@ def _verdict(wl, s, hw, bias):
 
 
 @pytest.mark.parametrize("hw", [DEFAULT, PRESETS["4x8"], PRESETS["ultra96"], PRESETS["1x32"],
-                                BIG_INP, WIDE_INP, DEEP_ACC, IN32_OUT16, IN16_OUT32],
+                                BIG_INP, WIDE_INP, DEEP_ACC, IN32_OUT16, IN16_OUT32,
+                                IN4_OUT64, IN4_OUT32],
                          ids=lambda h: h.bitstream)
 def test_field_width_rule_is_exact(hw, monkeypatch):
     """For random schedules passing every other rule: the field_width rule accepts exactly
@@ -228,7 +244,7 @@ def test_field_width_rule_is_exact(hw, monkeypatch):
     rng = random.Random(hw.bitstream)
     wls = [wl for wl in (*resnet18_layers()[::3], WORKLOADS["gemm"]["dense128"], BIG_IMAGE,
                          Conv2dWorkload(4, 14, 14, 64, 64, 3, 1, 1), GemmWorkload(16, 256, 128))
-           if wl.as_conv().batch % hw.batch == 0]
+           if _whole_blocks(wl, hw)]
     seen = {"ok": 0, "field_width": 0}
     for wl in wls:
         for s in _random_schedules(wl, hw, rng, 3):
@@ -292,3 +308,109 @@ def test_field_width_rule_is_skipped_where_nothing_can_overflow():
                    for wl in (*resnet18_layers(), *WORKLOADS["gemm"].values())), name
     big = replace(DEFAULT, log_inp_buff_size=22)  # INP depth 2^18 > the 16-bit sram_base
     assert not context(WORKLOADS["conv2d"]["resnet18.C8"], big).fits_all
+
+
+# --- the DMA pad fields: a pad is refused, with its field, before any instruction ------------
+
+from search_spaces import default_schedule  # noqa: E402
+from vtatune.scoring import verify  # noqa: E402
+from vtatune.workloads import Conv2dTransposeWorkload  # noqa: E402
+
+
+def _without_pad_rule(monkeypatch):
+    """The rules as they were: the input's pads not checked."""
+    monkeypatch.setattr(_rules, "_pad_field_error", lambda ctx: "")
+
+
+def _encoding_failure(wl, hw, monkeypatch) -> str | None:
+    """Why the default schedule the rules pick without the pad check does not encode (None:
+    it does; "no schedule" when no schedule passes the other rules)."""
+    with monkeypatch.context() as m:
+        _without_pad_rule(m)
+        try:
+            s = default_schedule(wl, hw)
+        except IllegalSchedule:
+            return "no schedule"
+        try:
+            lower(wl, s, hw, verify_encoding=True)
+            return None
+        except IllegalSchedule as exc:
+            assert exc.rule == "field_width"
+            return str(exc)
+
+
+@pytest.mark.parametrize("wl,hw,field,value,why", [
+    # the defect: ResNet-18's 3x3 layers on pynq's 1x4x64 lowered to x_pad_0=16
+    (WORKLOADS["conv2d"]["resnet18.C2"], IN4_OUT64, "x_pad_0", 16,
+     "the input's pad of 1 column, 16 elements a pixel (the input is packed by BLOCK_OUT 64 "
+     "= 16 x BLOCK_IN 4)"),
+    (Conv2dWorkload(1, 14, 14, 64, 64, 5, 2, 1), IN4_OUT32, "x_pad_0", 16,
+     "the input's pad of 2 columns, 8 elements a pixel (the input is packed by BLOCK_OUT 32 "
+     "= 8 x BLOCK_IN 4)"),
+    (Conv2dWorkload(1, 4, 4, 16, 16, 3, 16, 1), DEFAULT, "y_pad_0", 16,
+     "the input's pad of 16 rows"),
+])
+def test_pad_field_rule_names_the_field(wl, hw, field, value, why, monkeypatch):
+    # without the rule the default schedule lowers to a LOAD that does not encode ...
+    failure = _encoding_failure(wl, hw, monkeypatch)
+    assert failure is not None and f"field {field}={value} does not fit 4 bits" in failure
+    # ... with it every schedule is refused before any instruction, naming the field
+    with monkeypatch.context() as m:
+        _without_pad_rule(m)
+        s = default_schedule(wl, hw)
+    message = f"LOAD INP: field {field}={value} does not fit 4 bits (max 15); {why}"
+    with pytest.raises(IllegalSchedule) as exc:
+        legality(wl, s, hw)
+    assert exc.value.rule == "pad_field" and str(exc.value) == message
+    # and no default is proposed: the workload is refused on this hardware, with the reason
+    with pytest.raises(IllegalSchedule) as exc:
+        default_schedule(wl, hw)
+    assert exc.value.rule == "no_default" and str(exc.value).endswith(f"{hw.bitstream}: "
+                                                                       f"{message}")
+    assert get_template(wl, hw).no_legal_config().rule == "pad_field"
+
+
+def test_pad_field_rule_is_exact():
+    """Over pads 0-3 and 1-16 elements a pixel: the rule refuses a workload exactly when the
+    schedule the rules would otherwise pick does not encode (on a pad field)."""
+    mp = pytest.MonkeyPatch()
+    seen = {True: 0, False: 0}
+    try:
+        for hw in (DEFAULT, IN8_OUT16, IN4_OUT16, IN4_OUT32, IN4_OUT64):
+            for wl in (*(Conv2dWorkload(1, 14, 14, 64, 64, k, k // 2, 1) for k in (1, 3, 5, 7)),
+                       Conv2dWorkload(1, 14, 14, 64, 64, 3, 1, 2),
+                       Conv2dTransposeWorkload(1, 7, 7, 64, 64, 4, 1, 2, 0)):
+                try:
+                    _rules.shape_rules(context(wl, hw))
+                    refused = False
+                except IllegalSchedule as exc:
+                    assert exc.rule == "pad_field", str(exc)
+                    refused = True
+                failure = _encoding_failure(wl, hw, mp)
+                if failure == "no schedule":  # (buffers too small for the 7x7 kernel)
+                    continue
+                assert refused == (failure is not None), (wl.describe(), hw.bitstream, failure)
+                assert failure is None or "_pad_" in failure
+                seen[refused] += 1
+    finally:
+        mp.undo()
+    assert seen[True] >= 5 and seen[False] >= 15, seen
+
+
+def test_transpose_with_a_pad_after_only_is_refused(monkeypatch):
+    # pad 2 = kernel - 1: no pad before the dilated input, output_padding 1 after it
+    wl = Conv2dTransposeWorkload(1, 4, 4, 16, 16, 3, 2, 2, 1)  # 6x6
+    s = Schedule(tile_h=6, tile_w=6, tile_co=1)
+    with pytest.raises(IllegalSchedule) as exc:
+        legality(wl, s, DEFAULT)
+    assert exc.value.rule == "pad_after_only"
+    assert str(exc.value) == ("conv2d_transpose with pad = kernel - 1 = 2 and an "
+                              "output_padding: the input needs a pad after but none before, "
+                              "which vtatune does not lower")
+    # without the rule the program runs and computes wrong outputs
+    with monkeypatch.context() as m:
+        m.setattr(_rules, "input_pads", lambda ctx: (0, 0, 0, 0))
+        assert not verify(lower(wl, s, DEFAULT)).ok
+    # with no output_padding nothing is padded, and the program is right
+    wl = Conv2dTransposeWorkload(1, 4, 4, 16, 16, 3, 2, 2, 0)
+    assert verify(lower(wl, Schedule(tile_h=5, tile_w=5, tile_co=1), DEFAULT)).ok

@@ -85,6 +85,10 @@ class Geometry(Context):
         return geo
 
 
+#: A LOAD's zero-padding fields (rows before and after, elements before and after a row).
+PAD_FIELDS = ("y_pad_0", "y_pad_1", "x_pad_0", "x_pad_1")
+
+
 class Widths(NamedTuple):
     """Bit widths of the instruction and micro-op fields (simulator.isa's layout)."""
 
@@ -93,6 +97,7 @@ class Widths(NamedTuple):
     y: int
     x: int
     stride: int
+    pads: tuple[int, int, int, int]  # the DMA pad fields, in PAD_FIELDS' order
     uop_bgn: int
     uop_end: int
     dst_factor: int
@@ -111,9 +116,9 @@ def _widths(hw: HardwareConfig) -> tuple[Widths | None, str]:
     except EncodingError as exc:
         return None, str(exc)
     return Widths(mem["sram_base"], mem["dram_base"], mem["y_size"], mem["x_size"],
-                  mem["x_stride"], gemm["uop_bgn"], gemm["uop_end"], gemm["dst_factor_out"],
-                  gemm["src_factor_out"], gemm["wgt_factor_out"], alu["imm"],
-                  *uop_widths(hw)), ""
+                  mem["x_stride"], tuple(mem[f] for f in PAD_FIELDS), gemm["uop_bgn"],
+                  gemm["uop_end"], gemm["dst_factor_out"], gemm["src_factor_out"],
+                  gemm["wgt_factor_out"], alu["imm"], *uop_widths(hw)), ""
 
 
 class OperatorShape(NamedTuple):

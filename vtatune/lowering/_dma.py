@@ -61,6 +61,29 @@ def window(p: int, s: int, k: int, tile: int, size: int, extent: int
     return a - p + before, e - before - after, before, after
 
 
+def input_pads(ctx: Context) -> tuple[int, int, int, int]:
+    """The largest value each pad field of an input LOAD takes (``PAD_FIELDS``' order:
+    rows before and after, elements before and after a row), whatever the tiles: the first
+    tile's window is padded by ``p`` before and the last one's by what the output reads past
+    the input after, as the one window over the whole output is (:func:`window`). A row
+    counts ``in_pack`` elements a pixel (the input is packed by BLOCK_OUT), so its pads do.
+
+    Example (a 3x3 pad-1 conv; ``in_pack`` 16: BLOCK_IN 4, BLOCK_OUT 64):
+        >>> from simulator.hardware import DEFAULT, HardwareConfig
+        >>> from vtatune.lowering._context import context
+        >>> from vtatune.workloads import WORKLOADS
+        >>> wl = WORKLOADS["conv2d"]["resnet18.C2"]
+        >>> input_pads(context(wl, DEFAULT))
+        (1, 1, 1, 1)
+        >>> hw = HardwareConfig.from_target_model("pynq_1x4x64_i8w8a32_10_15_17_18")
+        >>> input_pads(context(wl, hw))
+        (1, 1, 16, 16)
+    """
+    _, _, y0, y1 = window(ctx.p, ctx.s, ctx.k, 0, ctx.oh, ctx.h)
+    _, _, x0, x1 = window(ctx.p, ctx.s, ctx.k, 0, ctx.ow, ctx.w)
+    return y0, y1, x0 * ctx.in_pack, x1 * ctx.in_pack
+
+
 StoreDims = list[tuple[int, int, int]]  # (size, DRAM stride, ACC SRAM stride), outer first
 
 

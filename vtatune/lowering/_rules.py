@@ -19,7 +19,11 @@ knows the largest value the program puts in each instruction and micro-op field 
 bases, DMA sizes and strides, DRAM addresses, uop indices, loop factors) and compares it
 with the field's width in ``simulator.isa``'s layout, one line per fact. On a hardware
 config where buffer depths, DMA strides and DRAM size put no field at risk
-(``Context.fits_all``: every preset with the ResNet-18 layers) it costs nothing.
+(``Context.fits_all``: every preset with the ResNet-18 layers) it costs nothing. The input
+LOAD's four pad fields take the same values whatever the tiles (:func:`input_pads`), so
+their rule, ``pad_field``, is one of :func:`shape_rules`, checked on every hardware: a
+pixel of the input packed by BLOCK_OUT is ``in_pack`` elements, and so is each pixel of
+its pads.
 
 Example:
     >>> from simulator.hardware import DEFAULT
@@ -42,9 +46,10 @@ from typing import Any, NamedTuple
 
 from simulator.hardware import HardwareConfig
 from vtatune.errors import IllegalSchedule
-from vtatune.lowering._context import Context, context
+from vtatune.lowering._context import PAD_FIELDS, Context, context
 from vtatune.lowering._dma import (
     inp_dims,
+    input_pads,
     pattern_2d,
     store_dims,
     store_plan,
@@ -241,22 +246,51 @@ def _field_width_rule(ctx: Context, sch: Any, steps: tuple, eh: int, ew: int, n:
     )
     for what, name, value, width in facts:
         if value >= 1 << width:
-            raise IllegalSchedule(
-                "field_width",
-                f"{what}: field {name}={value} does not fit {width} bits (max "
-                f"{(1 << width) - 1}); the instruction cannot be encoded",
-            )
+            raise IllegalSchedule("field_width", _field_error(
+                what, name, value, width, "the instruction cannot be encoded"))
+
+
+def _field_error(what: str, name: str, value: int, width: int, why: str) -> str:
+    """The message of a field that does not fit: the instruction, the field, its value and
+    its width, and why the value is what it is."""
+    return (f"{what}: field {name}={value} does not fit {width} bits (max "
+            f"{(1 << width) - 1}); {why}")
+
+
+@lru_cache(maxsize=1024)
+def _pad_field_error(ctx: Context) -> str:
+    """Why an input LOAD's pad does not fit its field ("" when all four do): the pads are
+    the same whatever the tiles (the emitter writes each tile's from ``window``)."""
+    for name, value, width in zip(PAD_FIELDS, input_pads(ctx), ctx.widths.pads, strict=True):
+        if value >= 1 << width:
+            pixels = value // ctx.in_pack if name.startswith("x") else value
+            what = "column" if name.startswith("x") else "row"
+            return _field_error(
+                "LOAD INP", name, value, width,
+                f"the input's pad of {pixels} {what}{'s' if pixels > 1 else ''}"
+                + (f", {ctx.in_pack} elements a pixel (the input is packed by BLOCK_OUT "
+                   f"{ctx.block_out} = {ctx.in_pack} x BLOCK_IN {ctx.block_in})"
+                   if what == "column" and ctx.in_pack > 1 else ""))
+    return ""
 
 
 def shape_rules(ctx: Context) -> None:
-    """The rules a workload fails on a hardware config whatever its schedule (the DMA pad
-    field, the instruction layout, DRAM addressing); raises IllegalSchedule naming the
-    first. :func:`rules` applies them too, after the rules that read the schedule."""
-    # rows past the input the last window reads (conv2d_transpose: k-1-pad+output_padding)
-    pad = max(ctx.p, (ctx.oh - 1) * ctx.s + ctx.k - ctx.h - ctx.p)
-    if pad > 15:
-        raise IllegalSchedule("pad_field", f"pad {pad} exceeds the 4-bit DMA pad field "
-                                           "(max 15)")
+    """The rules a workload fails on a hardware config whatever its schedule (the
+    instruction layout, the input LOAD's pad fields, the layouts BLOCK_IN != BLOCK_OUT
+    needs, DRAM addressing); raises IllegalSchedule naming the first. :func:`rules` applies
+    them too, after the rules that read the schedule."""
+    if ctx.widths is None:
+        raise IllegalSchedule("field_width", ctx.layout_error)
+    pad_error = _pad_field_error(ctx)
+    if pad_error:
+        raise IllegalSchedule("pad_field", pad_error)
+    if ctx.p == 0 and any(input_pads(ctx)):
+        # the emitter pads the input loads only when the pad before is nonzero: without this
+        # rule the rows and columns past the input would be left unloaded (wrong results)
+        raise IllegalSchedule(
+            "pad_after_only",
+            f"conv2d_transpose with pad = kernel - 1 = {ctx.k - 1} and an output_padding: "
+            "the input needs a pad after but none before, which vtatune does not lower")
     if ctx.in_pack > 1 and (ctx.batch_lanes > 1 or ctx.cib % ctx.in_pack):
         raise IllegalSchedule(
             "load_layout",
@@ -273,14 +307,10 @@ def shape_rules(ctx: Context) -> None:
             f"{ctx.batch_lanes} x {ctx.block_in} input element, so no store writes that layout")
     if ctx.fits_all:
         return
-    if ctx.widths is None:
-        raise IllegalSchedule("field_width", ctx.layout_error)
     if ctx.dram_elems - 1 >= 1 << ctx.widths.dram:
-        raise IllegalSchedule(
-            "field_width",
-            f"LOAD/STORE: field dram_base={ctx.dram_elems - 1} does not fit "
-            f"{ctx.widths.dram} bits (max {(1 << ctx.widths.dram) - 1}); the tensors do not "
-            "fit the DRAM an instruction addresses")
+        raise IllegalSchedule("field_width", _field_error(
+            "LOAD/STORE", "dram_base", ctx.dram_elems - 1, ctx.widths.dram,
+            "the tensors do not fit the DRAM an instruction addresses"))
 
 
 #: The schedule fields a tile shape is made of: every rule :func:`rules` checks before the

@@ -319,10 +319,9 @@ def test_a_model_tvm_cannot_build_is_one_deploy_error():
     assert "\n" not in str(info.value)
 
 
-@pytest.mark.parametrize("options", [{}, {"per_channel": True}], ids=["default", "per_channel"])
-def test_a_bundle_keeps_borders_padded_channels_and_per_channel_scales(tmp_path, options):
-    """Saved and run by `vtatune run` in a fresh process: the same output, calls and
-    notes as where the model was built."""
+def _bundle_round_trip(model, x, tmp_path):
+    """``model`` built, run, saved, and run by `vtatune run` in a fresh process: the
+    built run and the fresh process's ``--json`` object."""
     import json
     import os
     import subprocess
@@ -331,7 +330,6 @@ def test_a_bundle_keeps_borders_padded_channels_and_per_channel_scales(tmp_path,
 
     from vtatune.deploy import compile_model
 
-    model, x = ort_quantized(models.classifier(), tmp_path, **options)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         compiled = compile_model(model, hw="pynq")
@@ -345,8 +343,83 @@ def test_a_bundle_keeps_borders_padded_channels_and_per_channel_scales(tmp_path,
         capture_output=True, text=True, cwd=root, timeout=300,
         env={**os.environ, "PYTHONPATH": str(root)})
     assert proc.returncode == 0, proc.stderr
-    got = json.loads(proc.stdout)
     assert (np.load(tmp_path / "y.npy") == want.output).all()
+    return want, json.loads(proc.stdout)
+
+
+@pytest.mark.parametrize("options", [{}, {"per_channel": True}], ids=["default", "per_channel"])
+def test_a_bundle_keeps_borders_padded_channels_and_per_channel_scales(tmp_path, options):
+    """Saved and run by `vtatune run` in a fresh process: the same output, calls and
+    notes as where the model was built."""
+    model, x = ort_quantized(models.classifier(), tmp_path, **options)
+    want, got = _bundle_round_trip(model, x, tmp_path)
     assert got["offloaded"] == [c.as_dict() for c in want.offloaded]
     assert got["vta_mac_share"] == want.vta_mac_share == 1.0
     assert any(c["notes"] for c in got["offloaded"])
+
+
+def _per_channel_pow2(model):
+    """``model`` (quantized with power-of-two scales per tensor) with each conv's weight
+    scale made per channel, alternately the scale and twice it (the int8 weights as they
+    are, the bias's scale following): every channel's multiplier still a power of two."""
+    import onnx
+    from onnx import helper, numpy_helper
+
+    model = onnx.ModelProto.FromString(model.SerializeToString())
+    inits = {i.name: i for i in model.graph.initializer}
+    produced = {o: n for n in model.graph.node for o in n.output}
+    for conv in (n for n in model.graph.node if n.op_type == "Conv"):
+        weight_dq = produced[conv.input[1]]
+        bias_dq = produced[conv.input[2]] if len(conv.input) > 2 else None
+        w = numpy_helper.to_array(inits[weight_dq.input[0]])
+        scale = float(numpy_helper.to_array(inits[weight_dq.input[1]]))
+        per = (scale * 2.0 ** (np.arange(w.shape[0]) % 2)).astype(np.float32)
+        for dq, values in ((weight_dq, per), (bias_dq, None)):
+            if dq is None:
+                continue
+            if values is None:  # the bias: input scale x each channel's weight scale
+                x_scale = float(numpy_helper.to_array(inits[produced[conv.input[0]].input[1]]))
+                values = (np.float32(x_scale) * per).astype(np.float32)
+            n = len(values)
+            scale_name, zp_name = f"{dq.input[1]}_pc", f"{dq.input[2]}_pc"
+            zp_dtype = numpy_helper.to_array(inits[dq.input[2]]).dtype
+            model.graph.initializer.extend([
+                numpy_helper.from_array(values, scale_name),
+                numpy_helper.from_array(np.zeros(n, zp_dtype), zp_name)])
+            dq.input[1], dq.input[2] = scale_name, zp_name
+            dq.attribute.extend([helper.make_attribute("axis", 0)])
+    onnx.checker.check_model(model)
+    return model
+
+
+def test_per_channel_power_of_two_scales_requantize_on_vta_by_a_shift_per_channel():
+    """Every channel's multiplier a power of two: VTA requantizes each channel by its own
+    shift (``shr(shift)``, a per-channel operand), its rounding in the bias; within one
+    step of TVM (ties round up), and bit-exact with --exact (the CPU requantizes)."""
+    from vtatune.deploy import quantize
+
+    rng = np.random.default_rng(0)
+    model = _per_channel_pow2(quantize(models.conv_residual(channels=32),
+                                       rng.standard_normal((4, 1, 32, 8, 8), np.float32)))
+    x = rng.standard_normal((1, 32, 8, 8)).astype(np.float32)
+    r = _deploy(model, x)
+    convs = [c for c in r.offloaded if c.op == "conv2d"]
+    assert len(convs) == 2 and all(c.passes == 1 for c in convs)
+    assert all("shr(shift)" in c.workload and "per channel (a per-channel operand)" in
+               c.requantization for c in convs)
+    assert all(a.max_steps <= 1 for a in _agree(r, model, x))
+    exact = _deploy(model, x, exact=True)
+    assert all(c.passes > 1 for c in exact.offloaded if c.op == "conv2d")
+    _exact(exact, model, x)
+
+
+def test_a_bundle_keeps_the_per_channel_shifts(tmp_path):
+    from vtatune.deploy import quantize
+
+    rng = np.random.default_rng(0)
+    model = _per_channel_pow2(quantize(models.conv_residual(channels=32),
+                                       rng.standard_normal((4, 1, 32, 8, 8), np.float32)))
+    x = rng.standard_normal((1, 32, 8, 8)).astype(np.float32)
+    want, got = _bundle_round_trip(model, x, tmp_path)
+    assert got["offloaded"] == [c.as_dict() for c in want.offloaded]
+    assert "shift" in {p.name.split(".")[1] for p in (tmp_path / "bundle" / "constants").iterdir()}

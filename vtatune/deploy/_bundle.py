@@ -48,7 +48,8 @@ def _layer(built: BuiltLayer, runtime: RegionLayer, device: Device,
         files[name] = to_bin(Build(lowered, programs.provenance))
         names.append(name)
     constants: dict[str, str | None] = {}
-    for kind, buffer in (("weight", built.weight), ("bias", built.bias)):
+    for kind, buffer in (("weight", built.weight), ("bias", built.bias),
+                         ("shift", built.shift)):
         constants[kind] = None
         if buffer is not None:
             constants[kind] = f"constants/{layer.name}.{kind}.npy"

@@ -77,6 +77,8 @@ class BuiltLayer:
     weight: Buffer | None
     bias: Buffer | None
     runs: Workload | None = None
+    #: the per-channel shifts of a requantization by a power of two per channel
+    shift: Buffer | None = None
 
     @property
     def macs(self) -> tuple[int, int]:
@@ -134,7 +136,11 @@ def build_layer(layer: VtaLayer, device: Device, builder: LayerBuilder,
         if tuple(bias.shape) != tuple(first.tensor("bias").shape):
             raise DeployError(f"{layer.name}: bias packed as {list(bias.shape)}, the program "
                               f"reads {list(first.tensor('bias').shape)}")
-    return BuiltLayer(layer, workload, requant, programs, weight, bias, runs)
+    shift = None
+    if requant.channel_shifts is not None:
+        shifts = pad_channels(np.asarray(requant.channel_shifts, np.int32), (runs.out_channels,))
+        shift = device.upload(pack_bias(shifts, runs.batch, hw))
+    return BuiltLayer(layer, workload, requant, programs, weight, bias, runs, shift)
 
 
 class Region(RegionRunner):
@@ -175,4 +181,5 @@ def region_layer(built: BuiltLayer) -> RegionLayer:
                        *built.macs, built.notes, described(built),
                        tuple((tuple(shape), q.zero_point) for shape, q in spec.inputs)
                        if spec.kind == "batch_matmul" else (),
-                       tuple(time_program(p.program, p.hw).cycles for p in programs.passes))
+                       tuple(time_program(p.program, p.hw).cycles for p in programs.passes),
+                       built.shift)

@@ -83,13 +83,28 @@ class Requantization:
         """``k`` when the multiplier is ``2^-k`` with ``0 <= k <= 31`` (VTA requantizes;
         with ``exact``, only ``k = 0``), else None (the CPU does)."""
         if self.channel_scales is not None:
-            return None  # a shift per channel needs a second per-channel ALU operand
-        m_acc, e_acc = np.frexp(np.float32(self.acc_scale))
+            return None  # per channel: channel_shifts
+        return self._shift(self.acc_scale)
+
+    def _shift(self, acc_scale: float) -> int | None:
+        """``k`` when ``acc_scale / out_scale`` is ``2^-k``, ``0 <= k <= 31`` (not with
+        ``exact`` unless 0), else None."""
+        m_acc, e_acc = np.frexp(np.float32(acc_scale))
         m_out, e_out = np.frexp(np.float32(self.out_scale))
         k = int(e_out) - int(e_acc)
         if m_acc != m_out or not 0 <= k <= MAX_SHIFT or (self.exact and k):
             return None
         return k
+
+    @property
+    def channel_shifts(self) -> tuple[int, ...] | None:
+        """Per-channel scales whose every multiplier is a power of two ``2^-k_c``: the
+        ``k_c`` (VTA requantizes, shifting each channel by its own amount: the epilogue's
+        ``shr(shift)`` reads them as a per-channel tensor); else None (the CPU does)."""
+        if self.channel_scales is None or self.rounding != "bias":
+            return None
+        shifts = tuple(self._shift(s) for s in self.channel_scales)
+        return None if any(k is None for k in shifts) else shifts  # type: ignore[return-value]
 
     @property
     def multiplier(self) -> float:
@@ -105,7 +120,7 @@ class Requantization:
 
     @property
     def on_vta(self) -> bool:
-        return self.shift is not None
+        return self.shift is not None or self.channel_shifts is not None
 
     @property
     def low(self) -> int:
@@ -130,6 +145,12 @@ class Requantization:
         add_bias = (EpilogueOp("add", tensor="bias"),) if bias else ()
         if self.offset:
             add_bias += (EpilogueOp("add", self.offset),)
+        if self.channel_shifts is not None:  # the rounding per channel: in the bias
+            ops = [*add_bias, EpilogueOp("shr", tensor="shift")]
+            if self.zero_point:
+                ops.append(EpilogueOp("add", self.zero_point))
+            ops.append(EpilogueOp("clip", self.low, hi=QMAX))
+            return (Epilogue(tuple(ops)),)
         k = self.shift
         if k is not None:
             ops = list(add_bias)
@@ -152,14 +173,22 @@ class Requantization:
 
     def fused_bias(self, bias: np.ndarray) -> np.ndarray:
         """The bias tensor a fused pass reads: the layer's bias with the rounding constant
-        ``2^(k-1)`` folded in (a GEMM layer's; an add rounds by an immediate)."""
+        ``2^(k-1)`` folded in (a GEMM layer's, per channel with :attr:`channel_shifts`; an
+        add rounds by an immediate)."""
+        bias = np.asarray(bias, np.int64)
+        shifts = self.channel_shifts
+        if shifts is not None:
+            k = np.zeros(bias.shape[-1], np.int64)
+            k[:len(shifts)] = shifts  # padded channels: no rounding
+            return (bias + np.where(k > 0, 1 << np.maximum(k - 1, 0), 0)).astype(np.int32)
         k = self.shift
         offset = 1 << (k - 1) if k and self.rounding == "bias" else 0
-        return (np.asarray(bias, np.int64) + offset).astype(np.int32)
+        return (bias + offset).astype(np.int32)
 
     def needs_bias(self, has_bias: bool) -> bool:
         """Whether a GEMM layer's passes read a bias tensor: its own, or the rounding."""
-        return has_bias or (self.rounding == "bias" and bool(self.shift))
+        shifts = self.channel_shifts or ()
+        return has_bias or (self.rounding == "bias" and (bool(self.shift) or any(shifts)))
 
     def finish(self, planes: list[np.ndarray], packed_shape: tuple[int, ...] | None = None
                ) -> np.ndarray:
@@ -191,6 +220,10 @@ class Requantization:
     def describe(self) -> str:
         relu = ", ReLU" if self.relu else ""
         zp = f", zero point {self.zero_point}" if self.zero_point else ""
+        shifts = self.channel_shifts
+        if shifts is not None:
+            return (f"on VTA: shift {min(shifts)}..{max(shifts)} per channel (a per-channel "
+                    f"operand){zp}{relu}")
         if self.on_vta:
             return f"on VTA: shift {self.shift}{zp}{relu}"
         if self.channel_scales is not None:

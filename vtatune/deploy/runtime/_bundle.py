@@ -159,7 +159,7 @@ def _layer(path: Path, files: dict[str, bytes], d: dict[str, Any], device: Devic
         if image.hw != device.hw:
             raise _refuse(path, f"{name} is a program of {image.hw.target_model}")
         passes.append(image.program)
-    weight, bias = (_array(path, files, d.get(k)) for k in ("weight", "bias"))
+    weight, bias, shift = (_array(path, files, d.get(k)) for k in ("weight", "bias", "shift"))
     return RegionLayer(
         d["name"], d["kind"], tuple(d["inputs"]), int(d["output"]), tuple(d["out_shape"]),
         workload_from_dict(d["workload"]), requantization_from_dict(d["requantization"]),
@@ -170,7 +170,8 @@ def _layer(path: Path, files: dict[str, bytes], d: dict[str, Any], device: Devic
         Border(*d["border"]) if d["border"] is not None else None,
         int(d["macs"]), int(d["padded_macs"]), tuple(d["notes"]), d["description"],
         tuple((tuple(shape), int(zp)) for shape, zp in d["operands"]),
-        tuple(int(c) for c in d["cycles"]))
+        tuple(int(c) for c in d["cycles"]),
+        None if shift is None else device.upload(shift))
 
 
 def _main_op(d: dict[str, Any]) -> tuple[str, CpuOp | None]:

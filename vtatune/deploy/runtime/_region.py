@@ -161,6 +161,9 @@ class RegionLayer:
     #: The timing model's cycles of each pass (data-independent; recorded when built),
     #: what a device that counts no cycles (VTA's driver) reports.
     cycles: tuple[int, ...] = ()
+    #: The per-channel shifts on the device (a requantization by a power of two per
+    #: channel: the epilogue's ``shr(shift)``).
+    shift: Buffer | None = None
 
     @property
     def executed(self) -> Workload:
@@ -308,6 +311,8 @@ class RegionRunner:
             tensors["weight"] = layer.weight
         if layer.bias is not None:
             tensors["bias"] = layer.bias
+        if layer.shift is not None:
+            tensors["shift"] = layer.shift
         out_shape = tuple(first.tensor("output").shape)
         outs, cycles = [], 0
         for j, program in enumerate(layer.passes):

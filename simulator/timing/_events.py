@@ -181,7 +181,8 @@ def _engine(costs, P, insn_bytes, scratch, state, tokens_in, consumer):
             if best_m == -2 or key < best_key or (key == best_key and p < best_prio):
                 best_m, best_key, best_prio, best_s = m, key, p, cand_s[m]
         if best_m == -2:
-            npushed_out[:] = npushed
+            for f in range(4):
+                npushed_out[f] = npushed[f]
             return 1, finish_time, serial, fetch_next, chunk_end
         m, s = best_m, best_s
         data = 0
@@ -231,6 +232,7 @@ def _engine(costs, P, insn_bytes, scratch, state, tokens_in, consumer):
         remaining -= 1
         if i == n - 1:
             finish_time = e
-    npushed_out[:] = npushed
+    for f in range(4):
+        npushed_out[f] = npushed[f]
     return 0, finish_time, serial, fetch_next, chunk_end
 

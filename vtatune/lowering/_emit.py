@@ -412,9 +412,12 @@ def _prototypes(reset_axes, reset_folds, gemm_axes, gemm_folds, alu_rows, alu_uo
     at = _fold_prototype(reset_axes, reset_folds, 1, rows[0], uops, 0)
     at = _fold_prototype(gemm_axes, gemm_folds, 0, rows[1], uops, at)
     for i in range(nalu):
-        rows[2 + i, :] = alu_rows[i, :]
+        for j in range(_K_WIDTH):
+            rows[2 + i, j] = alu_rows[i, j]
         rows[2 + i, _K_UOPS] += at
-    uops[at:] = alu_uops
+    for u in range(alu_uops.shape[0]):
+        for j in range(3):
+            uops[at + u, j] = alu_uops[u, j]
     return rows, uops
 
 
@@ -549,7 +552,8 @@ def _queue_tables(pv, template, reset_axes, reset_folds, gemm_axes,
 def _place(kernels, uops, k, at, kproto, kuops, proto, d, s, w):
     """Kernel ``k``: prototype ``proto`` with its uops moved by (d, s, w), written from uop
     ``at`` on; returns the next free uop."""
-    kernels[k, :_K_UOPS] = kproto[proto, :_K_UOPS]
+    for j in range(_K_UOPS):
+        kernels[k, j] = kproto[proto, j]
     kernels[k, _K_UOPS] = at
     first = kproto[proto, _K_UOPS]
     for u in range(kproto[proto, 0]):

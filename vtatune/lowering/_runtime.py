@@ -144,6 +144,11 @@ def window_tables(ywin, xwin, shapes) -> tuple[np.ndarray, np.ndarray, np.ndarra
     return (*arrays, nx)
 
 
+#: The window tables of a queue without windowed loads: read-only like every other's, so
+#: the executor is compiled once for all queues (numba compiles anew for a writable array).
+_NO_WINDOWS = window_tables([(0, 0)], [(0, 0)], [[(0,) * 7]])
+
+
 # --- the loop program ------------------------------------------------------------------------
 # ops: [code, a, b, c]
 _OP_LOOP, _OP_END, _OP_PUSH, _OP_POP, _OP_DMA, _OP_KERNEL, _OP_SYNC = range(7)
@@ -190,8 +195,7 @@ class CommandQueue:
         self._dmas: list[list[int]] = []
         self._kernels: list[Kernel] = []
         self._kernel_ids: dict[tuple, int] = {}
-        self._windows = (np.zeros((1, 2), np.int64), np.zeros((1, 2), np.int64),
-                         np.zeros((1, 8), np.int64), 1)
+        self._windows = _NO_WINDOWS
         # About one instruction per executed call: the table's first size (doubled and run
         # again in the rare case that pushes and kernel misses add more). Counted as calls
         # are recorded.
@@ -418,7 +422,8 @@ def _execute(ops, dmas, ywin, xwin, shapes, nx, kernels, kernel_uops, uop_depth,
     the uop buffer. ``pending``: the pending pops the queue starts with (pop_prev of stage s
     at 2 s, pop_next at 2 s + 1)."""
     st = np.zeros(_STATE, np.int64)
-    st[_PEND:_PEND + 8] = pending
+    for j in range(8):
+        st[_PEND + j] = pending[j]
     st[_MERGE_NOP] = merge_nop
     env = np.zeros(NSLOTS, np.int64)
     nk = kernels.shape[0]

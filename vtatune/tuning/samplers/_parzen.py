@@ -426,7 +426,8 @@ def _log_pdf(points: np.ndarray, table: np.ndarray, at: np.ndarray, cols: np.nda
     out = np.empty(n_points)
     p = np.empty(n_kernels)
     for c in range(n_points):
-        p[:] = weights
+        for k in range(n_kernels):
+            p[k] = weights[k]
         for j in range(d):
             row = by_index[first[j] + points[c, j]]
             for k in range(n_kernels):

@@ -20,7 +20,7 @@ from simulator.timing._pricing import (
 )
 
 
-@njit(cache=True)
+@njit(inner=True)
 def _read_duration(pre, xfer, post, pads, latency, pad_start):
     """Cycles of a LOAD run alone: its request, the bridge's delay and the beats, or the
     zero padding if it outlasts the wait, then completion. (Scalars only: an array argument

@@ -40,7 +40,7 @@ def _profile_vector(p: TimingProfile) -> np.ndarray:
     return vector
 
 
-@njit(cache=True)
+@njit(inner=True)
 def _rows_beats(offset, row_bytes, stride_bytes, rows, bus, shift):
     """Beats to read ``rows`` rows of ``row_bytes``, ``stride_bytes`` apart, the first
     starting ``offset`` bytes into a bus word: bursts stream back to back, so only each row's
@@ -62,7 +62,7 @@ def _rows_beats(offset, row_bytes, stride_bytes, rows, bus, shift):
     return beats
 
 
-@njit(cache=True)
+@njit(inner=True)
 def _log2(n):
     """log2 of ``n`` if it is a power of two, else -1."""
     if n < 1 or n & (n - 1):
@@ -73,7 +73,7 @@ def _log2(n):
     return k
 
 
-@njit(cache=True)
+@njit(inner=True)
 def _region_bursts(offset, nbytes, P):
     """Bursts to write ``nbytes`` contiguous bytes starting ``offset`` bytes into a
     burst-boundary window."""
@@ -88,14 +88,14 @@ def _region_bursts(offset, nbytes, P):
     return bursts
 
 
-@njit(cache=True)
+@njit(inner=True)
 def _gcd(a, b):
     while b:
         a, b = b, a % b
     return a
 
 
-@njit(cache=True)
+@njit(inner=True)
 def _rows_bursts(offset, row_bytes, stride_bytes, rows, P):
     """Bursts to write ``rows`` rows of ``row_bytes``, ``stride_bytes`` apart, the first
     starting ``offset`` bytes into a burst-boundary window (a burst never spans rows)."""
@@ -116,7 +116,7 @@ def _rows_bursts(offset, row_bytes, stride_bytes, rows, P):
 _MEMO_SLOTS = 1 << 12  # distinct store shapes memoised per program (more are computed)
 
 
-@njit(cache=True)
+@njit(inner=True)
 def _memo_bursts(memo_keys, memo_vals, offset, row_bytes, stride_bytes, rows, P):
     """:func:`_rows_bursts` through an open-addressing table: a stream repeats the same
     few store shapes thousands of times."""

@@ -352,6 +352,21 @@ def test_later_commands_run_the_engines_the_tuner_compiled(tmp_path):
     assert {name: n for name, n in counts.items() if n > 1} == {}
 
 
+def test_the_main_command_imports_no_database_driver_nor_scipy_linalg(tmp_path):
+    """A warm main command takes about 1 s: SQLAlchemy (imported to classify the exception
+    a new study's first read raises) and scipy.linalg (numba's BLAS probe, when SciPy is
+    installed) were 0.3-0.5 s and 0.25-0.4 s of it."""
+    code = ("import sys\n"
+            "from vtatune.cli import main\n"
+            "assert main(['conv2d', '--trials', '3', '--seed', '1', '--quiet',\n"
+            "             '--log', sys.argv[1] + '/t.jsonl']) == 0\n"
+            "print(sorted(m for m in ('sqlalchemy', 'scipy.linalg', 'pandas')\n"
+            "             if m in sys.modules))\n")
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True,
+                         text=True, cwd=ROOT, check=True)
+    assert out.stdout.splitlines()[-1] == "[]"
+
+
 def test_a_helper_is_compiled_once_whatever_constants_it_is_called_with(tmp_path,
                                                                         monkeypatch):
     """numba types a constant argument at a compiled call site by its value and compiled

@@ -342,7 +342,7 @@ _MERGE_NOP = _PEND + 8  # 1: a push may merge into a load/compute NOP (vtatune 0
 _STATE = _MERGE_NOP + 1
 
 
-@njit(cache=True)
+@njit(inner=True)
 def _append(rows, st, stage, code, f0, f1, f2, f3, f4, f5, f6, f7, f8, f9,
             f10, f11):
     """Append an instruction of ``stage``, taking that stage's pending pops."""
@@ -369,7 +369,7 @@ def _append(rows, st, stage, code, f0, f1, f2, f3, f4, f5, f6, f7, f8, f9,
     st[_LAST] = stage
 
 
-@njit(cache=True)
+@njit(inner=True)
 def _nop(rows, st, stage):
     """A NOP of ``stage`` (carrying its pending pops). The runtime reads the stage of a LOAD
     of no elements as none (``GetPipelineStage``: ``x_size == 0``), so a push never merges
@@ -385,7 +385,7 @@ def _nop(rows, st, stage):
         st[_LAST] = 0
 
 
-@njit(cache=True)
+@njit(inner=True)
 def _commit(rows, st, stage):
     if st[_PEND + 2 * stage] or st[_PEND + 2 * stage + 1]:
         _nop(rows, st, stage)
@@ -394,7 +394,7 @@ def _commit(rows, st, stage):
 # The helpers are plain compiled functions, which LLVM inlines into the executor with no
 # reference counting on its arrays; numba's own inlining (inline='always') would rebind the
 # arrays in every call site and count references there, on nearly every instruction.
-@njit(cache=True)
+@njit(inner=True)
 def _dep_pop(rows, st, src, dst):
     at = _PEND + 2 * dst + (0 if src < dst else 1)
     if st[at]:
@@ -402,7 +402,7 @@ def _dep_pop(rows, st, src, dst):
     st[at] = 1
 
 
-@njit(cache=True)
+@njit(inner=True)
 def _dep_push(rows, st, src, dst):
     _commit(rows, st, src)
     bit = R.PUSH_NEXT if src < dst else R.PUSH_PREV

@@ -322,7 +322,7 @@ _STATE = 15
 _INTERVALS = 4 * _EXACT * _EXACT  # the first group's LOADs whose channel use is kept
 
 
-@njit(cache=True)
+@njit(inner=True)
 def _channel(x, starts, ends, n):
     """When a micro-op kernel's LOAD asked for at ``x`` gets the read channel: after the
     LOAD in flight then, if any (a request queued behind it is served next)."""

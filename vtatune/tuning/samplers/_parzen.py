@@ -301,7 +301,7 @@ class Observations:
 # ``a = prior_weight / n_kernels`` (column c); the prior (column size) is uniform. A model
 # copies the space's table and fills in the columns that depend on its number of kernels.
 
-@njit(cache=True)
+@njit(inner=True)
 def _mass(a: float, b: float) -> float:  # pragma: no cover - compiled
     """Standard normal mass on [a, b], accurate in both tails."""
     if b <= 0:
@@ -311,7 +311,7 @@ def _mass(a: float, b: float) -> float:  # pragma: no cover - compiled
     return 1.0 - 0.5 * (math.erfc(-a / _SQRT2) + math.erfc(b / _SQRT2))
 
 
-@njit(cache=True)
+@njit(inner=True)
 def _normal(out: np.ndarray, at: int, cols: int, column: int, size: int, mu: float,
             sigma: float) -> None:  # pragma: no cover - compiled
     """Column ``column`` of the (size, cols) table at ``out[at:]``: P(index) of a normal

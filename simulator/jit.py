@@ -6,7 +6,9 @@ not pay it. :func:`njit` marks a function; the first call of any marked function
 imports numba and replaces every marked function of that module, in definition order, by its
 compiled dispatcher, so compiled functions calling each other see dispatchers.
 
-The first run after install compiles the engines (10-15 s; numba caches them on disk).
+The first run after install compiles the engines (about 10 s for the main command; numba
+caches them on disk). Each is compiled once per argument types, not per constant argument
+(:func:`_compile_per_type`); helpers only compiled code calls are marked ``inner``.
 :func:`on_first_compile` lets a caller say so right before numba compiles (a cache miss), and
 only then: a run that compiles nothing (a refusal, a listing, cached engines) says nothing.
 """
@@ -178,7 +180,7 @@ def specializations() -> dict[str, int]:
 def engines_to_compile() -> list[str]:
     """The marked, not yet compiled functions of the imported modules that numba's on-disk
     cache does not hold (``__pycache__/<file>.<function>-<line>.py<version>.nbi``): the
-    first run after install compiles them (about 10-15 s), if it calls them. Cheap: looks
+    first run after install compiles them (about 10 s), if it calls them. Cheap: looks
     for files only. Empty when ``NUMBA_CACHE_DIR`` moves the cache elsewhere (not
     guessed)."""
     if os.environ.get("NUMBA_CACHE_DIR"):

@@ -70,20 +70,21 @@ def main() -> None:
     args = ap.parse_args()
     hw = HardwareConfig.resolve(args.hw)
     rng = random.Random(args.seed)
-    _, P, elem, priority, store_elem, wide, out_bytes, insn_bytes = timing._setup(hw, None)
+    pricing, events = timing._pricing, timing._events  # the two compiled passes' modules
+    _, P, elem, priority, store_elem, wide, out_bytes, insn_bytes = timing._run._setup(hw, None)
     runs = []  # (instructions, engine arguments, bare recurrence arguments)
     for wl in resnet18_layers():
         tpl = get_template(wl, hw)
         for config in random_legal_configs(tpl, rng, args.per_layer):
             program = lower(wl, tpl.to_schedule(config), hw).program
             n = len(program)
-            costs = np.empty((timing._COST_ROWS, n), np.int64)
-            timing._costs(program.rows, elem, priority, out_bytes, store_elem, wide, P,
-                          timing._POP_MASK, timing._PUSH_MASK, costs)
+            costs = np.empty((pricing._COST_ROWS, n), np.int64)
+            pricing._costs(program.rows, elem, priority, out_bytes, store_elem, wide, P,
+                           pricing._POP_MASK, pricing._PUSH_MASK, costs)
             engine_args = (costs, P, insn_bytes,
-                           np.empty((timing._SCRATCH, n + sum(program.tokens_in)), np.int64),
-                           np.empty((timing._STATE_ROWS, 4), np.int64),
-                           timing._tokens_array(program.tokens_in), timing._CONSUMER)
+                           np.empty((events._SCRATCH, n + sum(program.tokens_in)), np.int64),
+                           np.empty((events._STATE_ROWS, 4), np.int64),
+                           timing._run._tokens_array(program.tokens_in), pricing._CONSUMER)
             runs.append((n, engine_args, (costs, np.empty(n, np.int64))))
 
     def timed(function, which: int) -> list[float]:
@@ -96,9 +97,9 @@ def main() -> None:
                 best[k] = min(best[k], time.process_time() - t0)
         return best
 
-    timing._engine(*runs[0][1])
+    events._engine(*runs[0][1])
     bare_recurrence(*runs[0][2])  # compiled (or loaded) before timing
-    engine, bare = timed(timing._engine, 1), timed(bare_recurrence, 2)
+    engine, bare = timed(events._engine, 1), timed(bare_recurrence, 2)
     total = sum(n for n, _, _ in runs)
     print(f"{len(runs)} programs, {total / len(runs):.0f} instructions each on average")
     print(f"event engine     {1e9 * sum(engine) / total:6.1f} ns/instruction")

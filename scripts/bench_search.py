@@ -79,7 +79,8 @@ def tuner_hash() -> str:
     h = hashlib.sha256(TimingProfile.for_hw(DEFAULT).fingerprint().encode())
     # the sources of the packages imported (this script may run from a copy of scripts/)
     tuning = Path(vtatune.tuning.__file__).parent
-    files = sorted(tuning.rglob("*.py")) + [Path(simulator.timing.__file__)]
+    files = sorted(tuning.rglob("*.py")) + sorted(
+        Path(simulator.timing.__file__).parent.glob("*.py"))
     for f in files:
         h.update(f.read_bytes())
     return h.hexdigest()[:12]

@@ -64,8 +64,8 @@ def clear_caches() -> None:
 #: The compiled passes ``--breakdown`` times: (module, function, name in the table).
 COMPILED = (("vtatune.lowering._emit", "_queue_tables", "queue"),
             ("vtatune.lowering._runtime", "_execute", "executor"),
-            ("simulator.timing", "_costs", "costs"),
-            ("simulator.timing", "_engine", "engine"))
+            ("simulator.timing._pricing", "_costs", "costs"),
+            ("simulator.timing._events", "_engine", "engine"))
 _in_compiled: dict[str, float] = {}  # seconds per compiled pass, while --breakdown times them
 
 

@@ -19,7 +19,7 @@ import sys
 import time
 
 from simulator.errors import VTAError
-from simulator.jit import on_first_compile
+from simulator.jit import on_first_compile, skip_blas_probe
 from vtatune import __version__
 from vtatune.cli._common import Parser, UsageError, check_optional, say_compiling
 
@@ -42,6 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()  # the command's wall time, which tuning tables report
     parser = build_parser()
     on_first_compile(say_compiling)  # said right before numba compiles, if it does
+    skip_blas_probe()  # no engine calls BLAS: numba need not import scipy.linalg
     try:
         args = parser.parse_args(argv)
         if args.command is None:

@@ -221,7 +221,7 @@ def emit(plan: Plan, carry: Carry = FRESH, stream: str = "tvm"
 _DMA_INP, _DMA_WGT, _DMA_BIAS, _DMA_STORE = range(4)
 
 
-@njit(cache=True)
+@njit(inner=True)
 def _open_loop(ops, open_at, runs, depth, w, slot, extent):
     """Write op ``w``: a loop on ``slot`` opened at ``depth`` (its end is filled in by
     :func:`_close_loop`); a call inside it runs ``extent`` times as often."""
@@ -230,7 +230,7 @@ def _open_loop(ops, open_at, runs, depth, w, slot, extent):
     runs[depth + 1] = runs[depth] * extent
 
 
-@njit(cache=True)
+@njit(inner=True)
 def _close_loop(ops, open_at, depth, w):
     """Write op ``w``: the end of the loop open at ``depth``, which jumps back to it, and
     point the loop's op at it."""
@@ -239,7 +239,7 @@ def _close_loop(ops, open_at, depth, w):
     ops[w, 0], ops[w, 1], ops[w, 2], ops[w, 3] = _OP_END, ops[start, 1], ops[start, 2], start
 
 
-@njit(cache=True)
+@njit(inner=True)
 def _expand(template, ext, nchan, store_sizes, tile_b, nthreads, nalu):
     """A skeleton's queue program for a schedule: its ops (loops with their extents and
     matching ends), per DMA op (kind, thread, channel block) in order, and the table's
@@ -362,7 +362,7 @@ def _alu_prototypes(channel_at: tuple[tuple[str, int], ...], alu_flat, alu_bias,
     return parts
 
 
-@njit(cache=True)
+@njit(inner=True)
 def _unrolled_count(axes, folds):
     """Uops of a kernel over ``axes`` with ``folds`` of them folded."""
     count = 1
@@ -371,7 +371,7 @@ def _unrolled_count(axes, folds):
     return count
 
 
-@njit(cache=True)
+@njit(inner=True)
 def _fold_prototype(axes, folds, reset, row, uops, at):
     """A reset or GEMM kernel over ``axes`` (:func:`_axes_table`) at SRAM bases 0, as
     :func:`~vtatune.lowering._plan._fold_kernel` builds it: the ``folds`` (at most two)
@@ -408,7 +408,7 @@ def _fold_prototype(axes, folds, reset, row, uops, at):
     return at + count
 
 
-@njit(cache=True)
+@njit(inner=True)
 def _prototypes(reset_axes, reset_folds, gemm_axes, gemm_folds, alu_rows, alu_uops):
     """Thread 0's reset, GEMM and ALU kernels: kernel table rows (the last column: the
     kernel's first uop) and their uops, in that order."""
@@ -420,9 +420,12 @@ def _prototypes(reset_axes, reset_folds, gemm_axes, gemm_folds, alu_rows, alu_uo
     at = _fold_prototype(reset_axes, reset_folds, 1, rows[0], uops, 0)
     at = _fold_prototype(gemm_axes, gemm_folds, 0, rows[1], uops, at)
     for i in range(nalu):
-        rows[2 + i, :] = alu_rows[i, :]
+        for j in range(_K_WIDTH):
+            rows[2 + i, j] = alu_rows[i, j]
         rows[2 + i, _K_UOPS] += at
-    uops[at:] = alu_uops
+    for u in range(alu_uops.shape[0]):
+        for j in range(3):
+            uops[at + u, j] = alu_uops[u, j]
     return rows, uops
 
 
@@ -555,11 +558,12 @@ def _queue_tables(pv, template, reset_axes, reset_folds, gemm_axes,
     return ops, dmas, kernels, uops, capacity
 
 
-@njit(cache=True)
+@njit(inner=True)
 def _place(kernels, uops, k, at, kproto, kuops, proto, d, s, w):
     """Kernel ``k``: prototype ``proto`` with its uops moved by (d, s, w), written from uop
     ``at`` on; returns the next free uop."""
-    kernels[k, :_K_UOPS] = kproto[proto, :_K_UOPS]
+    for j in range(_K_UOPS):
+        kernels[k, j] = kproto[proto, j]
     kernels[k, _K_UOPS] = at
     first = kproto[proto, _K_UOPS]
     for u in range(kproto[proto, 0]):

@@ -144,6 +144,11 @@ def window_tables(ywin, xwin, shapes) -> tuple[np.ndarray, np.ndarray, np.ndarra
     return (*arrays, nx)
 
 
+#: The window tables of a queue without windowed loads: read-only like every other's, so
+#: the executor is compiled once for all queues (numba compiles anew for a writable array).
+_NO_WINDOWS = window_tables([(0, 0)], [(0, 0)], [[(0,) * 7]])
+
+
 # --- the loop program ------------------------------------------------------------------------
 # ops: [code, a, b, c]
 _OP_LOOP, _OP_END, _OP_PUSH, _OP_POP, _OP_DMA, _OP_KERNEL, _OP_SYNC = range(7)
@@ -190,8 +195,7 @@ class CommandQueue:
         self._dmas: list[list[int]] = []
         self._kernels: list[Kernel] = []
         self._kernel_ids: dict[tuple, int] = {}
-        self._windows = (np.zeros((1, 2), np.int64), np.zeros((1, 2), np.int64),
-                         np.zeros((1, 8), np.int64), 1)
+        self._windows = _NO_WINDOWS
         # About one instruction per executed call: the table's first size (doubled and run
         # again in the rare case that pushes and kernel misses add more). Counted as calls
         # are recorded.
@@ -338,7 +342,7 @@ _MERGE_NOP = _PEND + 8  # 1: a push may merge into a load/compute NOP (vtatune 0
 _STATE = _MERGE_NOP + 1
 
 
-@njit(cache=True)
+@njit(inner=True)
 def _append(rows, st, stage, code, f0, f1, f2, f3, f4, f5, f6, f7, f8, f9,
             f10, f11):
     """Append an instruction of ``stage``, taking that stage's pending pops."""
@@ -365,7 +369,7 @@ def _append(rows, st, stage, code, f0, f1, f2, f3, f4, f5, f6, f7, f8, f9,
     st[_LAST] = stage
 
 
-@njit(cache=True)
+@njit(inner=True)
 def _nop(rows, st, stage):
     """A NOP of ``stage`` (carrying its pending pops). The runtime reads the stage of a LOAD
     of no elements as none (``GetPipelineStage``: ``x_size == 0``), so a push never merges
@@ -381,7 +385,7 @@ def _nop(rows, st, stage):
         st[_LAST] = 0
 
 
-@njit(cache=True)
+@njit(inner=True)
 def _commit(rows, st, stage):
     if st[_PEND + 2 * stage] or st[_PEND + 2 * stage + 1]:
         _nop(rows, st, stage)
@@ -390,7 +394,7 @@ def _commit(rows, st, stage):
 # The helpers are plain compiled functions, which LLVM inlines into the executor with no
 # reference counting on its arrays; numba's own inlining (inline='always') would rebind the
 # arrays in every call site and count references there, on nearly every instruction.
-@njit(cache=True)
+@njit(inner=True)
 def _dep_pop(rows, st, src, dst):
     at = _PEND + 2 * dst + (0 if src < dst else 1)
     if st[at]:
@@ -398,7 +402,7 @@ def _dep_pop(rows, st, src, dst):
     st[at] = 1
 
 
-@njit(cache=True)
+@njit(inner=True)
 def _dep_push(rows, st, src, dst):
     _commit(rows, st, src)
     bit = R.PUSH_NEXT if src < dst else R.PUSH_PREV
@@ -418,7 +422,8 @@ def _execute(ops, dmas, ywin, xwin, shapes, nx, kernels, kernel_uops, uop_depth,
     the uop buffer. ``pending``: the pending pops the queue starts with (pop_prev of stage s
     at 2 s, pop_next at 2 s + 1)."""
     st = np.zeros(_STATE, np.int64)
-    st[_PEND:_PEND + 8] = pending
+    for j in range(8):
+        st[_PEND + j] = pending[j]
     st[_MERGE_NOP] = merge_nop
     env = np.zeros(NSLOTS, np.int64)
     nk = kernels.shape[0]

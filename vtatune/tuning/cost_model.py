@@ -322,7 +322,7 @@ _STATE = 15
 _INTERVALS = 4 * _EXACT * _EXACT  # the first group's LOADs whose channel use is kept
 
 
-@njit(cache=True)
+@njit(inner=True)
 def _channel(x, starts, ends, n):
     """When a micro-op kernel's LOAD asked for at ``x`` gets the read channel: after the
     LOAD in flight then, if any (a request queued behind it is served next)."""
@@ -365,7 +365,8 @@ def _skeleton(threads, rows, steps, groups, changes, reset, gemm, loads, epilogu
             full = (g % stride == 0) if G <= len(_KINDS) else _KINDS[g] or C >= G
             for b in range(min(rows[n], _EXACT)):
                 if b == _EXACT - 1:
-                    r_prev[:] = S
+                    for q in range(_STATE):
+                        r_prev[q] = S[q]
                 for j in range(nt):  # resets; a thread's first waits for its last STORE
                     x = S[_CF]
                     if b == 0:
@@ -377,7 +378,8 @@ def _skeleton(threads, rows, steps, groups, changes, reset, gemm, loads, epilogu
                 load = loads[(0 if full else 2) + (0 if b == 0 else 1), n]
                 for k in range(min(steps[n], _EXACT)):
                     if k == _EXACT - 1:
-                        k_prev[:] = S
+                        for q in range(_STATE):
+                            k_prev[q] = S[q]
                     for j in range(nt):  # a LOAD waits for the compute freeing its buffer
                         x = max(S[_LF], S[_TOK + j])
                         S[_LF] = x + load
@@ -392,20 +394,24 @@ def _skeleton(threads, rows, steps, groups, changes, reset, gemm, loads, epilogu
                         S[_CF] = max(x, S[_LEND + j]) + gemm[n]
                         S[_TOK + j] = S[_CF]
                 if steps[n] > _EXACT:
-                    S += (steps[n] - _EXACT) * (S - k_prev)
+                    for q in range(_STATE):
+                        S[q] += (steps[n] - _EXACT) * (S[q] - k_prev[q])
             if rows[n] > _EXACT:
-                S += (rows[n] - _EXACT) * (S - r_prev)
+                for q in range(_STATE):
+                    S[q] += (rows[n] - _EXACT) * (S[q] - r_prev[q])
             for j in range(nt):  # the epilogues, then the STOREs that wait for them
                 S[_CF] += epilogue[n] + (kernels[2, n] if first else 0.0)
                 done[j] = S[_CF]
             for j in range(nt):
                 S[_SF] = max(S[_SF], done[j]) + store[n]
                 S[_SEND + j] = S[_SF]
-            after[g] = S
+            for q in range(_STATE):
+                after[g, q] = S[q]
         if G > len(_KINDS):  # the rest: C - 1 more groups that load all, the others not
-            steady = after[2] - after[1]
-            full = after[4] - after[2] - steady
-            S = after[0] + (G - C) * steady + (C - 1) * full
+            for q in range(_STATE):
+                steady = after[2, q] - after[1, q]
+                loads_all = after[4, q] - after[2, q] - steady
+                S[q] = after[0, q] + (G - C) * steady + (C - 1) * loads_all
         out[n] = max(S[_SF], S[_CF])
 
 

@@ -423,3 +423,16 @@ def test_a_bundle_keeps_the_per_channel_shifts(tmp_path):
     want, got = _bundle_round_trip(model, x, tmp_path)
     assert got["offloaded"] == [c.as_dict() for c in want.offloaded]
     assert "shift" in {p.name.split(".")[1] for p in (tmp_path / "bundle" / "constants").iterdir()}
+
+
+def test_a_random_index_input_stays_within_a_small_table():
+    """A model's int64 input is an index (BERT's token ids): a random one drawn over int64's
+    range gathers out of the embedding table (TVM's gather then reads out of bounds)."""
+    from vtatune.deploy import random_input
+    from vtatune.deploy.runtime import INDEX_VALUES
+
+    ids = random_input((4, 32), np.dtype(np.int64), seed=3)
+    assert ids.dtype == np.int64 and ids.min() >= 0 and ids.max() < INDEX_VALUES
+    assert len(np.unique(ids)) > 1
+    q = random_input((4, 32), np.dtype(np.int8), seed=3)
+    assert q.min() < -64 and q.max() > 64  # 8-bit inputs still span their range

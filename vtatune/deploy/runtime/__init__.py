@@ -28,6 +28,7 @@ Example (a bundle saved by ``python -m vtatune deploy MODEL --save DIR``):
 from vtatune.deploy.runtime._bundle import load, read_manifest
 from vtatune.deploy.runtime._device import Buffer, Device, SimulatedDevice
 from vtatune.deploy.runtime._model import (
+    INDEX_VALUES,
     DeployedModel,
     DeployResult,
     check_input,
@@ -52,8 +53,9 @@ from vtatune.deploy.runtime._region import (
 from vtatune.deploy.runtime._select import SPECS, device_from_spec
 
 __all__ = [
-    "Border", "Buffer", "CpuOp", "DeployResult", "DeployedModel", "Device", "OffloadedCall",
-    "RegionLayer", "RegionRunner", "SPECS", "SimulatedDevice", "Trace", "check_input",
-    "device_from_spec", "dilate_packed", "from_int8", "load", "output_sha256", "pad_channels",
-    "packed_function", "random_input", "read_manifest", "reraised", "same_memory", "to_int8",
+    "INDEX_VALUES", "Border", "Buffer", "CpuOp", "DeployResult", "DeployedModel", "Device",
+    "OffloadedCall", "RegionLayer", "RegionRunner", "SPECS", "SimulatedDevice", "Trace",
+    "check_input", "device_from_spec", "dilate_packed", "from_int8", "load", "output_sha256",
+    "pad_channels", "packed_function", "random_input", "read_manifest", "reraised",
+    "same_memory", "to_int8",
 ]

@@ -193,10 +193,19 @@ def check_input(x: Any, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
     return np.ascontiguousarray(arr)
 
 
+#: The values a random input of a wider integer type takes: [0, this). Such an input is an
+#: index (BERT's token ids, gathered from an embedding table): out of its table, TVM's
+#: gather reads out of bounds and the process dies.
+INDEX_VALUES = 100
+
+
 def random_input(shape: tuple[int, ...], dtype: np.dtype, seed: int = 0) -> np.ndarray:
-    """A seeded random input: N(0, 1) floats, or uniform integers of the dtype."""
+    """A seeded random input: N(0, 1) floats; uniform 8-bit integers over their range;
+    wider integers (indices: token ids) in [0, :data:`INDEX_VALUES`)."""
     rng = np.random.default_rng(seed)
     if np.issubdtype(dtype, np.integer):
         info = np.iinfo(dtype)
+        if info.bits > 8:
+            return rng.integers(0, INDEX_VALUES, shape).astype(dtype)
         return rng.integers(info.min, info.max + 1, shape).astype(dtype)
     return rng.standard_normal(shape).astype(dtype)

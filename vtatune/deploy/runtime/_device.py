@@ -104,6 +104,21 @@ class Device(ABC):
         then report the timing model's cycles, recorded when the model was built)."""
 
 
+def bound(program: Program, tensors: Mapping[str, Buffer]) -> list[tuple[Any, Buffer]]:
+    """Each of ``program``'s DRAM tensors with the buffer bound to it (by name); DeployError
+    when one is unbound or its buffer of another shape or dtype."""
+    out = []
+    for t in program.tensors:
+        buf = tensors.get(t.name)
+        if buf is None:
+            raise DeployError(f"program tensor {t.name!r} is bound to no buffer")
+        if buf.shape != tuple(t.shape) or buf.dtype != np.dtype(t.dtype):
+            raise DeployError(f"program tensor {t.name!r} is {t.dtype}{list(t.shape)}, "
+                              f"its buffer {buf.dtype}{list(buf.shape)}")
+        out.append((t, buf))
+    return out
+
+
 class SimulatedDevice(Device):
     """vtatune's functional VTA: programs run bit-exactly on numpy DRAM and SRAM
     (:mod:`simulator.functional`), timed by the timing model. Each program is decoded
@@ -150,16 +165,8 @@ class SimulatedDevice(Device):
         return hit
 
     def run(self, program: Program, tensors: Mapping[str, Buffer]) -> int:
-        inputs = {}
-        for t in program.tensors:
-            buf = tensors.get(t.name)
-            if buf is None:
-                raise DeployError(f"program tensor {t.name!r} is bound to no buffer")
-            if buf.shape != tuple(t.shape) or buf.dtype != np.dtype(t.dtype):
-                raise DeployError(f"program tensor {t.name!r} is {t.dtype}{list(t.shape)}, "
-                                  f"its buffer {buf.dtype}{list(buf.shape)}")
-            if t.name != "output":
-                inputs[t.name] = buf.handle.reshape(buf.shape)
+        inputs = {t.name: buf.handle.reshape(buf.shape)
+                  for t, buf in bound(program, tensors) if t.name != "output"}
         output = self.decoded(program).outputs(inputs)["output"]
         tensors["output"].handle[:] = output.reshape(-1)
         return self.cycles(program)

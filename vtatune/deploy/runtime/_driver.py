@@ -59,7 +59,7 @@ from simulator.isa import AluInsn, GemmInsn, MemId, MemInsn, Opcode, insn_layout
 from simulator.program import Program, mem_elem_bytes
 from simulator.rows import rows_of
 from vtatune.deploy._errors import DeployError
-from vtatune.deploy.runtime._device import Buffer, Device
+from vtatune.deploy.runtime._device import Buffer, Device, bound
 
 __all__ = ["DriverDevice", "program_words"]
 
@@ -516,15 +516,9 @@ class DriverDevice(Device):
             self._programs[id(program)] = hit
         return hit
 
-    def run(self, program: Program, tensors: Mapping[str, Buffer]) -> int:
+    def run(self, program: Program, tensors: Mapping[str, Buffer]) -> int | None:
         phys = []
-        for t in program.tensors:
-            buf = tensors.get(t.name)
-            if buf is None:
-                raise DeployError(f"program tensor {t.name!r} is bound to no buffer")
-            if buf.shape != tuple(t.shape) or buf.dtype != np.dtype(t.dtype):
-                raise DeployError(f"program tensor {t.name!r} is {t.dtype}{list(t.shape)}, "
-                                  f"its buffer {buf.dtype}{list(buf.shape)}")
+        for t, buf in bound(program, tensors):
             if not isinstance(buf.handle, _Memory):
                 raise DeployError(f"program tensor {t.name!r} is bound to a buffer of "
                                   "another device")

@@ -8,8 +8,11 @@ region's layers in order, each layer's passes in order (a ``batch_matmul``: head
 each head's passes). The chain is lowered in its steady state: its first program takes what
 its last one leaves (the inference before), as :func:`vtatune.networks.deployed_run` counts
 a deployed network; when the chain lowered from an idle VTA ends idle, that is where it
-starts. A program lowered with another carry is another program (its ``tokens_in``, its
-first pops), so the layers' programs are lowered again here, once per (workload, schedule,
+starts (and a chain with no steady state, whose tokens would pile up from one inference to
+the next, starts idle: the driver then evens the FIFOs out once per inference).
+
+A program lowered with another carry is another program (its ``tokens_in``, its first
+pops), so the layers' programs are lowered again here, once per (workload, schedule,
 carry), and each is timed with the tokens it starts from
 (:func:`simulator.timing.time_program`): the VTA time of an inference is the sum over the
 chain.
@@ -104,9 +107,9 @@ def link(regions: Sequence[Region], hw: HardwareConfig) -> Chain:
             break
         start = end
         runs, end = walk(start)
-    else:
+    if end != start:  # no steady state: each inference starts from an idle VTA
         start = FRESH
-        runs, end = walk(start)
+        runs, _ = walk(start)
     k = 0
     for region in regions:
         built = []

@@ -11,12 +11,15 @@ it; each call replayed on the driver).
 
 Usage:
     python scripts/fsim_judge.py LIBVTA [--record tests/deploy/data/fsim_driver/cases.jsonl]
-        [--kernels-only]
+        [--kernels-only] [--resnet18]
+    python scripts/fsim_judge.py LIBVTA --tokens [--resnet18]
 
 Prints one line per case and a summary; exit 1 when anything differs. ``--record`` writes
 what the library returned (output sha256 and counters per case) as JSONL: the test data of
 ``tests/deploy/test_driver_judge.py``. LIBVTA: ``scripts/tvm014/build_libvta_fsim.sh``'s
 ``libvta_fsim.so`` (``vta_config.json`` and ``libtvm_runtime.so`` next to it).
+``--tokens``: each model compiled on the driver and run twice, with the token NOPs the
+driver put in front of its programs in each inference (:func:`token_adjustments`).
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ from vtatune.deploy import (  # noqa: E402
     Device,
     DriverDevice,
     SimulatedDevice,
+    compile_model,
     deploy,
     models,
     quantize,
@@ -64,7 +68,8 @@ from vtatune.workloads import (  # noqa: E402
 )
 
 __all__ = ["Case", "MODELS", "ModelRun", "RESNET18", "inputs_sha256", "kernel_cases",
-           "model_cases", "program_sha256", "replay", "simulate", "whole_models"]
+           "model_cases", "program_sha256", "replay", "simulate", "token_adjustments",
+           "whole_models"]
 
 RECORD = ROOT / "tests" / "deploy" / "data" / "fsim_driver" / "cases.jsonl"
 
@@ -263,6 +268,27 @@ def whole_models(library: str, runs: Sequence[ModelRun] = MODELS) -> Iterator[tu
         yield run.name, bool(np.array_equal(on_driver, on_sim))
 
 
+def token_adjustments(library: str, runs: Sequence[ModelRun] = MODELS
+                      ) -> Iterator[tuple[str, int, int, int]]:
+    """Each model compiled once with a fresh :class:`DriverDevice` (on the FIFOs the model
+    before left) and run twice: (name, calls per inference, the driver's token adjustments
+    in the first inference, in the second). The programs are one chain in its steady state
+    (``vtatune.deploy._chain``): at most the first program of the first inference."""
+    for run in runs:
+        model, x = run.build()
+        device = DriverDevice(library, HardwareConfig.resolve(run.preset))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            compiled = compile_model(model, hw=run.preset, exact=run.exact, log=run.log,
+                                     device=device)
+        counts = []
+        for _ in range(2):
+            before = device.token_adjustments
+            result = compiled.run(x)
+            counts.append(device.token_adjustments - before)
+        yield run.name, sum(c.passes for c in result.offloaded), *counts
+
+
 # --- the command --------------------------------------------------------------------------
 
 def main(argv: list[str] | None = None) -> int:
@@ -273,7 +299,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--kernels-only", action="store_true", help="skip the deploy models")
     ap.add_argument("--resnet18", action="store_true", help="also ResNet-18 (exact and not; "
                     "a few minutes)")
+    ap.add_argument("--tokens", action="store_true", help="only run each model twice on the "
+                    "driver and print its token adjustments per inference")
     args = ap.parse_args(argv)
+    if args.tokens:
+        for name, calls, first, second in token_adjustments(
+                args.library, MODELS + (RESNET18 if args.resnet18 else ())):
+            print(f"{name}: {calls} calls per inference; token adjustments: {first} in the "
+                  f"first inference, {second} in the second")
+        return 0
     devices: dict[str, DriverDevice] = {}
     rows, differ = [], 0
     runs = () if args.kernels_only else MODELS + (RESNET18 if args.resnet18 else ())

@@ -8,8 +8,9 @@ Layout (all little-endian)::
     12  u32  metadata bytes (M)        16  u32  instructions (N)
     20  u32  micro-ops (U)             24  u64  DRAM bytes
     32  M B  metadata: UTF-8 JSON (``hw.config``: the hardware config; ``tensors``: the DRAM
-             tensors; whatever else the writer adds; ``sha256``), zero-padded to a
-             multiple of 16
+             tensors; ``tokens_in``: the dependency tokens the program starts from, when
+             it starts from any (:attr:`simulator.program.Program.tokens_in`); whatever
+             else the writer adds; ``sha256``), zero-padded to a multiple of 16
     ..  N x 16 B  instruction words (two little-endian 64-bit units each, simulator.isa)
     ..  U x 4 B   micro-op words
 
@@ -44,7 +45,7 @@ from typing import Any
 from simulator.errors import VTAError
 from simulator.hardware import HardwareConfig
 from simulator.isa import Instruction, decode_insn, decode_uop, encode_insn, encode_uop
-from simulator.program import DramTensor, Program
+from simulator.program import NO_TOKENS, DramTensor, Program
 
 __all__ = ["FORMAT", "HEAD", "Image", "ImageError", "MAGIC", "decode", "digest", "encode",
            "program_of", "tensors_meta"]
@@ -87,6 +88,8 @@ def encode(program: Program, hw: HardwareConfig, meta: dict[str, Any]) -> bytes:
     body = b"".join(encode_insn(i, hw) for i in program.instructions)
     uops = struct.pack(f"<{len(program.uops)}I", *(encode_uop(u, hw) for u in program.uops))
     meta = {**meta, "dram_bytes": program.dram_bytes}
+    if program.tokens_in != NO_TOKENS:  # a stream that starts from what the one before left
+        meta["tokens_in"] = list(program.tokens_in)
     meta["sha256"] = digest(meta, body + uops)
     text = json.dumps(meta, separators=(",", ":")).encode()
     text += b"\0" * (-(HEAD.size + len(text)) % 16)
@@ -102,7 +105,8 @@ def program_of(meta: dict[str, Any], insns: tuple, uops: tuple) -> Image:
         hw = HardwareConfig.from_dict(meta["hw"]["config"])
         tensors = tuple(DramTensor(t["name"], int(t["address"]), tuple(t["shape"]),
                                    t["dtype"], t["role"]) for t in meta["tensors"])
-        program = Program(insns, uops, tensors, int(meta["dram_bytes"]))
+        program = Program(insns, uops, tensors, int(meta["dram_bytes"]),
+                          tuple(meta.get("tokens_in", NO_TOKENS)))
     except (KeyError, TypeError, ValueError) as exc:
         raise ImageError(f"program metadata is incomplete ({exc})") from None
     return Image(program, hw, meta)

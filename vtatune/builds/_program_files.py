@@ -35,7 +35,7 @@ from simulator.isa import (
     Uop,
     describe,
 )
-from simulator.program import Program
+from simulator.program import NO_TOKENS, Program
 from vtatune import __version__
 from vtatune.errors import VtatuneError
 from vtatune.scoring import simulate
@@ -85,6 +85,8 @@ def _meta(source: Any) -> dict[str, Any]:
         "tensors": tensors_meta(program),
         "dram_bytes": program.dram_bytes,
     }
+    if program.tokens_in != NO_TOKENS:  # as the binary image keeps them
+        meta["tokens_in"] = list(program.tokens_in)
     if isinstance(source, LoadedProgram):
         for k in ("workload", "bias", "schedule", "provenance"):
             if k in source.meta:

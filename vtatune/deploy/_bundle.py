@@ -42,11 +42,13 @@ def _layer(built: BuiltLayer, runtime: RegionLayer, device: Device,
     """A built layer's manifest entry (``runtime``: the layer as its region runs it); its
     programs and constants go into ``files``."""
     layer, programs = built.layer, built.programs
-    names = []
+    names, written = [], {}  # a batch_matmul's heads mostly run the same programs
     for j, lowered in enumerate(programs.passes):
-        name = f"programs/{layer.name}.{j}.bin"
-        files[name] = to_bin(Build(lowered, programs.provenance))
-        names.append(name)
+        data = to_bin(Build(lowered, programs.provenance))
+        if data not in written:
+            written[data] = f"programs/{layer.name}.{j}.bin"
+            files[written[data]] = data
+        names.append(written[data])
     constants: dict[str, str | None] = {}
     for kind, buffer in (("weight", built.weight), ("bias", built.bias),
                          ("shift", built.shift)):

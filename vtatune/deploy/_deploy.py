@@ -22,6 +22,7 @@ import numpy as np
 
 from simulator.hardware import HardwareConfig
 from vtatune.builds import FallbackWarning
+from vtatune.deploy._chain import link
 from vtatune.deploy._device import Device, SimulatedDevice
 from vtatune.deploy._errors import DeployError
 from vtatune.deploy._model import (
@@ -265,6 +266,9 @@ def compile_model(model: Any, *, hw: HardwareConfig | str | None = None,
     # read them; vtatune packed its own when it built the regions, so the CPU's part (and a
     # bundle's exported library) does not carry the VTA layers' weights a second time
     mod = mod.without_attr("const_name_to_constant")
+    main_ops = _main_ops(mod, state)
+    # the programs lowered again as one chain, in the order main calls the regions
+    link([codegen.regions[s] for s, op in main_ops if s in codegen.regions], hw)
     seconds["codegen"] = time.perf_counter() - t0
     if builder.without_log and codegen.regions:
         warnings.warn(NO_LOG, FallbackWarning, stacklevel=2)
@@ -273,7 +277,7 @@ def compile_model(model: Any, *, hw: HardwareConfig | str | None = None,
     vm = relax.VirtualMachine(executable, t.cpu())
     seconds["build"] = time.perf_counter() - t0
     return CompiledModel(name, proto, hw, device, input_spec, vm, codegen.trace,
-                         _main_ops(mod, state), state, seconds, model_sha256=digest,
+                         main_ops, state, seconds, model_sha256=digest,
                          executable=executable, regions=codegen.regions,
                          output_spec=_output_spec(mod))
 

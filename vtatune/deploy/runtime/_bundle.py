@@ -10,7 +10,9 @@ A bundle holds:
   workload, requantization, schedule and where it came from, its programs and constants),
   and the SHA-256 of every other file;
 - ``cpu.so``: TVM's exported library of the CPU's part (the relax VM's executable);
-- ``programs/<layer>.<pass>.bin``: each VTA pass's program (:mod:`simulator.image`);
+- ``programs/<layer>.<pass>.bin``: each VTA pass's program (:mod:`simulator.image`), as
+  the chain lowered it (the tokens it starts from included: ``vtatune.deploy._chain``);
+  a program a layer runs more than once (a batch_matmul's heads) is one file;
 - ``constants/<layer>.weight.npy``, ``.bias.npy``: weights and biases packed as the device
   holds them.
 
@@ -148,17 +150,19 @@ def _array(path: Path, files: dict[str, bytes], name: str | None) -> np.ndarray 
 
 def _layer(path: Path, files: dict[str, bytes], d: dict[str, Any], device: Device,
            memo: dict[bytes, Instruction]) -> RegionLayer:
-    passes = []
+    passes, programs = [], {}  # a program the layer runs more than once is one file
     for name in d["programs"]:
         if name not in files:
             raise _refuse(path, f"{name} is not among the manifest's files")
-        try:
-            image = decode(files[name], name, memo)
-        except ImageError as exc:
-            raise _refuse(path, str(exc)) from None
-        if image.hw != device.hw:
-            raise _refuse(path, f"{name} is a program of {image.hw.target_model}")
-        passes.append(image.program)
+        if name not in programs:
+            try:
+                image = decode(files[name], name, memo)
+            except ImageError as exc:
+                raise _refuse(path, str(exc)) from None
+            if image.hw != device.hw:
+                raise _refuse(path, f"{name} is a program of {image.hw.target_model}")
+            programs[name] = image.program
+        passes.append(programs[name])
     weight, bias, shift = (_array(path, files, d.get(k)) for k in ("weight", "bias", "shift"))
     return RegionLayer(
         d["name"], d["kind"], tuple(d["inputs"]), int(d["output"]), tuple(d["out_shape"]),

@@ -48,7 +48,7 @@ from typing import Any
 import numpy as np
 
 from simulator.hardware import HardwareConfig
-from simulator.program import Program
+from simulator.program import NO_TOKENS, Program
 from vtatune.deploy._errors import DeployError
 
 
@@ -129,7 +129,15 @@ class SimulatedDevice(Device):
 
     def __init__(self, hw: HardwareConfig) -> None:
         self.hw = hw
-        self._cycles: dict[int, tuple[Program, int]] = {}
+        # id(program) -> (the program, its cycles, the tokens it leaves in the FIFOs)
+        self._timed: dict[int, tuple[Program, int, tuple[int, ...]]] = {}
+        #: The tokens the last program left in VTA's four FIFOs (l2g, g2l, g2s, s2g), as
+        #: the timing model counts them: what the next program finds.
+        self.tokens: tuple[int, ...] = NO_TOKENS
+        #: Runs whose program started from other tokens than the program before left (run
+        #: out of the order it was lowered for). The functional model runs each program from
+        #: its own ``tokens_in``; VTA's driver (:class:`DriverDevice`) puts NOPs in front.
+        self.token_adjustments = 0
         # id(program) -> the program decoded (which holds the program: the id stays its own)
         self._decoded: dict[int, Any] = {}
 
@@ -144,15 +152,20 @@ class SimulatedDevice(Device):
     def download(self, buffer: Buffer) -> np.ndarray:
         return buffer.handle.reshape(buffer.shape).copy()
 
-    def cycles(self, program: Program) -> int:
-        """The program's cycles on the timing model."""
-        hit = self._cycles.get(id(program))
+    def _timing(self, program: Program) -> tuple[Program, int, tuple[int, ...]]:
+        hit = self._timed.get(id(program))
         if hit is None or hit[0] is not program:
             from simulator.timing import time_program  # numba engines: imported by this device only
 
-            hit = (program, time_program(program, self.hw).cycles)
-            self._cycles[id(program)] = hit
-        return hit[1]
+            timing = time_program(program, self.hw)
+            hit = (program, timing.cycles, tuple(int(t) for t in timing.tokens_out))
+            self._timed[id(program)] = hit
+        return hit
+
+    def cycles(self, program: Program) -> int:
+        """The program's cycles on the timing model (from the tokens it starts with:
+        :attr:`~simulator.program.Program.tokens_in`)."""
+        return self._timing(program)[1]
 
     def decoded(self, program: Program) -> Any:
         """The program decoded for this device's hardware
@@ -169,4 +182,8 @@ class SimulatedDevice(Device):
                   for t, buf in bound(program, tensors) if t.name != "output"}
         output = self.decoded(program).outputs(inputs)["output"]
         tensors["output"].handle[:] = output.reshape(-1)
-        return self.cycles(program)
+        _, cycles, left = self._timing(program)
+        if program.tokens_in != self.tokens:
+            self.token_adjustments += 1
+        self.tokens = left
+        return cycles

@@ -128,8 +128,10 @@ class CpuOp:
 class RegionLayer:
     """One VTA layer of a region, as the device runs it: the region values it reads (a conv
     or dense: its input; an add: both operands) and writes, its op (``kind``) and NCHW
-    output shape, its workload, requantization, one program per VTA pass, its weight and
-    bias already on the device, and what :class:`OffloadedCall` reports of its schedule
+    output shape, its workload, requantization, one program per VTA pass (a
+    ``batch_matmul``: each head's passes, head by head; each program lowered with what the
+    one run before it leaves: ``vtatune.deploy._chain``), its weight and bias already on
+    the device, and what :class:`OffloadedCall` reports of its schedule
     (``schedule``: the short form; ``source``, ``provenance``). ``runs``: the workload VTA
     runs when it is not ``workload`` (a conv unpadded on a zero-point border); ``border``:
     that :class:`Border`; ``macs``, ``padded_macs``: the layer's
@@ -404,15 +406,20 @@ class RegionRunner:
         x, w = (self._host_value(values[vid], shape)
                 for vid, shape in zip(layer.inputs, (xs, ws), strict=True))
         m, k, n = xs[-2], xs[-1], ws[-1]
-        wl, requant, passes = layer.workload, layer.requant, layer.passes
-        first = passes[0]
+        wl, requant = layer.workload, layer.requant
+        first = layer.passes[0]
+        n_heads = int(np.prod(xs[:-2]))
+        if len(layer.passes) % n_heads:
+            raise DeployError(f"{layer.name}: {len(layer.passes)} programs for {n_heads} heads")
+        per_head = len(layer.passes) // n_heads  # each head's passes, lowered in turn
         has_bias = "bias" in {t.name for t in first.tensors}
         out_shape = tuple(first.tensor("output").shape)
         ys, cycles = [], 0
         # a workload larger than the matrices (rows to whole BATCH blocks, channels to whole
         # blocks) reads zeros beyond them: zero products, outputs dropped
         rows, cols = (wl.batch, wl.in_channels), (wl.out_channels, wl.in_channels)
-        for xg, wg in zip(x.reshape(-1, m, k), w.reshape(-1, k, n), strict=True):
+        for h, (xg, wg) in enumerate(zip(x.reshape(-1, m, k), w.reshape(-1, k, n),
+                                         strict=True)):
             tensors = {"data": device.upload(pack_data(wl, pad_channels(xg, rows), hw)),
                        "weight": device.upload(pack_weight(wl, pad_channels(wg.T, cols), hw))}
             if has_bias:
@@ -424,9 +431,10 @@ class RegionRunner:
                 bias = requant.fused_bias(acc) if requant.on_vta else acc.astype(np.int32)
                 tensors["bias"] = device.upload(pack_matrix(bias, hw.batch, hw.block_out))
             outs = []
-            for j, program in enumerate(passes):
+            for j in range(h * per_head, (h + 1) * per_head):
                 out = device.alloc(out_shape, np.int8)
-                cycles += _cycles(device.run(program, {**tensors, "output": out}), layer, j)
+                cycles += _cycles(device.run(layer.passes[j], {**tensors, "output": out}),
+                                  layer, j)
                 outs.append(out)
             y = device.download(outs[0]) if requant.on_vta else \
                 requant.finish([device.download(o) for o in outs])
@@ -439,7 +447,7 @@ class RegionRunner:
         self._host_op("unpack", layer.out_shape)
         self.trace.calls.append(OffloadedCall(
             layer.name, layer.kind, f"{heads}x " + self._described(layer), layer.schedule,
-            layer.source, layer.provenance, requant.describe(), len(passes) * heads, cycles,
+            layer.source, layer.provenance, requant.describe(), len(layer.passes), cycles,
             layer.macs, 0, layer.notes))
         return np.stack(ys).reshape(layer.out_shape)
 

@@ -361,4 +361,6 @@ def test_an_int8_resnet18_bundle_runs_alike_in_a_fresh_process(tmp_path):
     assert np.array_equal(np.load(tmp_path / "y.npy"), want.output)
     got = json.loads(proc.stdout)
     assert got["offloaded"] == [c.as_dict() for c in want.offloaded]
-    assert len(got["offloaded"]) == 19 and {c["source"] for c in got["offloaded"]} == {"log"}
+    # the stem and the classifier, padded to whole blocks, are not in the shipped log
+    assert len(got["offloaded"]) == 21
+    assert [c["source"] for c in got["offloaded"]].count("log") == 19

@@ -165,7 +165,7 @@ def test_a_build_for_another_cpu_is_saved_not_run(mlp, tmp_path, capsys):
     assert main(["deploy", str(mlp), "--cpu-target", FOREIGN]) == 2
     assert capsys.readouterr().err == what + (
         "nothing can run here; give --save DIR to write the bundle and run it on the board "
-        "(python -m vtatune run DIR)\n")
+        "(python -m vtatune.deploy.runtime DIR --device libvta:PATH)\n")
     assert main(["deploy", str(mlp), "--cpu-target", FOREIGN, "--save", str(tmp_path / "b"),
                  "--output", str(tmp_path / "y.npy"), "--check"]) == 2
     assert capsys.readouterr().err == what + (
@@ -259,9 +259,14 @@ print(" ".join(sorted(sys.modules)))
 """
 
 
-def test_the_runtimes_own_command_runs_a_bundle_as_vtatune_run_does(mlp, tmp_path):
+@pytest.mark.parametrize("device", ["sim", "libvta"])
+def test_the_runtimes_own_command_runs_a_bundle_as_vtatune_run_does(device, mlp, tmp_path):
     """``python -m vtatune.deploy.runtime``: a board's command, without vtatune's command
-    line (which imports every command's modules)."""
+    line (which imports every command's modules); through VTA's driver (``libvta``: the
+    library ``VTATUNE_LIBVTA`` names, TVM v0.14's fsim) without numba either."""
+    library = os.environ.get("VTATUNE_LIBVTA")
+    if device == "libvta" and not library:
+        pytest.skip("VTATUNE_LIBVTA names no libvta (docs/deploy.md: building the fsim one)")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         compiled = compile_model(mlp)
@@ -270,10 +275,11 @@ def test_the_runtimes_own_command_runs_a_bundle_as_vtatune_run_does(mlp, tmp_pat
     want = compiled.run(x)
     bundle = compiled.save(tmp_path / "mlp.bundle")
     (tmp_path / "board.py").write_text(_BOARD)
+    spec = "sim" if device == "sim" else f"libvta:{library}"
     proc = subprocess.run([sys.executable, str(tmp_path / "board.py"), str(bundle), "--input",
                            str(tmp_path / "x.npy"), "--output", str(tmp_path / "y.npy"),
-                           "--json"], capture_output=True, text=True, cwd=ROOT, timeout=300,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+                           "--device", spec, "--json"], capture_output=True, text=True,
+                          cwd=ROOT, timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert proc.returncode == 0, proc.stderr
     printed, status, modules = proc.stdout.splitlines()
     assert status == "0"
@@ -284,6 +290,8 @@ def test_the_runtimes_own_command_runs_a_bundle_as_vtatune_run_does(mlp, tmp_pat
     assert "vtatune.deploy.runtime" in imported and "tvm_ffi" in imported
     assert sorted(m for m in imported
                   if any(m == c or m.startswith(c + ".") for c in COMPILER)) == []
+    # only the simulator's engines bring numba (and only when the simulated device runs)
+    assert ("numba" in imported) == (device == "sim")
 
 
 def test_the_runtimes_own_command_refuses_bad_arguments_in_one_line():

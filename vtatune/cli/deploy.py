@@ -242,7 +242,8 @@ def _deploy_for_another_cpu(args: argparse.Namespace, cpu: Any) -> int:
     what = f"--cpu-target {args.cpu_target} builds for {cpu.describe()}, not this machine's CPU"
     if not args.save:
         raise UsageError(f"{what}: nothing can run here; give --save DIR to write the bundle "
-                         "and run it on the board (python -m vtatune run DIR)")
+                         "and run it on the board (python -m vtatune.deploy.runtime DIR --device "
+                         "libvta:PATH)")
     running = [flag for flag, given in (("--input", args.input), ("--output", args.output),
                                         ("--check", args.check),
                                         ("--json-values", args.json_values),
@@ -261,6 +262,6 @@ def _deploy_for_another_cpu(args: argparse.Namespace, cpu: Any) -> int:
         return 0
     print(f"{compiled.name} built for {compiled.hw.target_model} with its CPU part for "
           f"{cpu.describe()} ({len(compiled.regions)} offloaded region(s)); bundle saved to "
-          f"{args.save}: copy it to the board and run it there (python -m vtatune run "
-          f"{args.save}); it does not run here")
+          f"{args.save}: it does not run here; on the board: python -m "
+          f"vtatune.deploy.runtime {args.save} --device libvta:PATH")
     return 0

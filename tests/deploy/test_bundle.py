@@ -89,7 +89,7 @@ def test_the_manifest_says_what_the_bundle_holds(built):
     bundle, compiled = built["bundle"], built["compiled"]
     m = json.loads((bundle / "manifest.json").read_text())
     assert (m["format"], m["version"], m["vtatune"], m["tvm"]) == (
-        "vtatune.bundle", 1, __version__, TVM_VERSION)
+        "vtatune.bundle", 2, __version__, TVM_VERSION)
     model_file = (built["dir"] / "model.onnx").read_bytes()
     assert m["model"] == {"name": "model.onnx",
                           "sha256": hashlib.sha256(model_file).hexdigest(),

@@ -36,6 +36,7 @@ _EXAMPLES = (
     "python -m vtatune deploy model.onnx --hw sim --input x.npy --output y.npy --json",
     "python -m vtatune deploy float.onnx --calibration samples.npy --check",
     "python -m vtatune deploy model.onnx --save model.bundle",
+    "python -m vtatune deploy model.onnx --hw ultra96 --cpu-target ultra96 --save model.bundle",
 )
 
 
@@ -85,6 +86,14 @@ def register(sub: Any) -> None:
     p.add_argument("--save", metavar="DIR",
                    help="save the built model as a bundle in DIR (whole or not at all), which "
                         "`vtatune run DIR` runs without building")
+    p.add_argument("--cpu-target", default="host", metavar="host|pynq|de10nano|ultra96|TARGET",
+                   help="the CPU TVM compiles the model's CPU part for: host (this machine), "
+                        "a board's (pynq and de10nano: Cortex-A9, armv7l-linux-gnueabihf; "
+                        "ultra96: Cortex-A53, aarch64-linux-gnu) or a TVM llvm target (JSON, "
+                        "or 'llvm -mtriple=... -mcpu=...'); another machine's CPU part is "
+                        "linked by its cross compiler (g++-arm-linux-gnueabihf, "
+                        "g++-aarch64-linux-gnu) and cannot run here: it needs --save, and "
+                        "nothing runs (no --input, --output, --check)")
     p.set_defaults(func=cmd_deploy)
 
 
@@ -151,11 +160,15 @@ def cmd_deploy(args: argparse.Namespace) -> int:
         model_input,
         output_sha256,
         random_input,
+        resolve_cpu_target,
     )
 
     warnings_one_line()
     if args.tune_trials < 0:
         raise UsageError(f"--tune must be at least 0, got {args.tune_trials}")
+    cpu = resolve_cpu_target(args.cpu_target)
+    if not cpu.runs_here:
+        return _deploy_for_another_cpu(args, cpu)
     x = _load_inputs(args.input) if args.input else None
     calibration = _load_npy(args.calibration, "--calibration") if args.calibration else None
     batch, is_batch = None, False
@@ -173,7 +186,8 @@ def cmd_deploy(args: argparse.Namespace) -> int:
 
         device = device_from_spec(args.device, HardwareConfig.resolve(args.hw))
     compiled = compile_model(args.model, hw=args.hw, log=args.log, tune_trials=args.tune_trials,
-                             calibration=calibration, exact=args.exact, device=device)
+                             calibration=calibration, exact=args.exact, device=device,
+                             cpu_target=cpu)
     if batch is None:
         batch = random_input(compiled.input_shape, compiled.input_dtype, args.seed)[None]
     t0 = time.perf_counter()
@@ -217,4 +231,37 @@ def cmd_deploy(args: argparse.Namespace) -> int:
               f"({batch_seconds / len(batch):.2f} s each)")
     if args.save:
         print(f"bundle saved to {args.save} (run it: python -m vtatune run {args.save})")
+    return 0
+
+
+def _deploy_for_another_cpu(args: argparse.Namespace, cpu: Any) -> int:
+    """``deploy --cpu-target`` of another machine's CPU: built and saved, not run (this
+    machine cannot run the CPU part); whatever would run it is refused first."""
+    from vtatune.deploy import compile_model
+
+    what = f"--cpu-target {args.cpu_target} builds for {cpu.describe()}, not this machine's CPU"
+    if not args.save:
+        raise UsageError(f"{what}: nothing can run here; give --save DIR to write the bundle "
+                         "and run it on the board (python -m vtatune.deploy.runtime DIR --device "
+                         "libvta:PATH)")
+    running = [flag for flag, given in (("--input", args.input), ("--output", args.output),
+                                        ("--check", args.check),
+                                        ("--json-values", args.json_values),
+                                        ("--device", args.device != "sim")) if given]
+    if running:
+        raise UsageError(f"{what}: it is saved, not run here ({', '.join(running)} would run "
+                         "it): run the bundle on the board")
+    calibration = _load_npy(args.calibration, "--calibration") if args.calibration else None
+    compiled = compile_model(args.model, hw=args.hw, log=args.log, tune_trials=args.tune_trials,
+                             calibration=calibration, exact=args.exact, cpu_target=cpu)
+    compiled.save(args.save)
+    if args.json:
+        print(json.dumps({"model": compiled.name, "hw": compiled.hw.target_model,
+                          "cpu": cpu.as_dict(), "bundle": args.save,
+                          "offloaded": sorted(compiled.regions), "seconds": compiled.seconds}))
+        return 0
+    print(f"{compiled.name} built for {compiled.hw.target_model} with its CPU part for "
+          f"{cpu.describe()} ({len(compiled.regions)} offloaded region(s)); bundle saved to "
+          f"{args.save}: it does not run here; on the board: python -m "
+          f"vtatune.deploy.runtime {args.save} --device libvta:PATH")
     return 0

@@ -22,6 +22,8 @@ loaded on first use (as ``vtatune``'s are), so that ``vtatune.deploy.runtime`` a
 - ``_schedules``: the schedule of each offloaded layer, from a log or the fallback;
 - ``_region``, ``_codegen``: the code generator and the offloaded calls;
 - ``_bundle``: a compiled model saved as a bundle (:func:`save`);
+- ``_cpu_target``: the CPU the CPU part is compiled for (:func:`resolve_cpu_target`: this
+  machine's, a board's, any TVM llvm target) and its cross compiler;
 - :mod:`vtatune.deploy.runtime`: what runs a built or loaded model, apart from the compiler
   (a board needs it, numpy and TVM's runtime only): the device interface and the simulated
   device, the regions as they run, :func:`load` of a bundle;
@@ -53,6 +55,7 @@ _API = {
                      "compile_model", "deploy", "input_batch", "reference", "references",
                      "top1"), "vtatune.deploy._deploy"),
     "save": "vtatune.deploy._bundle",
+    **dict.fromkeys(("CpuTarget", "resolve_cpu_target"), "vtatune.deploy._cpu_target"),
     "DeployError": "vtatune.deploy._errors",
     **dict.fromkeys(("LayerSpec", "QParams", "refusal", "refusals", "spec_of",
                      "workload_of"), "vtatune.deploy._match"),
@@ -74,7 +77,8 @@ _API = {
 
 __all__ = [
     "MAC_OPS", "Agreement", "Buffer", "Check", "check_outputs", "input_batch", "references",
-    "top1", "CompiledModel", "CpuOp", "DeployError", "DeployResult", "DeployedModel", "Device",
+    "top1", "CompiledModel", "CpuOp", "CpuTarget", "resolve_cpu_target", "DeployError",
+    "DeployResult", "DeployedModel", "Device",
     "DriverDevice", "LayerBuilder", "LayerPrograms", "LayerSpec", "OffloadedCall", "PREFIX",
     "Partitioning", "QParams", "Refusal", "Requantization", "SimulatedDevice", "TVM_VERSION",
     "agreement", "check_input", "compile_model", "deploy", "device_from_spec",

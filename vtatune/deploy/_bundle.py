@@ -1,5 +1,6 @@
 """Saving a compiled model as a bundle (the format and loading: :mod:`vtatune.deploy.runtime`,
-``_bundle``): TVM's exported library of the CPU's part, each offloaded layer's programs
+``_bundle``): TVM's exported library of the CPU's part (linked by the cross compiler of
+the CPU it is built for, when that is not this machine's), each offloaded layer's programs
 (``vtatune.builds``'s ``program.bin`` images) and packed constants, and the manifest.
 
 The bundle is written whole or not at all: every file goes into a new directory beside the
@@ -78,11 +79,12 @@ def bundle_files(model: Any) -> dict[str, bytes]:
     """Every file of ``model``'s bundle (a :class:`~vtatune.deploy.CompiledModel`: typed
     loosely, as ``_deploy`` imports this module), by its path in the bundle."""
     files: dict[str, bytes] = {}
+    fcompile = model.cpu_target.fcompile()  # another CPU's: its cross compiler links it
     with tempfile.TemporaryDirectory(prefix="vtatune-bundle-") as tmp:
         library = Path(tmp) / CPU_LIBRARY
         try:
             with scope_notices_dropped():
-                model.executable.export_library(str(library))
+                model.executable.export_library(str(library), fcompile=fcompile)
         except Exception as exc:  # TVM raises its own errors (a missing C compiler, ...)
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise DeployError(f"TVM cannot export the CPU's part: {first}") from None
@@ -98,6 +100,7 @@ def bundle_files(model: Any) -> dict[str, bytes]:
         "model": {"name": model.name, "sha256": model.model_sha256,
                   "macs": model.model_macs},
         "hw": {"model": model.hw.target_model, "config": model.hw.to_dict()},
+        "cpu": model.cpu_target.as_dict(),
         "input": {"name": model.input_name, "shape": list(model.input_shape),
                   "dtype": str(model.input_dtype)},
         "output": {"shape": list(out_shape), "dtype": str(out_dtype)},

@@ -23,6 +23,7 @@ import numpy as np
 from simulator.hardware import HardwareConfig
 from vtatune.builds import FallbackWarning
 from vtatune.deploy._chain import link
+from vtatune.deploy._cpu_target import CpuTarget, resolve_cpu_target
 from vtatune.deploy._device import Device, SimulatedDevice
 from vtatune.deploy._errors import DeployError
 from vtatune.deploy._model import (
@@ -39,8 +40,6 @@ from vtatune.deploy._schedules import NO_LOG, LayerBuilder
 from vtatune.deploy._tvm import tvm
 from vtatune.deploy.runtime import DeployedModel, DeployResult, check_input, reraised
 
-#: What TVM compiles the CPU's part for.
-TARGET = "llvm"
 #: The op at the core of each layer kind VTA could run (CPU ops VTA refused get a reason).
 _ANCHOR_OPS = ("nn.conv2d", "nn.conv2d_transpose", "matmul", "add", "nn.relu")
 
@@ -60,10 +59,10 @@ def _import(model: Any, shape: tuple[int, ...], name: str) -> Any:
 _VECTOR = 16
 
 
-def _build_cpu(mod: Any) -> Any:
-    """``relax.build`` for the CPU (:data:`TARGET`), with each reduction's innermost spatial
-    loop moved inside its reduction loops and vectorized. relax.build leaves the CPU's TIR
-    unscheduled (naive loop nests: a convolution's innermost loop is its sum, which LLVM
+def _build_cpu(mod: Any, cpu: CpuTarget) -> Any:
+    """``relax.build`` for the CPU ``cpu`` (any LLVM target), with each reduction's innermost
+    spatial loop moved inside its reduction loops and vectorized. relax.build leaves the CPU's
+    TIR unscheduled (naive loop nests: a convolution's innermost loop is its sum, which LLVM
     cannot vectorize without reordering it); each output's sum still runs in the same order,
     term by term, so the outputs are the unscheduled build's (tests check it), 3-5x sooner
     for ResNet-18's convolutions."""
@@ -73,7 +72,7 @@ def _build_cpu(mod: Any) -> Any:
     from tvm.s_tir import Schedule, ScheduleError
     from tvm.tirx import IterVar, PrimFunc
 
-    target = t.target.Target(TARGET)
+    target = cpu.tvm_target()
     with target:
         mod = t.transform.Sequential(cpu_generic.library_dispatch_passes(target)
                                      + cpu_generic.legalize_passes(target))(mod)
@@ -101,18 +100,19 @@ def _build_cpu(mod: Any) -> Any:
             changed = True
         if changed:
             mod[gv] = sch.mod["main"]
-    return relax.build(mod, target=TARGET)
+    return relax.build(mod, target=target)
 
 
-def _build(mod: Any) -> Any:
+def _build(mod: Any, cpu: CpuTarget | None = None) -> Any:
     """``relax.build`` for the CPU; DeployError when TVM cannot build what its own frontend
     imported (TVM 0.27 leaves an ``R.concat`` of tensors of unknown shape unlegalized, as in
     torchvision's ShuffleNet exported as it is: its CPU-only build fails alike; after
-    onnxruntime's ``quant_pre_process``, which infers the shapes, it builds)."""
+    onnxruntime's ``quant_pre_process``, which infers the shapes, it builds). ``cpu``: the
+    CPU it is for (default: this machine's)."""
     tvm()
 
     try:
-        return _build_cpu(mod)
+        return _build_cpu(mod, cpu or resolve_cpu_target())
     except Exception as exc:  # TVM raises InternalError, TVMError, ...
         text = str(exc).strip().splitlines()
         first = next((line for line in text if "Error" in line), text[0] if text else "")
@@ -138,15 +138,17 @@ class CompiledModel(DeployedModel):
     run is one inference, with its own trace of offloaded calls), :meth:`save` it as a
     bundle. ``model``: the ONNX model built (quantized here when it came as float);
     ``model_sha256``: the SHA-256 of the model given (its file, or its serialized proto);
-    ``executable``: TVM's build of the CPU's part; ``regions``: the offloaded regions by
-    symbol; ``output_spec``: the output's shape and dtype."""
+    ``executable``: TVM's build of the CPU's part, for ``cpu_target`` (another machine's
+    CPU: ``vm`` is None, the model is saved to run there, not run here); ``regions``: the
+    offloaded regions by symbol; ``output_spec``: the output's shape and dtype."""
 
     def __init__(self, name: str, model: Any, hw: HardwareConfig, device: Device,
                  input_spec: tuple[str, tuple[int, ...], np.dtype], vm: Any, trace: Trace,
                  main_ops: list[tuple[str, CpuOp | None]], partitioning: Partitioning,
                  seconds: dict[str, float], *, model_sha256: str = "", executable: Any = None,
                  regions: dict[str, Region] | None = None,
-                 output_spec: tuple[tuple[int, ...], np.dtype] | None = None) -> None:
+                 output_spec: tuple[tuple[int, ...], np.dtype] | None = None,
+                 cpu_target: CpuTarget | None = None) -> None:
         super().__init__(name, hw, device, input_spec, vm, trace, main_ops, seconds,
                          model_macs(model))
         self.model = model
@@ -155,6 +157,15 @@ class CompiledModel(DeployedModel):
         self.executable = executable
         self.regions = regions or {}
         self.output_spec = output_spec
+        self.cpu_target = cpu_target or resolve_cpu_target()
+
+    def run(self, x: Any = None, seed: int = 0) -> DeployResult:
+        """One inference on ``x`` (None: a seeded random input); DeployError when the CPU
+        part is built for another machine's CPU."""
+        if self.vm is None:
+            raise DeployError(f"{self.name} is built for {self.cpu_target.describe()}, not "
+                              "this machine's CPU: save it and run the bundle there")
+        return super().run(x, seed)
 
     def save(self, path: str | Path) -> Path:
         """The model as a bundle in the directory ``path``, written whole or not at all
@@ -219,14 +230,19 @@ def _unmatched(call: Any, values: dict[Any, Any]) -> str:
 def compile_model(model: Any, *, hw: HardwareConfig | str | None = None,
                   log: str | Path | None = None, tune_trials: int = 0,
                   tune_log: str | Path | None = None, calibration: Any = None,
-                  exact: bool = False, device: Device | None = None) -> CompiledModel:
+                  exact: bool = False, device: Device | None = None,
+                  cpu_target: CpuTarget | str | None = None) -> CompiledModel:
     """Import, partition and build ``model`` (an ONNX path or ModelProto, quantized in QDQ
     format; a float one only with ``calibration`` inputs, quantized by :func:`quantize`)
     for ``hw`` (a preset, a ``vta_config.json`` or a HardwareConfig; default pynq) with the
     schedules of ``log`` (see ``_schedules``; ``tune_trials`` > 0 tunes what it lacks);
     ``exact``: requantize on the CPU wherever VTA's half-up rounding could differ from
     TVM's half-to-even (VTA then runs each such layer once per accumulator byte);
-    ``device`` runs the offloaded layers (default: :class:`SimulatedDevice`)."""
+    ``device`` runs the offloaded layers (default: :class:`SimulatedDevice`);
+    ``cpu_target``: the CPU TVM compiles the rest for (:func:`resolve_cpu_target`: ``host``,
+    the default, a board's name, or a TVM llvm target): for another machine's CPU the model
+    is built to be saved (its cross compiler, checked first, links the bundle's library),
+    not run here."""
     from vtatune.deploy._codegen import Session, session
     from vtatune.deploy._quantize import quantize
 
@@ -240,6 +256,8 @@ def compile_model(model: Any, *, hw: HardwareConfig | str | None = None,
     elif device.hw != hw:
         raise DeployError(f"the device is {device.hw.target_model}, the build is for "
                           f"{hw.target_model}")
+    cpu = cpu_target if isinstance(cpu_target, CpuTarget) else resolve_cpu_target(cpu_target)
+    cpu.fcompile()  # a missing cross compiler is refused before the build, not after
     seconds: dict[str, float] = {}
     t0 = time.perf_counter()
     proto, name = load_model(model)
@@ -273,13 +291,13 @@ def compile_model(model: Any, *, hw: HardwareConfig | str | None = None,
     if builder.without_log and codegen.regions:
         warnings.warn(NO_LOG, FallbackWarning, stacklevel=2)
     t0 = time.perf_counter()
-    executable = _build(mod)
-    vm = relax.VirtualMachine(executable, t.cpu())
+    executable = _build(mod, cpu)
+    vm = relax.VirtualMachine(executable, t.cpu()) if cpu.runs_here else None
     seconds["build"] = time.perf_counter() - t0
     return CompiledModel(name, proto, hw, device, input_spec, vm, codegen.trace,
                          main_ops, state, seconds, model_sha256=digest,
                          executable=executable, regions=codegen.regions,
-                         output_spec=_output_spec(mod))
+                         output_spec=_output_spec(mod), cpu_target=cpu)
 
 
 def _model_sha256(model: Any, proto: Any) -> str:

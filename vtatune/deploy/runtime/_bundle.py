@@ -5,7 +5,8 @@ file, no log and no code generation.
 A bundle holds:
 
 - ``manifest.json``: the format, the vtatune and TVM versions that wrote it, the model's
-  name and SHA-256, the hardware config, the input's and output's shapes and dtypes, the
+  name and SHA-256, the hardware config, the CPU the CPU part is compiled for (its name,
+  TVM target, LLVM triple and architecture), the input's and output's shapes and dtypes, the
   ops of ``main`` in order, each offloaded region (its symbol, parameters, outputs, layers:
   workload, requantization, schedule and where it came from, its programs and constants),
   and the SHA-256 of every other file;
@@ -17,7 +18,8 @@ A bundle holds:
   holds them.
 
 Loading checks, before anything runs, that the bundle is whole (every checksum), that this
-vtatune and TVM wrote it, that the device is the bundle's hardware, and that no region of
+vtatune and TVM wrote it, that this machine's CPU runs its CPU part (a bundle built for a
+board's CPU runs on the board), that the device is the bundle's hardware, and that no region of
 this process holds its regions' symbols (TVM's function registry is one per process: a
 model built or loaded here would lose them); it then uploads the
 constants, registers each region's function with TVM under its symbol (what the CPU part's
@@ -30,6 +32,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import platform
 import time
 from dataclasses import fields
 from pathlib import Path
@@ -61,9 +64,32 @@ from vtatune.workloads import WORKLOAD_CLASSES, Epilogue, Workload
 #: The manifest's name in a bundle, its format and version.
 MANIFEST = "manifest.json"
 FORMAT = "vtatune.bundle"
-VERSION = 1
+VERSION = 2
 #: TVM's exported library of the CPU's part.
 CPU_LIBRARY = "cpu.so"
+
+
+#: Other names of an architecture (``platform.machine()``'s, a triple's first part).
+_ARCH_NAMES = {"amd64": "x86_64", "x64": "x86_64", "arm64": "aarch64"}
+
+
+def machine_arch(name: str) -> str:
+    """An architecture's one name: ``x86_64``, ``aarch64``, ``arm`` (any 32-bit ARM:
+    ``armv7l``, ``armv7a``, ``thumbv7``, ...), or the name as it is."""
+    name = name.lower()
+    if name.startswith(("arm", "thumb")) and name not in _ARCH_NAMES:
+        return "arm"
+    return _ARCH_NAMES.get(name, name)
+
+
+def triple_arch(triple: str) -> str:
+    """The architecture of an LLVM target triple (``armv7l-linux-gnueabihf``: ``arm``)."""
+    return machine_arch(triple.split("-", 1)[0])
+
+
+def host_arch() -> str:
+    """This machine's architecture (:func:`machine_arch` of ``platform.machine()``)."""
+    return machine_arch(platform.machine())
 
 
 def sha256(data: bytes) -> str:
@@ -195,6 +221,11 @@ def load(path: str | Path, device: Device | str | None = None,
     path = Path(path)
     manifest = read_manifest(path)
     try:
+        cpu = manifest["cpu"]
+        if cpu["arch"] != host_arch():
+            raise _refuse(path, f"its CPU part is compiled for {cpu['name']} ({cpu['triple']}), "
+                                f"this machine is {host_arch()}: run it there, or save it "
+                                "again with --cpu-target host")
         bundle_hw = HardwareConfig.from_dict(manifest["hw"]["config"])
         if hw is not None:
             want = hw if isinstance(hw, HardwareConfig) else HardwareConfig.resolve(hw)

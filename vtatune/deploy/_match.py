@@ -1,15 +1,17 @@
 """What a pattern match is: the layer it stands for (:class:`LayerSpec`, plain numpy and
 numbers), read from the match's annotated expressions, and whether VTA runs it
-(:func:`refusal`: the reason it does not, else None).
+(:func:`refusals`: every reason it does not).
 
 The check functions of the pattern table (``_patterns``) and the code generator
 (``_codegen``) read matches through this one module, so what was accepted is what is built.
 
-Annotations a pattern gives (``_patterns``): ``x_q`` / ``x_scale`` / ``x_zp`` (the int8
-input of a conv or dense, or of a ReLU), ``w_*`` (the int8 weight constant), ``b_*`` (the
-int32 bias constant), ``a_*`` and ``r_*`` (an add's two int8 inputs), ``core`` (the conv,
-matmul or add call), ``w_perm`` (a Gemm's ``permute_dims`` of its weight), ``relu``,
-``out_scale`` / ``out_zp`` and ``root`` (the final ``quantize``).
+Annotations a pattern gives (``_patterns``): ``x_q`` / ``x_scale`` / ``x_zp`` (the 8-bit
+input of a conv or dense, or of a ReLU; a batch_matmul's first operand), ``w_*`` (the 8-bit
+weight constant per tensor or per channel; a batch_matmul's second operand), ``b_*`` (the
+quantized bias constant) or ``b_f`` (a float32 one), ``a_*`` and ``r_*`` (an add's two
+8-bit inputs), ``core`` (the conv, matmul or add call), ``w_perm`` (a Gemm's
+``permute_dims`` of its weight), ``relu``, ``out_scale`` / ``out_zp`` and ``root`` (the
+final ``quantize``).
 """
 
 from __future__ import annotations

@@ -25,6 +25,8 @@ WHITEBOX = {
                                                           "vtatune.lowering._skeleton"},
     # TVM's build failing, and a tensor of no static shape: no small model gives either
     "tests/deploy/test_quantizers.py": {"vtatune.deploy._deploy", "vtatune.deploy._match"},
+    # the inner search replaced, to count the designs the outer one tunes without tuning
+    "tests/design/test_design.py": {"vtatune.design._search"},
 }
 
 

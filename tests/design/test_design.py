@@ -21,14 +21,21 @@ from vtatune.design import (
     SHAPE_KNOBS,
     TVM_STOCK,
     Design,
+    InnerResult,
+    co_design,
+    compute_floor,
     hardware_build,
     infeasibility,
     maximal_configs,
     nearest_feasible,
     pareto_front,
     placed,
+    placement_difference,
+    runnable_shapes,
     shapes,
+    smallest,
     stock,
+    task_reason,
     toolchain,
     vta_layers,
 )
@@ -89,6 +96,86 @@ def test_maximal_configs_cannot_grow():
             assert infeasibility(bigger, device, "resnet18", REF), (hw.bitstream, knob)
 
 
+# pynq's 1x4x64: BLOCK_OUT = 16 x BLOCK_IN, so a 1-pixel pad is 16 input elements, and the
+# LOAD's x_pad fields have 4 bits.
+PAD_1x4x64 = HardwareConfig(target="pynq", log_block_in=2, log_block_out=6,
+                            log_uop_buff_size=10, log_inp_buff_size=15, log_wgt_buff_size=17,
+                            log_acc_buff_size=18)
+PAD_REASON = ("task resnet18.C2: pad_field: LOAD INP: field x_pad_0=16 does not fit 4 bits "
+              "(max 15); the input's pad of 1 column, 16 elements a pixel (the input is packed "
+              "by BLOCK_OUT 64 = 16 x BLOCK_IN 4)")
+
+
+def test_a_task_no_schedule_can_run_makes_the_design_infeasible():
+    """The lowering's shape rules are checked for every task before any tuning: the design
+    is infeasible naming the first task that fails and the rule."""
+    pynq = DEVICES["pynq"]
+    assert PAD_1x4x64.bitstream == "1x4x64_i8w8a32_10_15_17_18"
+    assert placement_difference(placed("resnet18", PAD_1x4x64), REF) is None  # places fine
+    assert task_reason(placed("resnet18", PAD_1x4x64)) == PAD_REASON
+    assert infeasibility(PAD_1x4x64, pynq, "resnet18", REF) == PAD_REASON
+    # the same rule at the shape's smallest buffers: the pads do not read the buffers
+    assert task_reason(placed("resnet18", smallest("pynq", (0, 2, 6)))) == PAD_REASON
+    assert task_reason(placed("resnet18", stock("pynq"))) is None
+
+
+def _fake_tuning(monkeypatch, fail_after_tuning=()):
+    """Replace the inner search by one that tunes nothing: each design's VTA time is twice
+    its compute floor (so the walk's floor bound acts as with real tuning), and a design of
+    ``fail_after_tuning`` is found without a legal schedule, as tuning finds it. Returns the
+    list of the bitstreams "tuned", in order."""
+    import vtatune.design._search as search_module
+
+    tuned = []
+
+    def tune_tasks(network, hw, trials, seed, logdir):
+        tuned.append(hw.bitstream)
+        net = placed(network, hw)
+        counts = {t.name: t.multiplicity for t in net.tasks if not t.skip}
+        if hw.bitstream in fail_after_tuning:
+            return InnerResult(dict.fromkeys(counts), counts,
+                               f"{next(iter(counts))}: no legal schedule found", 0.0)
+        return InnerResult(dict.fromkeys(counts, 1), counts, None, 0.0,
+                           2 * compute_floor(net))
+
+    monkeypatch.setattr(search_module, "tune_tasks", tune_tasks)
+    return tuned
+
+
+@pytest.mark.parametrize("limit", [1, 3, 10])
+def test_candidates_counts_each_design_tuned_once(tmp_path, monkeypatch, limit):
+    """``candidates=N`` tunes N designs besides the stock one: one found infeasible after
+    its tuning counts once (it was counted twice: in the results and the infeasible ones),
+    one refused before tuning (1x4x64: its pads do not encode) costs no tuning and is no
+    candidate."""
+    walk = maximal_configs("pynq", DEVICES["pynq"], (0, 4, 4))  # the first shape walked
+    first = next(hw.bitstream for hw in walk if hw != stock("pynq"))
+    tuned = _fake_tuning(monkeypatch, fail_after_tuning={first})
+    r = co_design("resnet18", "pynq", trials_per_task=1, candidates=limit, out=tmp_path)
+    assert tuned[0] == stock("pynq").bitstream and tuned[1] == first
+    assert len(tuned) == limit + 1 == r.new_evaluations
+    assert len(set(tuned)) == len(tuned)
+    assert r.infeasible[first] == "resnet18.C2: no legal schedule found"
+    assert len(r.evaluated) == limit  # the stock design and the candidates but `first`
+    assert PAD_1x4x64.bitstream not in tuned
+    if limit == 10:  # the walk reaches 1x4x64 (after 1x16's ten): refused, untuned
+        assert r.infeasible[PAD_1x4x64.bitstream] == PAD_REASON
+        assert not (tmp_path / "tuning" / PAD_1x4x64.target_model).exists()
+    # resumed with a higher limit: the candidates tuned count, only the new ones are tuned
+    del tuned[:]
+    again = co_design("resnet18", "pynq", trials_per_task=1, candidates=limit + 1,
+                      out=tmp_path, resume=True)
+    assert len(tuned) == 1 == again.new_evaluations
+
+
+def test_nsga_tunes_the_candidates_asked_for(tmp_path, monkeypatch):
+    tuned = _fake_tuning(monkeypatch)
+    r = co_design("resnet18", "pynq", trials_per_task=1, objective="latency-area",
+                  candidates=4, out=tmp_path)
+    assert len(tuned) == 5 == r.new_evaluations == len(set(tuned))
+    assert not any(b.startswith("1x4x64") for b in tuned)
+
+
 def _design(cycles, hw):
     return Design(hw, estimate(hw), {}, cycles, 100)
 
@@ -100,7 +187,10 @@ def test_nearest_feasible_design_of_any_proposal():
     import random
 
     board, device = "pynq", DEVICES["pynq"]
-    found, maximal = shapes("resnet18", board, REF), {}
+    found, maximal = runnable_shapes("resnet18", board, REF), {}
+    # 1x4x64 places ResNet-18's layers but cannot pad their inputs: no proposal maps to it
+    assert (0, 2, 6) in shapes("resnet18", board, REF) and (0, 2, 6) not in found
+    assert found == [s for s in shapes("resnet18", board, REF) if s != (0, 2, 6)]
 
     def knobs(hw):
         return {k: getattr(hw, k) for k in (*SHAPE_KNOBS, *BUFFERS)}

@@ -65,8 +65,10 @@ def register(sub: Any) -> None:
                         "latency-area: NSGA-II over every knob, each proposal evaluated as "
                         "the nearest feasible design")
     p.add_argument("--candidates", type=int, metavar="N",
-                   help="at most N designs besides the stock one (default: the whole "
-                        "exhaustive walk for latency, 24 for latency-area)")
+                   help="at most N candidates: designs besides the stock one whose "
+                        "tasks are tuned (one refused by a rule before tuning is none; "
+                        "default: the whole exhaustive walk for latency, 24 for "
+                        "latency-area)")
     p.add_argument("--seed", type=seed_arg, default=0, metavar="N",
                    help="seed of every search")
     p.add_argument("--jobs", type=int, default=1, metavar="N",
@@ -141,6 +143,6 @@ def cmd_design(args: argparse.Namespace) -> int:
     for line in result.skipped:
         print(f"skipped {line}")
     if result.infeasible:
-        print(f"{len(result.infeasible)} candidates infeasible (reasons in --json)")
+        print(f"{len(result.infeasible)} designs infeasible (reasons in --json)")
     print(f"designs written under {result.out}")
     return 0

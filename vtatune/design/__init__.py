@@ -13,9 +13,12 @@ Outer search: with ``objective="latency"`` an exhaustive walk over the maximal f
 buffer sizes of every (BATCH, BLOCK_IN, BLOCK_OUT), biggest tensor core first, skipping a
 shape whose compute floor (one GEMM micro-op per cycle) is already slower than the best
 design found; with ``objective="latency-area"`` Optuna's NSGA-II over all the knobs for
-``candidates`` feasible designs, each proposal evaluated as the feasible configuration
-nearest it (``nearest_feasible``). Every evaluated design is a trial of one Optuna study
-(``storage``, default a journal file in ``out``); ``resume`` continues it without
+``candidates`` candidates, each proposal evaluated as the feasible configuration nearest it
+(``nearest_feasible``). A candidate is a configuration besides the stock one whose tasks are
+tuned; one refused before tuning (``infeasibility``: encoding, layout, resources, placement,
+a task failing the lowering's shape rules) costs no trial and is no candidate. Every
+evaluated design is a trial of one Optuna study (``storage``, default a journal file in
+``out``); ``resume`` continues it without
 re-evaluating a configuration, and each (task, hardware) keeps its own tuning log and study
 under ``out/tuning``, so nothing is tuned twice.
 
@@ -49,10 +52,12 @@ from vtatune.design._space import (
     layout_reason,
     maximal_configs,
     nearest_feasible,
+    runnable_shapes,
     shape_label,
     shapes,
     smallest,
     stock,
+    task_reason,
     toolchain,
     with_shape,
 )
@@ -63,6 +68,7 @@ __all__ = [
     "compute_floor", "hardware_build",
     "infeasibility", "label_positions", "layout_reason", "maximal_configs", "nearest_feasible",
     "network_log",
-    "pareto_front", "placed", "placement_difference", "plot_front", "shape_label", "shapes",
-    "smallest", "stock", "toolchain", "tune_tasks", "vta_layers", "with_shape",
+    "pareto_front", "placed", "placement_difference", "plot_front", "runnable_shapes",
+    "shape_label", "shapes", "smallest", "stock", "task_reason", "toolchain", "tune_tasks",
+    "vta_layers", "with_shape",
 ]

@@ -32,6 +32,7 @@ from vtatune.design._space import (
     infeasibility,
     maximal_configs,
     nearest_feasible,
+    runnable_shapes,
     shape_label,
     shapes,
     smallest,
@@ -146,6 +147,7 @@ class _Search:
             elif key and "reason" in tr.user_attrs:
                 self.infeasible[key] = tr.user_attrs["reason"]
         self.new = 0
+        self.stock_bitstream = stock(board).bitstream
         self.stock_cycles: int | None = None
 
     # Each configuration evaluated becomes one finished trial, whatever the outer search.
@@ -173,8 +175,18 @@ class _Search:
         stock_cycles = self.stock_cycles or total
         return Design(hw, estimate(hw, self.device), dict(inner.cycles), total, stock_cycles)
 
+    @property
+    def candidates_tuned(self) -> int:
+        """Candidates tuned so far, resumed ones included: every configuration besides the
+        stock one whose tasks were tuned (``results``; one found infeasible after its tuning,
+        which is also in ``infeasible``, counts once). A configuration refused before tuning
+        (``infeasibility``: only in ``infeasible``) is no candidate: it cost no trial."""
+        return sum(key != self.stock_bitstream for key in self.results)
+
     def evaluate(self, candidates: list[HardwareConfig]) -> list[Design | None]:
-        """Tune the candidates not yet known (``jobs`` at a time); a design or None each."""
+        """Tune the configurations not yet known (``jobs`` at a time) that pass every rule
+        decided without tuning (:func:`infeasibility`; one that fails is recorded infeasible
+        with its reason, untuned); a design or None each."""
         todo = []
         for hw in candidates:
             if hw.bitstream in self.results or hw.bitstream in self.infeasible:
@@ -224,8 +236,13 @@ def co_design(network: str, board: str, *, trials_per_task: int = 20,
               resume: bool = False) -> DesignResult:
     """Search VTA configurations for ``network`` on ``board``; see the module docstring.
 
-    ``candidates``: at most this many designs besides the stock one (default: the whole
-    exhaustive walk for ``latency``, 24 for ``latency-area``).
+    ``candidates``: at most this many candidates, a candidate being a configuration
+    besides the stock one whose tasks are tuned: ranked, or found infeasible after its
+    tuning (a task without a legal schedule in its trials), each counted once; a
+    configuration refused before tuning by a rule that needs no trial (encoding, layout,
+    resources, placement, a task's shape rule: :func:`infeasibility`) is not one (default:
+    the whole exhaustive walk for ``latency``, 24 for ``latency-area``). A resumed study's
+    candidates count.
     ``network``: a catalogue name or an ONNX file; a design must run on VTA the layers the
     stock design runs. ``out``: where the design study, the tuning logs and the Pareto
     designs' ``vta_config.json``, ``hardware_build.json`` and logs go (default
@@ -295,13 +312,20 @@ def _exhaustive(search: _Search, skipped: list[str], candidates: int) -> None:
                 or "no buffer sizes fit"
             skipped.append(f"{label}: no feasible buffer sizes even at the smallest ({why})")
             continue
-        room = candidates + 1 - len(search.results) - len(search.infeasible)
-        if room <= 0:
-            skipped.append(f"{label}: the candidate limit ({candidates}) is reached")
-            continue
-        for d in search.evaluate(configs[:room]):
-            if d is not None:
-                best = min(best, d.total_cycles)
+        # Configurations known already (resumed, or the stock one) are neither tuned again
+        # nor new candidates; one refused before tuning is no candidate, so the room it
+        # would have taken goes to the next.
+        fresh = [hw for hw in configs
+                 if hw.bitstream not in search.results and hw.bitstream not in search.infeasible]
+        while fresh:
+            room = candidates - search.candidates_tuned
+            if room <= 0:
+                skipped.append(f"{label}: the candidate limit ({candidates}) is reached")
+                break
+            batch, fresh = fresh[:room], fresh[room:]
+            for d in search.evaluate(batch):
+                if d is not None:
+                    best = min(best, d.total_cycles)
 
 
 def _nsga(search: _Search, candidates: int) -> None:
@@ -310,7 +334,8 @@ def _nsga(search: _Search, candidates: int) -> None:
     built, and the population is made of the designs evaluated."""
     import optuna
 
-    found = shapes(search.network, search.board, search.reference)
+    # Only shapes whose tasks can run: a proposal mapped to one that cannot would be refused.
+    found = runnable_shapes(search.network, search.board, search.reference)
     dists = {k: optuna.distributions.IntDistribution(*KNOB_RANGES[k]) for k in _KNOBS}
     for i, knob in enumerate(SHAPE_KNOBS):
         values = sorted({shape[i] for shape in found})
@@ -318,7 +343,7 @@ def _nsga(search: _Search, candidates: int) -> None:
             dists[knob] = optuna.distributions.IntDistribution(values[0], values[-1])
     maximal: dict[Any, list[HardwareConfig]] = {}
     asks = 0
-    while len(search.designs()) < candidates + 1 and asks < 50 * candidates:
+    while search.candidates_tuned < candidates and asks < 50 * candidates:
         batch = []
         for _ in range(search.jobs):
             trial = search.study.ask(dists)

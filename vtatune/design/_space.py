@@ -6,7 +6,9 @@ stock toolchain ties them, so a design with BLOCK_IN != BLOCK_OUT needs a toolch
 is the board's. A configuration is *feasible* for a network when its instructions and
 micro-ops encode (:func:`simulator.isa.check_encodable`), one layer's output can be stored
 in the next layer's input layout (:func:`layout_reason`), it fits the board
-(:func:`simulator.resources.estimate`) and every task's shape is whole blocks of it.
+(:func:`simulator.resources.estimate`), every task's shape is whole blocks of it and every
+task passes the lowering's shape rules (:func:`task_reason`: the rules no schedule can
+change, e.g. an input pad that does not fit its LOAD field), all decided before any tuning.
 
 Latency never grows with a bigger buffer (it only admits more schedules) and resources never
 shrink, so for the latency objective only the *maximal* feasible buffer sizes of each
@@ -23,6 +25,8 @@ from simulator.hardware import HardwareConfig
 from simulator.isa import check_encodable
 from simulator.resources import Device, estimate
 from vtatune.design._inner import placed, placement_difference
+from vtatune.errors import IllegalSchedule
+from vtatune.lowering import context, shape_rules
 from vtatune.networks import Network
 
 BUFFERS = ("log_uop_buff_size", "log_inp_buff_size", "log_wgt_buff_size", "log_acc_buff_size")
@@ -88,8 +92,31 @@ def layout_reason(hw: HardwareConfig) -> str | None:
 def infeasibility(hw: HardwareConfig, device: Device, network: str,
                   reference: frozenset[str]) -> str | None:
     """Why ``hw`` cannot run ``network``'s ``reference`` VTA layers on ``device`` (one
-    line), or None."""
-    return _hardware_reason(hw, device) or placement_difference(placed(network, hw), reference)
+    line), or None: every rule here is decided without tuning, so a design refused by one
+    costs no trial."""
+    if reason := _hardware_reason(hw, device):
+        return reason
+    net = placed(network, hw)
+    return placement_difference(net, reference) or task_reason(net)
+
+
+def task_reason(net: Network) -> str | None:
+    """Why a task of ``net`` has no legal schedule on its hardware whatever the schedule
+    (``task NAME: RULE: why``, the first such task), or None.
+
+    The lowering's shape rules (:func:`vtatune.lowering.shape_rules`: the instruction
+    layout, the input LOAD's pad fields, the layouts BLOCK_IN != BLOCK_OUT needs): exact,
+    a task failing one has no legal schedule, and arithmetic only, so checking every task
+    of a design costs far less than one trial. The tuner would find the same (its template's
+    ``no_legal_config`` starts with them) only after tuning the tasks before it."""
+    for task in net.tasks:
+        if task.skip:
+            continue
+        try:
+            shape_rules(context(task.workload, net.hw))
+        except IllegalSchedule as exc:
+            return f"task {task.name}: {exc.rule}: {exc}"
+    return None
 
 
 def _hardware_reason(hw: HardwareConfig, device: Device) -> str | None:
@@ -123,6 +150,17 @@ def shapes(network: str, board: str, reference: frozenset[str]) -> list[Shape]:
                 placement_difference(placed(network, hw), reference) is None:
             out.append(shape)
     return sorted(out, key=lambda s: (-sum(s), s[1] != s[2], s))
+
+
+def runnable_shapes(network: str, board: str, reference: frozenset[str]) -> list[Shape]:
+    """The :func:`shapes` none of whose tasks fails the lowering's shape rules
+    (:func:`task_reason`), in the same order: the shapes NSGA-II's proposals are mapped
+    to. Decided on each shape's :func:`smallest` buffers: the rules that read the shape
+    (the input LOAD's pad fields, the packing BLOCK_IN != BLOCK_OUT needs) are the same at
+    every buffer size, and the one that reads the buffers (an instruction layout that does
+    not fit) is the encoding rule every configuration is checked against anyway."""
+    return [shape for shape in shapes(network, board, reference)
+            if task_reason(placed(network, smallest(board, shape))) is None]
 
 
 def compute_floor(net: Network) -> int:

@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 __all__ = [
-    "announce_compile", "engines_to_compile", "njit", "on_first_compile", "skip_blas_probe",
-    "specializations", "uncached",
+    "announce_compile", "engines_to_compile", "interpret", "njit", "on_first_compile",
+    "skip_blas_probe", "specializations", "uncached",
 ]
 
 _PENDING: dict[str, list[_Lazy]] = {}  # module name -> its marked functions, in order
@@ -118,6 +118,16 @@ def _init_target() -> None:
         if finder is not None:
             sys.meta_path.remove(finder)
     _target_ready = True
+
+
+def interpret(module_name: str) -> None:
+    """Run the marked functions of the imported module ``module_name`` as plain Python in
+    this process: never compiled, never loaded from the cache. For a helper process that
+    needs what they compute only to reach other engines (to compile those), sooner than
+    compiling them would take; their results are Python's, not meant to be kept."""
+    namespace = vars(sys.modules[module_name])
+    for lazy in _PENDING.pop(module_name, ()):
+        namespace[lazy.py_func.__name__] = lazy.py_func
 
 
 def njit(*, inner: bool = False, **options: Any):

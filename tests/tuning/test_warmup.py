@@ -132,13 +132,29 @@ def test_the_stand_in_study_leaves_the_tuners_scoring_as_it_was(tmp_path, monkey
     assert list(tmp_path.iterdir()) == []  # its study and log were temporary
 
 
-def uncached_in_fresh_process(cache: Path) -> list[str]:
-    code = ("import json, vtatune.tuning.samplers._parzen\n"
+def uncached_in_fresh_process(cache: Path, module: str = _warmup.SAMPLER_ENGINES
+                              ) -> list[str]:
+    code = (f"import json, {module}\n"
             "from simulator.jit import uncached\n"
-            f"print(json.dumps(uncached({_warmup.SAMPLER_ENGINES!r})))")
+            f"print(json.dumps(uncached({module!r})))")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True, text=True,
                          capture_output=True, env={**os.environ, "NUMBA_CACHE_DIR": str(cache)})
     return json.loads(out.stdout)
+
+
+def test_interpreted_functions_run_as_python(monkeypatch):
+    module = type(sys)("plain_engine")
+    monkeypatch.setitem(sys.modules, "plain_engine", module)
+    monkeypatch.setattr(jit, "_PENDING", {})
+
+    def twice(x):
+        return 2 * x
+
+    twice.__module__ = "plain_engine"
+    module.twice = jit.njit(cache=True)(twice)
+    jit.interpret("plain_engine")
+    assert module.twice is twice and module.twice(21) == 42
+    assert jit._PENDING == {}  # and numba never sees it
 
 
 def test_uncached_reads_numbas_own_cache_location(tmp_path):
@@ -153,4 +169,7 @@ def test_the_helper_fills_numbas_cache_with_the_sampler(tmp_path):
                    env={**os.environ, "NUMBA_CACHE_DIR": str(cache),
                         "PYTHONPATH": str(ROOT)})
     assert uncached_in_fresh_process(cache) == []
+    assert uncached_in_fresh_process(cache, "vtatune.lowering._runtime") == []  # the executor
+    assert uncached_in_fresh_process(cache, _warmup.QUEUE_PROGRAM) == [  # run, not compiled
+        f"{_warmup.QUEUE_PROGRAM}._queue_tables"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["cache"]  # nothing else written

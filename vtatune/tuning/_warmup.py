@@ -1,15 +1,25 @@
-"""The first run after install, in parallel: a helper process compiles the guided sampler.
+"""The first run after install, in parallel: a helper process compiles two engines.
 
 numba compiles the engines the first time a command runs them (about 10 s for the main
 command, ``conv2d --trials 200``), one after the other, holding the GIL: threads cannot
 share the work, a second process can. The tuning commands meet their engines in one order:
-the cost model at the start, the lowering and timing engines at the first trial, the guided
-sampler's (``samplers._parzen``, about 2 s to compile) only after the warm starts, some 7 s
-in. So when numba's cache holds none of the sampler's engines, :func:`start_sampler_warmup`
-starts this module as a helper process: it runs the same study (same workload, hardware,
-space, sampler) with a stand-in score instead of lowering and simulating, so numba compiles
-the sampler's engines for the same argument types and writes them to its on-disk cache,
-while the command compiles the others; the command then loads them from the cache.
+the cost model at the start; at the first trial (the default schedule) the lowering's queue
+program, then its executor, then the timing engines; the guided sampler's
+(``samplers._parzen``) only after the warm starts. So when numba's cache holds none of the
+sampler's engines, :func:`start_sampler_warmup` starts this module as a helper process that
+compiles, while the command compiles the cost model and the queue program:
+
+- the lowering's executor (``lowering._runtime._execute``, about 1.3 s), by lowering the
+  command's first schedule with the queue program run as plain Python
+  (:func:`simulator.jit.interpret`: its tables in a fraction of a second instead of 2.5 s of
+  compiling): ready before the command reaches it;
+- the guided sampler's engines (about 2.4 s), by running the same study (workload, hardware,
+  space, sampler) with a stand-in score instead of lowering and simulating: ready long
+  before the command's warm starts end.
+
+numba writes them to its on-disk cache and the command loads them from there. Both are
+compiled for the argument types the command's own code passes (the same code path, the
+same schedule), so the command finds them under its own key.
 
 Why this is safe:
 - numba writes every cache file (the index, each compiled function) to a temporary name and
@@ -18,8 +28,7 @@ Why this is safe:
   compiles the function itself (``load`` takes a missing data file for a miss). Two
   processes compiling the same function for the same argument types write the same entry
   (the key: the signature, the CPU, the bytecode; the index holds the source's hash): the
-  second rename wins, either is right. The helper runs the command's own code path, so its
-  argument types are the command's.
+  second rename wins, either is right.
 - The helper's outcome is never read: it shares nothing with the command but numba's cache.
   If it fails, is killed or is slow, the command compiles what it needs itself, as it
   would without it: the helper only costs what it would have saved.
@@ -47,6 +56,9 @@ from vtatune.workloads import Workload
 
 #: The module whose compiled engines the helper compiles (the guided sampler's).
 SAMPLER_ENGINES = "vtatune.tuning.samplers._parzen"
+
+#: The module the helper runs as plain Python to reach the executor (the queue program).
+QUEUE_PROGRAM = "vtatune.lowering._emit"
 
 #: Trials of the helper's study: past the startup draws and the warm starts, so the sampler
 #: runs its model (space table, model, draw, log ratio, log pdf).
@@ -112,6 +124,25 @@ def _scoring_stood_in() -> Iterator[None]:
         _search.timed_score, _study._tutorial = saved
 
 
+def compile_executor(workload: Workload, hw: HardwareConfig, *, space: str, bias: bool
+                     ) -> None:
+    """Compile the lowering's executor for the study's first schedule (the template's
+    default; none: nothing), the queue program before it run as plain Python. Only for a
+    helper process: the queue program stays uncompiled in it."""
+    from search_spaces import get_template
+    from simulator.jit import interpret
+    from vtatune.errors import VtatuneError
+    from vtatune.lowering import lower
+
+    template = get_template(workload, hw, bias=bias, space=space)
+    try:
+        schedule = template.to_schedule(template.default_config())
+    except VtatuneError:  # no default schedule: the command's first trial is the sampler's
+        return
+    interpret(QUEUE_PROGRAM)
+    lower(workload, schedule, hw, bias=bias)
+
+
 def compile_sampler(workload: Workload, hw: HardwareConfig, *, space: str, bias: bool) -> None:
     """Compile the guided sampler's engines for ``workload`` on ``hw`` (numba caches them):
     a study of :data:`WARMUP_TRIALS` stand-in trials in a temporary directory."""
@@ -127,6 +158,7 @@ def _main() -> None:
 
     skip_blas_probe()  # as the command line: numba's target initialised the same way
     workload, hw, space, bias = pickle.loads(sys.stdin.buffer.read())
+    compile_executor(workload, hw, space=space, bias=bias)  # in the order the command needs
     compile_sampler(workload, hw, space=space, bias=bias)
 
 

@@ -90,12 +90,14 @@ def test_not_started_on_a_warm_cache(spawned, monkeypatch):
     assert spawned.commands == []
 
 
-def test_the_tuning_command_starts_it_library_use_and_other_samplers_do_not(
+def test_the_tuning_command_starts_it_library_use_other_samplers_and_jobs_do_not(
         spawned, monkeypatch, tmp_path, capsys):
     cold(monkeypatch, True)
     tune("conv2d", trials=4, seed=1, log=tmp_path / "api.jsonl")
     assert spawned.commands == []
     assert run_conv2d(tmp_path / "tpe.jsonl", "--sampler", "tpe") == 0
+    assert spawned.commands == []
+    assert run_conv2d(tmp_path / "jobs.jsonl", "--jobs", "2") == 0
     assert spawned.commands == []
     assert run_conv2d(tmp_path / "cli.jsonl") == 0
     assert spawned.commands == [[sys.executable, "-m", "vtatune.tuning._warmup"]]

@@ -117,7 +117,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     else:
         wl = resolve_workload(args.operator, args)
         wl.check(hw)
-        if args.sampler == "guided":  # the first run after install: compiled in parallel
+        if args.sampler == "guided" and args.jobs == 1:  # else workers use the cores
             start_sampler_warmup(wl, hw, space=args.space, bias=args.bias)
         results = [tune(wl, hw, log=args.log, **common)]
     print_table(results, time.perf_counter() - args.started, args.hw)

@@ -31,7 +31,9 @@ Why this is safe:
   second rename wins, either is right.
 - The helper's outcome is never read: it shares nothing with the command but numba's cache.
   If it fails, is killed or is slow, the command compiles what it needs itself, as it
-  would without it: the helper only costs what it would have saved.
+  would without it: the helper only costs what it would have saved. A command shorter
+  than the helper (``--trials 5``) leaves it finishing the cache for a few seconds; it runs
+  in its own session, so a Ctrl-C meant for the command does not stop it.
 - It starts only from the command line (:mod:`vtatune.cli`), never in library use, and only
   when numba's cache holds none of the sampler's engines (:func:`simulator.jit.uncached`):
   a warm run does not start it.

@@ -71,9 +71,10 @@ _started: list[subprocess.Popen[bytes] | None] = []  # the one helper a process 
 
 def start_sampler_warmup(workload: Workload, hw: HardwareConfig, *, space: str, bias: bool
                          ) -> subprocess.Popen[bytes] | None:
-    """Start the helper process compiling the guided sampler's engines into numba's cache,
-    when the cache holds none of them; the process, or None when none was started (warm
-    cache, one started already, or it could not start). For the command line only."""
+    """Start the helper process compiling the lowering's executor and the guided sampler's
+    engines into numba's cache, when the cache holds none of the sampler's; the process, or
+    None when none was started (warm cache, one started already, or it could not start).
+    For the command line only."""
     if _started or not _sampler_cold():
         return None
     _started.append(None)

@@ -8,8 +8,10 @@ with an empty numba cache (``NUMBA_CACHE_DIR`` set to a new temporary directory,
 after install), then again with the cache that run left (warm). Every run gets a fresh
 temporary directory as its working directory, so a study starts from an empty journal and
 log. The default command is the main one, ``conv2d --trials 200 --seed 1 --quiet``. It
-prints each run's wall time and CPU time (user + system of the child process, what
-``/usr/bin/time`` reports), and the range over the rounds.
+prints each run's wall time (until the command exits) and CPU time (user + system of the
+command and of every process it started, e.g. the first run's helper that compiles the
+guided sampler, waited for before the next run: on Linux this script adopts them as a
+subreaper), and the range over the rounds.
 
 ``--tree`` names the source trees to compare (default: this one), e.g. a checkout of an
 earlier commit (``git archive <commit> | tar -x -C DIR``): the command runs with that tree
@@ -32,6 +34,25 @@ ROOT = Path(__file__).resolve().parents[1]
 MAIN_COMMAND = ("conv2d", "--trials", "200", "--seed", "1", "--quiet")
 
 
+def adopt_orphans() -> None:
+    """Become the parent of the processes our children leave running (Linux's child
+    subreaper), so their CPU time is waited for and counted."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+    except (OSError, AttributeError):
+        pass  # elsewhere: the command's own CPU time only
+
+
+def wait_for_orphans() -> None:
+    while True:
+        try:
+            os.waitpid(-1, 0)
+        except ChildProcessError:
+            return
+
+
 def run(tree: Path, command: list[str], cache: Path) -> tuple[float, float]:
     """(wall seconds, CPU seconds) of ``python -m vtatune command`` from ``tree``."""
     env = {**os.environ, "NUMBA_CACHE_DIR": str(cache),
@@ -42,6 +63,7 @@ def run(tree: Path, command: list[str], cache: Path) -> tuple[float, float]:
         subprocess.run([sys.executable, "-m", "vtatune", *command], cwd=work, env=env,
                        check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         wall = time.perf_counter() - t0
+        wait_for_orphans()
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return wall, cpu
@@ -54,6 +76,7 @@ def main() -> None:
                     help="a source tree to time (repeatable; default: this one)")
     ap.add_argument("command", nargs="*", help="the vtatune command (default: the main one)")
     args = ap.parse_args()
+    adopt_orphans()
     trees = [t.resolve() for t in args.tree or [ROOT]]
     command = args.command or list(MAIN_COMMAND)
     print(f"python -m vtatune {' '.join(command)}; load average "

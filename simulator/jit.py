@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 __all__ = [
-    "announce_compile", "engines_to_compile", "njit", "on_first_compile", "skip_blas_probe",
-    "specializations",
+    "announce_compile", "engines_to_compile", "interpret", "njit", "on_first_compile",
+    "skip_blas_probe", "specializations", "uncached",
 ]
 
 _PENDING: dict[str, list[_Lazy]] = {}  # module name -> its marked functions, in order
@@ -120,6 +120,16 @@ def _init_target() -> None:
     _target_ready = True
 
 
+def interpret(module_name: str) -> None:
+    """Run the marked functions of the imported module ``module_name`` as plain Python in
+    this process: never compiled, never loaded from the cache. For a helper process that
+    needs what they compute only to reach other engines (to compile those), sooner than
+    compiling them would take; their results are Python's, not meant to be kept."""
+    namespace = vars(sys.modules[module_name])
+    for lazy in _PENDING.pop(module_name, ()):
+        namespace[lazy.py_func.__name__] = lazy.py_func
+
+
 def njit(*, inner: bool = False, **options: Any):
     """``numba.njit(**options)``, deferred until a marked function is first called.
 
@@ -201,4 +211,28 @@ def engines_to_compile() -> list[str]:
                      f"{source.stem}.{lazy.py_func.__qualname__}-{code.co_firstlineno}.{tag}")
             if not index.exists():
                 missing.append(f"{module_name}.{lazy.py_func.__name__}")
+    return missing
+
+
+def uncached(module_name: str) -> list[str]:
+    """The marked functions of the imported module ``module_name`` that this process has not
+    compiled yet and numba's on-disk cache holds no fresh entry for, looked up where numba
+    itself looks (its own cache locator: ``NUMBA_CACHE_DIR``, the source's ``__pycache__``
+    or the user-wide cache) and read as numba reads it (an index written by another numba
+    version or for an edited source holds nothing). Cheap: reads one small index per
+    function (imports numba). A function whose cache cannot be read counts as held: callers
+    start extra work only on a certain miss."""
+    from numba.core.caching import FunctionCache
+
+    missing = []
+    for lazy in _PENDING.get(module_name, ()):
+        if not lazy.options.get("cache") or lazy.options.get("inline") == "always":
+            continue  # not cached, or compiled only into its callers
+        try:
+            # numba's private index reader: the one place that knows its format
+            held = bool(FunctionCache(lazy.py_func)._cache_file._load_index())
+        except Exception:  # noqa: BLE001 - unreadable, no locator, another layout: unknown
+            held = True
+        if not held:
+            missing.append(f"{module_name}.{lazy.py_func.__name__}")
     return missing

@@ -308,10 +308,10 @@ def warnings_one_line() -> None:
 
 def say_compiling() -> None:
     """The line that explains the wait of the first run after install (numba compiles the
-    simulator's engines, and the guided sampler's once the tuner samples, about 10 s): said
+    simulator's engines, and the guided sampler's once the tuner samples, about 7-10 s): said
     right before the first compilation (:func:`simulator.jit.on_first_compile`), never on a
     run that compiles nothing. Above a progress bar when one is shown."""
-    message = "vtatune: compiling the engines (once after install, about 10 s)..."
+    message = "vtatune: compiling the engines (once after install, about 7-10 s)..."
     if "tqdm" in sys.modules:
         from tqdm import tqdm
 

@@ -92,7 +92,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     from simulator.hardware import HardwareConfig
     from vtatune.networks import tune_network
     from vtatune.records import check_log_target
-    from vtatune.tuning import tune
+    from vtatune.tuning import start_sampler_warmup, tune
 
     warnings_one_line()
     if args.log is not None:
@@ -117,6 +117,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
     else:
         wl = resolve_workload(args.operator, args)
         wl.check(hw)
+        if args.sampler == "guided" and args.jobs == 1:  # else workers use the cores
+            start_sampler_warmup(wl, hw, space=args.space, bias=args.bias)
         results = [tune(wl, hw, log=args.log, **common)]
     print_table(results, time.perf_counter() - args.started, args.hw)
     return 130 if any(r.interrupted for r in results) else 0

@@ -34,6 +34,7 @@ from vtatune.tuning._tune import (
     default_log_path,
     tune,
 )
+from vtatune.tuning._warmup import start_sampler_warmup
 from vtatune.tuning.samplers import DEFAULT_SAMPLER, SAMPLERS, check_sampler
 
 __all__ = [
@@ -41,5 +42,6 @@ __all__ = [
     "Entry", "EntryCache", "OpenStudy",
     "Progress", "Search",
     "TuneResult", "TunerError", "check_log_belongs", "check_sampler", "check_seed",
-    "cpu_count", "default_log_path", "parallel_pool", "timed_score", "tune",
+    "cpu_count", "default_log_path", "parallel_pool", "start_sampler_warmup", "timed_score",
+    "tune",
 ]

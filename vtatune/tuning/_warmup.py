@@ -1,0 +1,169 @@
+"""The first run after install, in parallel: a helper process compiles two engines.
+
+numba compiles the engines the first time a command runs them (about 10 s for the main
+command, ``conv2d --trials 200``), one after the other, holding the GIL: threads cannot
+share the work, a second process can. The tuning commands meet their engines in one order:
+the cost model at the start; at the first trial (the default schedule) the lowering's queue
+program, then its executor, then the timing engines; the guided sampler's
+(``samplers._parzen``) only after the warm starts. So when numba's cache holds none of the
+sampler's engines, :func:`start_sampler_warmup` starts this module as a helper process that
+compiles, while the command compiles the cost model and the queue program:
+
+- the lowering's executor (``lowering._runtime._execute``, about 1.3 s), by lowering the
+  command's first schedule with the queue program run as plain Python
+  (:func:`simulator.jit.interpret`: its tables in a fraction of a second instead of 2.5 s of
+  compiling): ready before the command reaches it;
+- the guided sampler's engines (about 2.4 s), by running the same study (workload, hardware,
+  space, sampler) with a stand-in score instead of lowering and simulating: ready long
+  before the command's warm starts end.
+
+numba writes them to its on-disk cache and the command loads them from there. Both are
+compiled for the argument types the command's own code passes (the same code path, the
+same schedule), so the command finds them under its own key.
+
+Why this is safe:
+- numba writes every cache file (the index, each compiled function) to a temporary name and
+  renames it over the final one (``IndexDataCacheFile._open_for_write`` in
+  ``numba/core/caching.py``, numba 0.68): a reader sees a whole file or none, and with none
+  compiles the function itself (``load`` takes a missing data file for a miss). Two
+  processes compiling the same function for the same argument types write the same entry
+  (the key: the signature, the CPU, the bytecode; the index holds the source's hash): the
+  second rename wins, either is right.
+- The helper's outcome is never read: it shares nothing with the command but numba's cache.
+  If it fails, is killed or is slow, the command compiles what it needs itself, as it
+  would without it: the helper only costs what it would have saved. A command shorter
+  than the helper (``--trials 5``) leaves it finishing the cache for a few seconds; it runs
+  in its own session, so a Ctrl-C meant for the command does not stop it.
+- It starts only from the command line (:mod:`vtatune.cli`), never in library use, and only
+  when numba's cache holds none of the sampler's engines (:func:`simulator.jit.uncached`):
+  a warm run does not start it.
+
+The helper is ``python -m vtatune.tuning._warmup``, with the problem pickled on its stdin.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import pickle
+import subprocess
+import sys
+import tempfile
+import zlib
+from collections.abc import Iterator
+from typing import Any
+
+from simulator.hardware import HardwareConfig
+from vtatune.scoring import Score
+from vtatune.workloads import Workload
+
+#: The module whose compiled engines the helper compiles (the guided sampler's).
+SAMPLER_ENGINES = "vtatune.tuning.samplers._parzen"
+
+#: The module the helper runs as plain Python to reach the executor (the queue program).
+QUEUE_PROGRAM = "vtatune.lowering._emit"
+
+#: Trials of the helper's study: past the startup draws and the warm starts, so the sampler
+#: runs its model (space table, model, draw, log ratio, log pdf).
+WARMUP_TRIALS = 40
+
+_started: list[subprocess.Popen[bytes] | None] = []  # the one helper a process may start
+
+
+def start_sampler_warmup(workload: Workload, hw: HardwareConfig, *, space: str, bias: bool
+                         ) -> subprocess.Popen[bytes] | None:
+    """Start the helper process compiling the lowering's executor and the guided sampler's
+    engines into numba's cache, when the cache holds none of the sampler's; the process, or
+    None when none was started (warm cache, one started already, or it could not start).
+    For the command line only."""
+    if _started or not _sampler_cold():
+        return None
+    _started.append(None)
+    problem = pickle.dumps((workload, hw, space, bias))
+    try:
+        helper = subprocess.Popen(
+            _helper_command(), stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        assert helper.stdin is not None
+        helper.stdin.write(problem)
+        helper.stdin.close()
+    except OSError:  # no process to start, or it ended at once: the command compiles all
+        return None
+    _started[0] = helper  # held, so it is not reaped (nor warned about) while it runs
+    return helper
+
+
+def _helper_command() -> list[str]:
+    return [sys.executable, "-m", __name__]
+
+
+def _sampler_cold() -> bool:
+    import vtatune.tuning.samplers._parzen  # noqa: F401 - its engines are what is looked up
+    from simulator.jit import uncached
+
+    return bool(uncached(SAMPLER_ENGINES))
+
+
+def _stand_in(workload: Workload, schedule: Any, hw: HardwareConfig, bias: bool
+              ) -> tuple[Score, float]:
+    """A score that needs no engine: cycles from a hash of the schedule, spread enough for
+    TPE to split good from bad trials (the values are never used but to compile)."""
+    cycles = 1000 + zlib.crc32(repr(schedule).encode()) % 100_000
+    return Score("ok", cycles=cycles, seconds=cycles * 1e-8, gops=1.0, utilization=0.5,
+                 counters={}, instructions=1, timing="warm-up"), 0.0
+
+
+@contextlib.contextmanager
+def _scoring_stood_in() -> Iterator[None]:
+    """The tuner's scoring replaced by :func:`_stand_in` (the study's trials and its final
+    table's tutorial comparison), restored after."""
+    from vtatune.tuning import _search, _study
+
+    saved = _search.timed_score, _study._tutorial
+    _search.timed_score = _stand_in
+    _study._tutorial = lambda *_: None
+    try:
+        yield
+    finally:
+        _search.timed_score, _study._tutorial = saved
+
+
+def compile_executor(workload: Workload, hw: HardwareConfig, *, space: str, bias: bool
+                     ) -> None:
+    """Compile the lowering's executor for the study's first schedule (the template's
+    default; none: nothing), the queue program before it run as plain Python. Only for a
+    helper process: the queue program stays uncompiled in it."""
+    from search_spaces import get_template
+    from simulator.jit import interpret
+    from vtatune.errors import VtatuneError
+    from vtatune.lowering import lower
+
+    template = get_template(workload, hw, bias=bias, space=space)
+    try:
+        schedule = template.to_schedule(template.default_config())
+    except VtatuneError:  # no default schedule: the command's first trial is the sampler's
+        return
+    interpret(QUEUE_PROGRAM)
+    lower(workload, schedule, hw, bias=bias)
+
+
+def compile_sampler(workload: Workload, hw: HardwareConfig, *, space: str, bias: bool) -> None:
+    """Compile the guided sampler's engines for ``workload`` on ``hw`` (numba caches them):
+    a study of :data:`WARMUP_TRIALS` stand-in trials in a temporary directory."""
+    from vtatune.tuning._tune import tune
+
+    with tempfile.TemporaryDirectory() as work, _scoring_stood_in():
+        tune(workload, hw, trials=WARMUP_TRIALS, sampler="guided", seed=0, space=space,
+             bias=bias, log=f"{work}/warmup.jsonl")
+
+
+def _main() -> None:
+    from simulator.jit import skip_blas_probe
+
+    skip_blas_probe()  # as the command line: numba's target initialised the same way
+    workload, hw, space, bias = pickle.loads(sys.stdin.buffer.read())
+    compile_executor(workload, hw, space=space, bias=bias)  # in the order the command needs
+    compile_sampler(workload, hw, space=space, bias=bias)
+
+
+if __name__ == "__main__":
+    _main()

@@ -16,12 +16,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 import warnings
 from pathlib import Path
 
 import numpy as np
+
+from vtatune.records import append_whole, write_whole
 
 COLUMNS = ("model", "layers on VTA", "vta_mac_share", "VTA cycles", "VTA passes",
            "vs TVM (CPU)", "vs onnxruntime", "onnxruntime vs TVM", "top-1", "seconds")
@@ -104,13 +107,16 @@ def main(argv: list[str] | None = None) -> int:
         m = measure(path, args.hw, args.log, args.exact, args.seed)
         lines.append(row(m))
         print(lines[-1], flush=True)
-        if args.json:
-            with args.json.open("a") as f:
-                f.write(json.dumps(m) + "\n")
+        if args.json:  # a line each model, whole or not at all (a full disk, a kill)
+            fd = os.open(args.json, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+            try:
+                append_whole(fd, (json.dumps(m) + "\n").encode())
+            finally:
+                os.close(fd)
         for reason in m["cpu_reasons"]:
             print(f"    CPU: {reason}", file=sys.stderr)
     if args.markdown:
-        args.markdown.write_text("\n".join(lines) + "\n")
+        write_whole({args.markdown: ("\n".join(lines) + "\n").encode()})
     return 0
 
 

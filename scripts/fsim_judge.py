@@ -55,6 +55,7 @@ from vtatune.deploy import (  # noqa: E402
     quantize,
 )
 from vtatune.lowering import lower, packed_inputs  # noqa: E402
+from vtatune.records import write_whole  # noqa: E402
 from vtatune.workloads import (  # noqa: E402
     AddWorkload,
     Conv2dTransposeWorkload,
@@ -344,7 +345,8 @@ def main(argv: list[str] | None = None) -> int:
           f"{identical} identical")
     if args.record is not None:
         args.record.parent.mkdir(parents=True, exist_ok=True)
-        args.record.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in rows))
+        write_whole({args.record: "".join(json.dumps(r, sort_keys=True) + "\n"
+                                          for r in rows).encode()})
     return 1 if differ or identical < len(whole) else 0
 
 

@@ -89,8 +89,7 @@ def link(regions: Sequence[Region], hw: HardwareConfig) -> Chain:
             low = base if carry == FRESH else \
                 lower(base.workload, base.schedule, hw, bias=base.bias, carry=carry)
             timing = time_program(low.program, hw)
-            memo[key] = (low, timing.cycles,
-                         Carry(tuple(int(t) for t in timing.tokens_out), low.pending_out))
+            memo[key] = (low, timing.cycles, Carry.left_by(low.pending_out, timing.tokens_out))
         return memo[key]
 
     def walk(start: Carry) -> tuple[list[tuple[Lowered, int, Carry]], Carry]:

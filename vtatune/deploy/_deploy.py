@@ -39,6 +39,7 @@ from vtatune.deploy._region import CpuOp, Region, Trace
 from vtatune.deploy._schedules import NO_LOG, LayerBuilder
 from vtatune.deploy._tvm import tvm
 from vtatune.deploy.runtime import DeployedModel, DeployResult, check_input, reraised
+from vtatune.deploy.runtime._tvm import run_main
 
 #: The op at the core of each layer kind VTA could run (CPU ops VTA refused get a reason).
 _ANCHOR_OPS = ("nn.conv2d", "nn.conv2d_transpose", "matmul", "add", "nn.relu")
@@ -122,14 +123,6 @@ def _build(mod: Any, cpu: CpuTarget | None = None) -> Any:
                           + (f" ({offending})" if offending else "") + "; shapes TVM could "
                           "not infer are the usual cause: run onnxruntime's quant_pre_process "
                           "on the float model before quantizing it") from None
-
-
-def _run_vm(vm: Any, x: np.ndarray) -> np.ndarray:
-    t = tvm()
-    out = vm["main"](t.runtime.tensor(x))
-    if hasattr(out, "numpy"):
-        return out.numpy()
-    return out[0].numpy()
 
 
 # --- building ---------------------------------------------------------------------------------
@@ -348,7 +341,7 @@ def references(model: Any, inputs: Any, engine: str = "tvm") -> np.ndarray:
         from tvm import relax
 
         vm = relax.VirtualMachine(_build(_import(proto, shape, name)), t.cpu())
-        return np.stack([_run_vm(vm, x) for x in xs])
+        return np.stack([run_main(vm, x) for x in xs])
     if engine == "onnxruntime":
         try:
             import onnxruntime as ort

@@ -34,6 +34,14 @@ class Carry:
     tokens: tuple[int, int, int, int] = NO_TOKENS
     pending: tuple[tuple[int, int], ...] = ()
 
+    @classmethod
+    def left_by(cls, pending_out: tuple[tuple[int, int], ...],
+                tokens_out: tuple[int, ...]) -> Carry:
+        """What a stream leaves the next: the tokens its timing ends with
+        (:attr:`simulator.timing.TimingResult.tokens_out`) and the pops its lowering leaves
+        pending (:attr:`~vtatune.lowering.Lowered.pending_out`)."""
+        return cls(tuple(int(t) for t in tokens_out), tuple(pending_out))
+
     def describe(self) -> str:
         parts = [f"{name} {n} token{'s' * (n != 1)}"
                  for name, n in zip(FIFOS, self.tokens, strict=True) if n]

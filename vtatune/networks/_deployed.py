@@ -100,7 +100,7 @@ def deployed_run(net: Network, schedules: dict[str, Schedule]) -> DeployedRun:
                 timing = time_program(low.program, hw)
                 # the carry moves no byte: a program's counters are its own
                 programs[key] = (len(low.program), timing.cycles,
-                                 Carry(timing.tokens_out, low.pending_out),
+                                 Carry.left_by(low.pending_out, timing.tokens_out),
                                  count(low.program, hw).as_dict())
             size, cycles, carry, counted = programs[key]
             runs.append(KernelRun(step.name, step.task, cycles, size, counted))

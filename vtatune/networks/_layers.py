@@ -311,12 +311,6 @@ def padded(channels: int, block: int) -> int:
     return -(-channels // block) * block
 
 
-def padded_rows(rows: int, hw: HardwareConfig) -> int:
-    """A GEMM's rows rounded up to whole BATCH blocks: the rows VTA computes (the padding
-    rows are zeros, their outputs dropped)."""
-    return padded(rows, hw.batch)
-
-
 def _place_gemm(layer: Layer, hw: HardwareConfig, name: str, pad_channels: bool
                 ) -> Workload | str:
     """A dense or batch_matmul layer as one GEMM workload; with ``pad_channels`` (as
@@ -324,7 +318,8 @@ def _place_gemm(layer: Layer, hw: HardwareConfig, name: str, pad_channels: bool
     MatMul's leading axes folded with S) with zero rows to whole BATCH blocks."""
     rows, cin, cout = layer.batch, layer.in_channels, layer.out_channels
     if pad_channels:
-        rows, cin, cout = (padded_rows(rows, hw), padded(cin, hw.block_in),
+        # the padding rows are zeros, their outputs dropped
+        rows, cin, cout = (padded(rows, hw.batch), padded(cin, hw.block_in),
                            padded(cout, hw.block_out))
     checks = [(rows, hw.batch, "batch", "BATCH"),
               (cin, hw.block_in, "input channels", "BLOCK_IN"),

@@ -439,14 +439,13 @@ class RegionRunner:
             y = device.download(outs[0]) if requant.on_vta else \
                 requant.finish([device.download(o) for o in outs])
             ys.append(unpack_output(wl, y.reshape(out_shape))[:m, :n])
-        heads = len(ys)
         self._host_op("pack", xs)
         self._host_op("pack_weight", ws)
         if not requant.on_vta:
             self._host_op("requantize", layer.out_shape)
         self._host_op("unpack", layer.out_shape)
         self.trace.calls.append(OffloadedCall(
-            layer.name, layer.kind, f"{heads}x " + self._described(layer), layer.schedule,
+            layer.name, layer.kind, f"{n_heads}x " + self._described(layer), layer.schedule,
             layer.source, layer.provenance, requant.describe(), len(layer.passes), cycles,
             layer.macs, 0, layer.notes))
         return np.stack(ys).reshape(layer.out_shape)

@@ -272,6 +272,25 @@ def test_device_specs(built, tmp_path, capsys):
     assert capsys.readouterr().err == f"vtatune: error: bundle {missing}: not found\n"
 
 
+def test_run_writes_exactly_the_output_named_checked_first_and_checks_its_seed(built,
+                                                                              tmp_path,
+                                                                              capsys):
+    """As deploy: the file named, no ".npy" added; a directory refused before the bundle
+    is even loaded (in this process the load would be refused: its regions are here); a
+    negative seed one line, exit 2."""
+    assert main(["run", str(built["bundle"]), "--output", str(tmp_path)]) == 2
+    assert capsys.readouterr().err == (f"vtatune: error: --output {tmp_path} is a directory: "
+                                       f"name the file (e.g. {tmp_path / 'y.npy'})\n")
+    proc = _fresh("-m", "vtatune", "run", str(built["bundle"]), "--input", str(built["x"]),
+                  "--output", str(tmp_path / "y.out"))
+    assert proc.returncode == 0, proc.stderr
+    assert [p.name for p in tmp_path.iterdir()] == ["y.out"]
+    assert np.array_equal(np.load(tmp_path / "y.out"), built["result"].output)
+    proc = _fresh("-m", "vtatune", "run", str(built["bundle"]), "--seed", "-1")
+    assert (proc.returncode, proc.stdout) == (2, "")
+    assert proc.stderr == "vtatune: error: seed must be an integer in 0..4294967295, got -1\n"
+
+
 #: What a board's runtime must not need: the compiler and its dependencies.
 COMPILER = ("vtatune.lowering", "vtatune.tuning", "vtatune.builds", "vtatune.records",
             "vtatune.scoring", "vtatune.networks", "search_spaces", "optuna", "onnx", "tvm")

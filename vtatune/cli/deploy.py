@@ -106,26 +106,6 @@ def _load_npy(path: str, flag: str) -> Any:
         raise UsageError(f"{flag} {path}: {exc}") from None
 
 
-def _output_file(args: argparse.Namespace) -> Path:
-    """The file the output goes to, checked before the build (a model's run is not lost on
-    a folder it cannot write): exactly the path named, never a directory."""
-    given = args.output is not None
-    out = Path(args.output or f"runs/{Path(args.model).stem}.output.npy")
-    what = f"--output {out}" if given else f"{out} (the default --output)"
-    if out.is_dir():
-        raise UsageError(f"{what} is a directory: name the file (e.g. {out / 'y.npy'})")
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        existed = out.exists()
-        with open(out, "ab"):  # creatable or writable; a probe left behind is removed
-            pass
-        if not existed:
-            out.unlink()
-    except OSError as exc:
-        raise UsageError(f"cannot write {what}: {exc.strerror or exc}") from None
-    return out
-
-
 def _load_inputs(path: str) -> Any:
     """``--input``: an .npy file's array, or a folder's .npy files stacked (a batch)."""
     import numpy as np
@@ -158,9 +138,11 @@ def cmd_deploy(args: argparse.Namespace) -> int:
         input_batch,
         load_model,
         model_input,
+        output_file,
         output_sha256,
         random_input,
         resolve_cpu_target,
+        save_output,
     )
 
     warnings_one_line()
@@ -178,7 +160,7 @@ def cmd_deploy(args: argparse.Namespace) -> int:
             raise UsageError(f"--input {args.input}: inputs of shape {list(x.shape[1:])}: the "
                              f"model takes {list(shape)}")
         batch, is_batch = input_batch(x, shape, dtype)
-    out = _output_file(args)
+    out = output_file(args.output, f"runs/{Path(args.model).stem}.output.npy")
     device = None
     if args.device != "sim":
         from simulator.hardware import HardwareConfig
@@ -198,11 +180,7 @@ def cmd_deploy(args: argparse.Namespace) -> int:
     saved = outputs if is_batch else outputs[0]
     if args.save:
         compiled.save(args.save)
-    try:
-        with open(out, "wb") as f:  # a file object: np.save adds no ".npy" to the name
-            np.save(f, saved)
-    except OSError as exc:
-        raise UsageError(f"cannot write {out}: {exc.strerror}") from None
+    save_output(out, saved)
     checks = check_outputs(compiled.model, batch, outputs) if args.check else ()
     if args.json or args.json_values:
         d = result.as_dict(values=args.json_values)

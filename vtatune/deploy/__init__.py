@@ -70,7 +70,8 @@ _API = {
     "TVM_VERSION": "vtatune.deploy._tvm",
     **dict.fromkeys(("Buffer", "CpuOp", "DeployResult", "DeployedModel", "Device",
                      "OffloadedCall", "SimulatedDevice", "check_input", "device_from_spec",
-                     "load", "output_sha256", "random_input", "same_memory"),
+                     "load", "output_file", "output_sha256", "random_input", "same_memory",
+                     "save_output"),
                     "vtatune.deploy.runtime"),
     **dict.fromkeys(("DriverDevice", "program_words"), "vtatune.deploy.runtime._driver"),
 }
@@ -78,14 +79,14 @@ _API = {
 __all__ = [
     "MAC_OPS", "Agreement", "Buffer", "Check", "check_outputs", "input_batch", "references",
     "top1", "CompiledModel", "CpuOp", "CpuTarget", "resolve_cpu_target", "DeployError",
-    "DeployResult", "DeployedModel", "Device",
-    "DriverDevice", "LayerBuilder", "LayerPrograms", "LayerSpec", "OffloadedCall", "PREFIX",
-    "Partitioning", "QParams", "Refusal", "Requantization", "SimulatedDevice", "TVM_VERSION",
-    "agreement", "check_input", "compile_model", "deploy", "device_from_spec",
-    "external_functions", "is_quantized", "load", "load_model", "model_input", "model_macs",
-    "output_sha256", "output_step", "partition", "pattern_entries", "program_words",
-    "quantize", "random_input", "reference", "refusal", "refusals", "register", "same_memory",
-    "save", "spec_of", "workload_of",
+    "DeployResult", "DeployedModel", "Device", "DriverDevice", "LayerBuilder", "LayerPrograms",
+    "LayerSpec", "OffloadedCall", "PREFIX", "Partitioning", "QParams", "Refusal",
+    "Requantization", "SimulatedDevice", "TVM_VERSION", "agreement", "check_input",
+    "compile_model", "deploy", "device_from_spec", "external_functions", "is_quantized",
+    "load", "load_model", "model_input", "model_macs", "output_sha256", "output_step",
+    "partition", "pattern_entries", "program_words", "quantize", "random_input", "reference",
+    "refusal", "refusals", "register", "same_memory", "save", "spec_of", "workload_of",
+    "output_file", "save_output",
 ]
 
 if TYPE_CHECKING:
@@ -137,9 +138,11 @@ if TYPE_CHECKING:
         check_input,
         device_from_spec,
         load,
+        output_file,
         output_sha256,
         random_input,
         same_memory,
+        save_output,
     )
     from vtatune.deploy.runtime._driver import DriverDevice, program_words
 

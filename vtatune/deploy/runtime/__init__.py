@@ -32,9 +32,11 @@ from vtatune.deploy.runtime._model import (
     DeployedModel,
     DeployResult,
     check_input,
+    output_file,
     output_sha256,
     random_input,
     reraised,
+    save_output,
 )
 from vtatune.deploy.runtime._region import (
     Border,
@@ -53,9 +55,9 @@ from vtatune.deploy.runtime._region import (
 from vtatune.deploy.runtime._select import SPECS, device_from_spec
 
 __all__ = [
-    "INDEX_VALUES", "Border", "Buffer", "CpuOp", "DeployResult", "DeployedModel", "Device",
+    "Border", "Buffer", "CpuOp", "DeployResult", "DeployedModel", "Device", "INDEX_VALUES",
     "OffloadedCall", "RegionLayer", "RegionRunner", "SPECS", "SimulatedDevice", "Trace",
-    "check_input", "device_from_spec", "dilate_packed", "from_int8", "load", "output_sha256",
-    "pad_channels", "packed_function", "random_input", "read_manifest", "reraised",
-    "same_memory", "to_int8",
+    "check_input", "device_from_spec", "dilate_packed", "from_int8", "load", "output_file",
+    "output_sha256", "packed_function", "pad_channels", "random_input", "read_manifest",
+    "reraised", "same_memory", "save_output", "to_int8",
 ]

@@ -16,6 +16,7 @@ import numpy as np
 from simulator.errors import VTAError
 from vtatune.deploy._errors import DeployError
 from vtatune.deploy.runtime._bundle import load
+from vtatune.deploy.runtime._model import output_file, save_output
 from vtatune.deploy.runtime._select import SPECS
 
 #: What the command does.
@@ -57,14 +58,10 @@ def run_bundle(args: argparse.Namespace) -> int:
             x = np.load(args.input, allow_pickle=False)
         except (OSError, ValueError) as exc:
             raise DeployError(f"--input {args.input}: {exc}") from None
+    out = output_file(args.output, f"runs/{Path(args.bundle).resolve().name}.output.npy")
     model = load(args.bundle, device=args.device, hw=args.hw)
     result = model.run(x, args.seed)
-    out = Path(args.output or f"runs/{Path(args.bundle).resolve().name}.output.npy")
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        np.save(out, result.output)
-    except OSError as exc:
-        raise DeployError(f"cannot write {out}: {exc.strerror}") from None
+    save_output(out, result.output)
     if args.json:
         print(json.dumps({**result.as_dict(), "bundle": args.bundle, "output_file": str(out)}))
         return 0

@@ -13,6 +13,7 @@ import hashlib
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -199,9 +200,17 @@ def check_input(x: Any, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
 INDEX_VALUES = 100
 
 
+#: The largest seed (numpy seeds a generator with a non-negative integer; the tuner's
+#: seeds are 32-bit too).
+SEED_MAX = 2**32 - 1
+
+
 def random_input(shape: tuple[int, ...], dtype: np.dtype, seed: int = 0) -> np.ndarray:
     """A seeded random input: N(0, 1) floats; uniform 8-bit integers over their range;
-    wider integers (indices: token ids) in [0, :data:`INDEX_VALUES`)."""
+    wider integers (indices: token ids) in [0, :data:`INDEX_VALUES`). DeployError for a
+    seed out of 0..:data:`SEED_MAX`."""
+    if not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed <= SEED_MAX:
+        raise DeployError(f"seed must be an integer in 0..{SEED_MAX}, got {seed!r}")
     rng = np.random.default_rng(seed)
     if np.issubdtype(dtype, np.integer):
         info = np.iinfo(dtype)
@@ -209,3 +218,33 @@ def random_input(shape: tuple[int, ...], dtype: np.dtype, seed: int = 0) -> np.n
             return rng.integers(0, INDEX_VALUES, shape).astype(dtype)
         return rng.integers(info.min, info.max + 1, shape).astype(dtype)
     return rng.standard_normal(shape).astype(dtype)
+
+
+def output_file(given: str | Path | None, default: str | Path) -> Path:
+    """The file a command writes its output to (``given``, else ``default``), checked
+    before any work (a model's run is not lost on a place it cannot write): exactly the
+    path named, never a directory; DeployError naming it otherwise."""
+    out = Path(given if given is not None else default)
+    what = f"--output {out}" if given is not None else f"{out} (the default --output)"
+    if out.is_dir():
+        raise DeployError(f"{what} is a directory: name the file (e.g. {out / 'y.npy'})")
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        existed = out.exists()
+        with open(out, "ab"):  # creatable or writable; a probe left behind is removed
+            pass
+        if not existed:
+            out.unlink()
+    except OSError as exc:
+        raise DeployError(f"cannot write {what}: {exc.strerror or exc}") from None
+    return out
+
+
+def save_output(out: Path, array: np.ndarray) -> None:
+    """``array`` saved in NumPy's format to exactly ``out`` (``np.save`` given a name adds
+    ``.npy`` to it; given a file object, it does not)."""
+    try:
+        with open(out, "wb") as f:
+            np.save(f, array)
+    except OSError as exc:
+        raise DeployError(f"cannot write {out}: {exc.strerror or exc}") from None

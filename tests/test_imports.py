@@ -285,6 +285,16 @@ def test_tests_and_scripts_use_public_names():
 
 
 def test_no_module_uses_an_old_import_path():
-    """``vtatune.analysis`` is kept one release for users; vtatune itself never uses it."""
+    """``vtatune.analysis`` (the old path of ``vtatune.records.analysis``) is gone; nothing
+    imports it."""
     bad = [m for m, p in MODULES.items() if "vtatune.analysis" in _imports(p)]
     assert bad == []
+
+
+def test_the_deprecated_analysis_shim_is_gone():
+    """Issue 41: one-line re-export modules go unless a public path needs them; the analysis
+    tables live at ``vtatune.records.analysis`` only."""
+    import importlib.util
+
+    assert importlib.util.find_spec("vtatune.analysis") is None
+    assert importlib.util.find_spec("vtatune.records.analysis") is not None

@@ -190,7 +190,10 @@ def elaborate(tvm: Path, out: Path, build: dict | None, jars: list[Path]) -> Pat
          "-cp", str(jars[-1]), "-Xsource:2.11", "-language:reflectiveCalls", "-nowarn",
          "-d", str(classes), *map(str, sorted(src.rglob("*.scala")))])
     verilog_dir = out / "chisel"
-    run(["java", "-Xss16m", "-Xmx2g", "-cp", os.pathsep.join([str(classes), *map(str, jars)]),
+    # the DPI blackboxes' Verilog is a resource of the Chisel sources (src/main/resources)
+    resources = tvm / "3rdparty/vta-hw/hardware/chisel/src/main/resources"
+    run(["java", "-Xss16m", "-Xmx2g", "-cp",
+         os.pathsep.join([str(classes), str(resources), *map(str, jars)]),
          "vtatune_build.Emit", "--target-dir", str(verilog_dir)])
     verilog = verilog_dir / f"{TOP}.v"
     if not verilog.is_file():

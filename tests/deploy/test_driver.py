@@ -129,7 +129,8 @@ def test_the_driver_module_imports_numpy_ctypes_and_the_instruction_set_only():
     imported = _imports(source)
     stdlib = {"__future__", "collections.abc", "dataclasses", "os", "pathlib", "typing",
               "weakref"}
-    ours = {"simulator.errors", "simulator.hardware", "simulator.isa", "simulator.program",
+    ours = {"simulator.chisel", "simulator.errors", "simulator.hardware", "simulator.isa",
+            "simulator.program",
             "simulator.rows", "vtatune.deploy.runtime._device", "vtatune.deploy._errors",
             "vtatune.deploy.runtime._libvta"}
     assert imported == stdlib | ours | {"numpy"}

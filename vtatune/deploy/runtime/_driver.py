@@ -52,6 +52,7 @@ from typing import Any
 import numpy as np
 
 import simulator.rows as R
+from simulator.chisel import RTL_INSTRUCTIONS
 from simulator.errors import ConfigError
 from simulator.hardware import HardwareConfig
 from simulator.isa import (
@@ -61,6 +62,7 @@ from simulator.isa import (
     MemId,
     MemInsn,
     Opcode,
+    describe,
     encode_insn,
     insn_layout,
     uop_widths,
@@ -191,6 +193,23 @@ def _locate(program: Program, hw: HardwareConfig) -> _Dma:
         raise DeployError(f"instruction {int(sel[i])} moves DRAM bytes [{int(first[i])}, "
                           f"{int(last[i])}), in no tensor of the program")
     return _Dma(sel, eb, first - starts[k], k, uop_rows)
+
+
+def _rtl_unknown(program: Program) -> int | None:
+    """The first instruction VTA's RTL does not dispatch (its fetch stage stops the
+    simulation and the process on one: tsim's Verilog ``$stop``), else None."""
+    rows = program.rows
+    op = np.where(rows[:, 0] == R.MEM, rows[:, R.MEM_OPCODE],
+                  np.where(rows[:, 0] == R.ALU, int(Opcode.ALU),
+                           np.where(rows[:, 0] == R.GEMM, int(Opcode.GEMM),
+                                    int(Opcode.FINISH))))
+    sub = np.where((rows[:, 0] == R.MEM) & (op == Opcode.LOAD), rows[:, R.MEM_MEM],
+                   np.where(rows[:, 0] == R.ALU, rows[:, R.column(AluInsn, "alu_op")], -1))
+    known = np.zeros(len(rows), bool)
+    for code, s in RTL_INSTRUCTIONS:
+        known |= (op == code) & ((sub == s) if s is not None else True)
+    bad = np.flatnonzero(~known)
+    return int(bad[0]) if len(bad) else None
 
 
 # --- dependency tokens ---------------------------------------------------------------------
@@ -355,11 +374,14 @@ class DriverDevice(Device):
         if built_for.bitstream != hw.bitstream:
             raise DeployError(f"{(hw_lib or path).name} was built for {built_for.bitstream}, "
                               f"the programs are for {hw.bitstream}")
-        _check_layout(hw)
         rt = Path(runtime) if runtime is not None else path.with_name(RUNTIME)
         if runtime is not None and not rt.is_file():
             raise DeployError(f"no TVM runtime library at {rt}")
         self._loaded = _loaded(path, rt if rt.is_file() else None, hw_lib, hw)
+        if self._loaded.kind != TSIM:
+            # hw_spec.h's layout, which fsim and a board's driver decode with; tsim's RTL
+            # decodes with its own (a design's decoder is built from vtatune's layout)
+            _check_layout(hw)
         lib = self._lib = self._loaded.driver
         self.hw = hw
         tsim = self._loaded.kind == TSIM
@@ -442,6 +464,11 @@ class DriverDevice(Device):
     def _prepared(self, program: Program) -> _Prepared:
         hit = self._programs.get(id(program))
         if hit is None or hit.program is not program:
+            k = _rtl_unknown(program) if self._loaded.kind == TSIM else None
+            if k is not None:
+                raise DeployError(f"instruction {k} ({describe(program.instructions[k])}): "
+                                  "VTA's RTL dispatches no such instruction (its fetch stage "
+                                  "would stop the simulation)")
             hit = _Prepared(program, _locate(program, self.hw), program.rows.copy(),
                             _encode_uops(program.uop_table, self.hw),
                             _token_balance(program.rows))

@@ -226,3 +226,32 @@ def test_tsim_runs_report_the_rtl_counter(tmp_path):
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == (f"7 7 {{'cycle_count': 7}} VTA's RTL (tsim {lib}, "
                                    f"{tmp_path}/libvta_hw.so)")
+
+
+def test_a_report_puts_the_rtls_cycles_beside_the_timing_models():
+    import numpy as np
+
+    from vtatune.deploy import DeployResult, OffloadedCall
+
+    calls = tuple(OffloadedCall(f"conv2d_{k}", "conv2d", "w", "s", "log", "p", "r", 1, rtl,
+                                model_cycles=model)
+                  for k, (rtl, model) in enumerate([(1003, 1000), (1998, 2000)], 1))
+    result = DeployResult("m", DEFAULT, "VTA's RTL", calls, (), 3001, np.zeros(1), {}, 0,
+                          "RTL")
+    assert result.vta_model_cycles == 3000
+    text = result.report()
+    assert text.splitlines()[3:6] == [
+        "  layer     workload  schedule from  requantization  passes  cycles (RTL)  timing model"
+        "     difference",
+        "  conv2d_1  w         p              r                    1         1,003         1,000"
+        "  +3 (+0.300 %)",
+        "  conv2d_2  w         p              r                    1         1,998         2,000"
+        "  -2 (-0.100 %)"]
+    assert text.endswith("VTA time: 3,001 cycles = 0.030 ms at 100 MHz (RTL)\n"
+                         "timing model: 3,000 cycles (the RTL: +1 (+0.033 %))")
+    d = result.as_dict()
+    assert (d["cycle_counter"], d["vta_model_cycles"], d["offloaded"][1]["model_cycles"]) == (
+        "RTL", 3000, 2000)
+    plain = DeployResult("m", DEFAULT, "sim", calls[:1], (), 1003, np.zeros(1))
+    assert plain.vta_model_cycles is None and "timing model:" not in plain.report()
+    assert "cycle_counter" not in plain.as_dict()

@@ -48,7 +48,7 @@ import numpy as np  # noqa: E402
 
 from simulator.hardware import HardwareConfig  # noqa: E402
 from vtatune.deploy import DeployError, DriverDevice, SimulatedDevice  # noqa: E402
-from vtatune.deploy.runtime._libvta import end_process  # noqa: E402
+from vtatune.deploy.runtime import end_process  # noqa: E402
 from vtatune.records import write_whole  # noqa: E402
 
 __all__ = ["RECORD", "bundle_judge", "kernel_judge", "percent"]

@@ -74,7 +74,8 @@ int TVMFuncCall(void* f, V* args, int* codes, int n, V* ret, int* code) {
 const char* TVMGetLastError(void) { return error; }
 int TVMModLoadFromFile(const char* file, const char* format, void** out) {
   if (strstr(file, "bad") || strcmp(format, "vta-tsim")) {
-    error = "Check failed: (finit != nullptr) is false: \nnot a verilated VTA\n";
+    error = "TVMError: Check failed: (finit != nullptr) is false: \nStack trace:\n"
+            "  File \"module.cc\", line 303\n  [bt] (0) libtvm_runtime.so(...)\n";
     return -1;
   }
   *out = (void*)1;
@@ -130,7 +131,8 @@ def test_tsim_needs_its_hardware_library(tmp_path):
     bad.write_bytes(b"")
     with pytest.raises(DeployError) as e:
         device_from_spec(f"libvta:{lib}:{bad}", DEFAULT)
-    assert str(e.value) == f"{bad}: not a verilated VTA"
+    assert str(e.value) == (f"{bad}: not VTA's verilated RTL (loaded as a vta-tsim module: "
+                            "TVMError: Check failed: (finit != nullptr) is false:)")
     with pytest.raises(DeployError, match=r"^libvta: no hardware library at .*none.so$"):
         device_from_spec(f"libvta:{lib}:{tmp_path / 'none.so'}", DEFAULT)
 
@@ -169,7 +171,7 @@ SCRIPT = """
 import atexit, sys
 from simulator.hardware import DEFAULT
 from vtatune.deploy import DeployError, DriverDevice
-from vtatune.deploy.runtime._libvta import end_process
+from vtatune.deploy.runtime import end_process
 atexit.register(print, "earlier exit hook ran")
 lib, other, how = sys.argv[1:]
 dev = DriverDevice(lib, DEFAULT)

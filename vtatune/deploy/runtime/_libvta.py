@@ -19,8 +19,9 @@ one line instead of a dead process.
 tsim keeps one simulation per process (its ``DPILoader`` is a static of the driver): a
 second tsim library in the same process is refused. At exit, the driver's static
 ``DPILoader`` destructor resumes the simulation's thread after other statics are gone (a
-segfault or a hang), so a process that started tsim ends through :func:`end_process`
-(``os._exit`` after Python's own clean-up), never through C++'s static destructors.
+segfault or a hang), so a process that started tsim ends through an exit hook
+(``os._exit`` after Python's other exit hooks, with the status :func:`end_process`
+recorded), never through C++'s static destructors.
 """
 
 from __future__ import annotations
@@ -133,8 +134,11 @@ class Runtime:
         self._load.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(ctypes.c_void_p)]
 
     def last_error(self) -> str:
-        """TVM's last error, its last line (the message; the lines above are a trace)."""
-        lines = (self._error() or b"").decode(errors="replace").strip().splitlines()
+        """TVM's last error, the message without the stack trace TVM puts after it
+        (``Stack trace:`` and ``[bt]`` lines)."""
+        text = (self._error() or b"").decode(errors="replace").split("Stack trace:")[0]
+        lines = [ln.strip() for ln in text.splitlines()
+                 if ln.strip() and not ln.strip().startswith("[bt]")]
         return lines[-1] if lines else "unknown error"
 
     def get(self, name: str) -> ctypes.c_void_p | None:
@@ -162,7 +166,7 @@ class Runtime:
     def load_module(self, path: Path, fmt: str) -> ctypes.c_void_p:
         out = ctypes.c_void_p()
         if self._load(os.fsencode(path), fmt.encode(), ctypes.byref(out)) != 0:
-            raise LibraryError(f"{path}: {self.last_error()}")
+            raise LibraryError(self.last_error())
         return out
 
 
@@ -244,7 +248,11 @@ def load(driver: Path, runtime: Path | None, hardware: Path | None) -> Loaded:
         raise LibraryError(f"{driver.name} is TVM's tsim driver: it needs VTA's verilated "
                            f"RTL, and there is no {HARDWARE} next to it (name it: "
                            f"libvta:{driver}:HARDWARE_LIBRARY)")
-    module = rt.load_module(hardware, TSIM_FORMAT)
+    try:
+        module = rt.load_module(hardware, TSIM_FORMAT)
+    except LibraryError as exc:
+        raise LibraryError(f"{hardware}: not VTA's verilated RTL (loaded as a {TSIM_FORMAT} "
+                           f"module: {exc})") from None
     rt.call("vta.tsim.init", module)
     loaded.hardware = hardware
     return loaded

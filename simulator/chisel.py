@@ -60,8 +60,8 @@ from simulator.isa import (
 )
 
 __all__ = [
-    "FLOW", "SOURCE", "STOCK_DECODER", "ChiselField", "DecoderCheck", "FieldChange",
-    "SpecField", "core_params", "decode_with_spec", "decoder_check", "rtl_spec",
+    "FLOW", "RTL_INSTRUCTIONS", "SOURCE", "STOCK_DECODER", "ChiselField", "DecoderCheck",
+    "FieldChange", "SpecField", "core_params", "decode_with_spec", "decoder_check", "rtl_spec",
     "shell_params", "spec_bundles", "spec_constants", "spec_mismatches", "spec_patterns",
     "stock_index_widths",
 ]
@@ -372,6 +372,11 @@ _PATTERNS: dict[str, tuple[str, str | None, str, Opcode, int | None]] = {
     "VADD": ("alu", "add", "AluDecode", Opcode.ALU, AluOp.ADD),
     "VSHX": ("alu", "shift", "AluDecode", Opcode.ALU, AluOp.SHR),
 }
+#: What the RTL's fetch stage dispatches, as (opcode, memory or ALU op; None: any): anything
+#: else stops the simulation (FetchVME64.scala: "Unknown instruction type"), e.g. a LOAD of
+#: ACC_8BIT (TVM's ALU-only kernels on fsim) or an ALU MUL (fsim only).
+RTL_INSTRUCTIONS: frozenset[tuple[Opcode, int | None]] = frozenset(
+    (op, sub) for _, _, _, op, sub in _PATTERNS.values())
 _INSN_BITS = 128
 
 #: What ``hardware_build.json``'s spec covers.

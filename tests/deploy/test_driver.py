@@ -4,8 +4,10 @@ the ``--device`` specs. The runs on a live library are tests/deploy/test_driver_
 
 from __future__ import annotations
 
+import ast
 import json
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -109,21 +111,30 @@ def test_device_specs(tmp_path):
         device_from_spec(f"libvta:{tmp_path / 'nothing.so'}", DEFAULT)
 
 
-def test_the_driver_module_imports_numpy_ctypes_and_the_instruction_set_only():
-    """What a board runs: no lowering, tuning, Optuna, numba or TVM."""
-    import ast
-    from pathlib import Path
-
-    source = (Path(__file__).resolve().parents[2] / "vtatune" / "deploy" / "runtime"
-              / "_driver.py")
+def _imports(source):
     imported = set()
     for node in ast.walk(ast.parse(source.read_text())):
         if isinstance(node, ast.Import):
             imported |= {a.name for a in node.names}
         elif isinstance(node, ast.ImportFrom):
             imported.add(node.module)
-    stdlib = {"__future__", "collections.abc", "ctypes", "dataclasses", "json", "os",
-              "pathlib", "typing", "weakref"}
-    ours = {"simulator.errors", "simulator.hardware", "simulator.isa", "simulator.program",
-            "simulator.rows", "vtatune.deploy.runtime._device", "vtatune.deploy._errors"}
+    return imported
+
+
+def test_the_driver_module_imports_numpy_ctypes_and_the_instruction_set_only():
+    """What a board runs: no lowering, tuning, Optuna, numba or TVM."""
+
+    source = (Path(__file__).resolve().parents[2] / "vtatune" / "deploy" / "runtime"
+              / "_driver.py")
+    imported = _imports(source)
+    stdlib = {"__future__", "collections.abc", "dataclasses", "os", "pathlib", "typing",
+              "weakref"}
+    ours = {"simulator.chisel", "simulator.errors", "simulator.hardware", "simulator.isa",
+            "simulator.program",
+            "simulator.rows", "vtatune.deploy.runtime._device", "vtatune.deploy._errors",
+            "vtatune.deploy.runtime._libvta"}
     assert imported == stdlib | ours | {"numpy"}
+    # the library loader runs alone as a script (the probe's child, python -I): stdlib only
+    assert _imports(source.with_name("_libvta.py")) == {
+        "__future__", "atexit", "ctypes", "dataclasses", "json", "os", "pathlib", "signal",
+        "subprocess", "sys"}

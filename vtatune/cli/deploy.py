@@ -51,7 +51,9 @@ def register(sub: Any) -> None:
     p.add_argument("--device", default="sim", metavar="sim|libvta:PATH",
                    help="what runs the offloaded layers: sim (vtatune's functional VTA) or "
                         "libvta:PATH (VTA's C driver API in the library PATH: a board's "
-                        "libvta.so, TVM v0.14's libvta_fsim.so)")
+                        "libvta.so, TVM v0.14's libvta_fsim.so or libvta_tsim.so; "
+                        "libvta:DRIVER:HARDWARE names tsim's verilated RTL library, by "
+                        "default libvta_hw.so next to the driver)")
     p.add_argument("--input", metavar="X.npy",
                    help="the input (default: seeded random): an .npy of the model's input "
                         "shape, or of N x that shape (a batch: each runs in turn, the output "

@@ -10,6 +10,8 @@ engines, imported when it first runs a program).
 - ``_device``: the device interface (:class:`Device`, :class:`Buffer`) and vtatune's
   functional VTA behind it (:class:`SimulatedDevice`);
 - ``_select``: a device by name (:func:`device_from_spec`: ``sim``, ``libvta:PATH``);
+- ``_libvta``: VTA's driver libraries loaded (probed in a child process first; tsim
+  started; :func:`end_process`: the status a process that started tsim leaves with);
 - ``_region``: an offloaded region as it runs (:class:`RegionRunner`: packing, unpacking,
   dilating, repacking activations around the VTA calls, the CPU's part of a
   requantization) and the packed function TVM's VM calls;
@@ -27,6 +29,7 @@ Example (a bundle saved by ``python -m vtatune deploy MODEL --save DIR``):
 
 from vtatune.deploy.runtime._bundle import load, read_manifest
 from vtatune.deploy.runtime._device import Buffer, Device, SimulatedDevice
+from vtatune.deploy.runtime._libvta import end_process
 from vtatune.deploy.runtime._model import (
     INDEX_VALUES,
     DeployedModel,
@@ -57,7 +60,7 @@ from vtatune.deploy.runtime._select import SPECS, device_from_spec
 __all__ = [
     "Border", "Buffer", "CpuOp", "DeployResult", "DeployedModel", "Device", "INDEX_VALUES",
     "OffloadedCall", "RegionLayer", "RegionRunner", "SPECS", "SimulatedDevice", "Trace",
-    "check_input", "device_from_spec", "dilate_packed", "from_int8", "load", "output_file",
-    "output_sha256", "packed_function", "pad_channels", "random_input", "read_manifest",
-    "reraised", "same_memory", "save_output", "to_int8",
+    "check_input", "device_from_spec", "dilate_packed", "end_process", "from_int8", "load",
+    "output_file", "output_sha256", "packed_function", "pad_channels", "random_input",
+    "read_manifest", "reraised", "same_memory", "save_output", "to_int8",
 ]

@@ -41,7 +41,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", default="sim", metavar="|".join(SPECS),
                    help="what runs the offloaded layers: sim (vtatune's functional VTA) or "
                         "libvta:PATH (VTA's C driver API in the library PATH: a board's "
-                        "libvta.so, TVM v0.14's libvta_fsim.so)")
+                        "libvta.so, TVM v0.14's libvta_fsim.so or libvta_tsim.so; "
+                        "libvta:DRIVER:HARDWARE names tsim's verilated RTL library, by "
+                        "default libvta_hw.so next to the driver)")
     p.add_argument("--hw", metavar="PRESET|FILE",
                    help="the hardware the device is (a preset or a vta_config.json): a bundle "
                         "built for other hardware is refused; default: the bundle's")

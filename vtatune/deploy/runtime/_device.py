@@ -82,6 +82,9 @@ class Device(ABC):
     hw: HardwareConfig
     #: What it is, for reports (``functional simulator``, a board's name).
     name: str
+    #: What counts the cycles :meth:`run` returns when it is not the timing model (``RTL``:
+    #: VTA's RTL through TVM's tsim driver); None: the timing model's, or none counted.
+    cycle_counter: str | None = None
 
     @abstractmethod
     def alloc(self, shape: tuple[int, ...], dtype: Any) -> Buffer:

@@ -1,7 +1,8 @@
 """A :class:`Device` over VTA's C driver API: any ``libvta`` shared library, through ctypes.
 
 ``vta/include/vta/driver.h`` (apache/tvm-vta) is what a board's ``libvta.so`` exports and
-what TVM v0.14's functional simulator ``libvta_fsim.so`` exports too: ``VTADeviceAlloc``,
+what TVM v0.14's functional simulator ``libvta_fsim.so`` and its RTL simulator's driver
+``libvta_tsim.so`` export too: ``VTADeviceAlloc``,
 ``VTAMemAlloc`` / ``VTAMemGetPhyAddr`` for physically contiguous buffers,
 ``VTAMemCopyFromHost`` / ``VTAMemCopyToHost``, ``VTAFlushCache`` / ``VTAInvalidateCache``
 and ``VTADeviceRun(device, insn_phy_addr, insn_count, wait_cycles)``. :class:`DriverDevice`
@@ -24,16 +25,16 @@ Instructions and micro-ops are encoded with :mod:`simulator.isa`'s layout, which
 configuration); a library is used only for programs of the hardware it was built for (its
 ``vta_config.json``, kept next to it).
 
-TVM's VTA libraries leave TVM's registry symbols to TVM's runtime: the runtime named
-``libtvm_runtime.so`` next to the library is loaded first. Both are loaded into a linker
-namespace of their own (``dlmopen``), so that TVM v0.14's runtime and the TVM a deployed
-model runs in (a later release, whose runtime has symbols of the same names) never meet.
+How a library is loaded (TVM's runtime first, in a linker namespace of their own; tsim
+started with its verilated hardware library; everything tried first in a child process) is
+:mod:`._libvta`'s.
 
 fsim's profiler (``vta.simulator.profiler_status``, reached through the runtime's C API)
-counts the bytes each DMA moved and the GEMM and ALU micro-op iterations:
-:attr:`DriverDevice.counters` holds them for the last run. The driver API has no cycle
-count; ``run`` returns what the ``cycles`` function given to the device says (the timing
-model's estimate, say), else 0.
+counts the bytes each DMA moved and the GEMM and ALU micro-op iterations; tsim's
+(``vta.tsim.profiler_status``) the RTL's cycles: :attr:`DriverDevice.counters` holds them
+for the last run. On tsim ``run`` returns the RTL's cycles; the driver API itself has no
+cycle count, so on fsim or a board ``run`` returns what the ``cycles`` function given to the
+device says (the timing model's estimate, say), else None.
 
 This module imports numpy, ctypes and vtatune's instruction set only (no lowering, tuning,
 numba or TVM): it is what a board runs.
@@ -41,8 +42,6 @@ numba or TVM): it is what a board runs.
 
 from __future__ import annotations
 
-import ctypes
-import json
 import os
 import weakref
 from collections.abc import Callable, Mapping
@@ -53,26 +52,40 @@ from typing import Any
 import numpy as np
 
 import simulator.rows as R
+from simulator.chisel import RTL_INSTRUCTIONS
 from simulator.errors import ConfigError
 from simulator.hardware import HardwareConfig
-from simulator.isa import AluInsn, GemmInsn, MemId, MemInsn, Opcode, insn_layout, uop_widths
+from simulator.isa import (
+    AluInsn,
+    FinishInsn,
+    GemmInsn,
+    MemId,
+    MemInsn,
+    Opcode,
+    describe,
+    encode_insn,
+    insn_layout,
+    uop_widths,
+)
 from simulator.program import Program, mem_elem_bytes
 from simulator.rows import rows_of
 from vtatune.deploy._errors import DeployError
 from vtatune.deploy.runtime._device import Buffer, Device, bound
+from vtatune.deploy.runtime._libvta import (
+    CACHED,
+    RUNTIME,
+    TSIM,
+    WAIT_CYCLES,
+    LibraryError,
+    Loaded,
+    guard_exit,
+    load,
+    probe,
+)
 
 __all__ = ["DriverDevice", "program_words"]
 
-#: TVM's VTASynchronize budget (``vta/python/vta/build_module.py``: ``1 << 31``).
-WAIT_CYCLES = 1 << 31
-#: ``vta_phy_addr_t`` is 32 bits unless the library was built with USE_VTA64.
-_PHY_ADDR = ctypes.c_uint32
-_CACHED = 1  # VTA_CACHED: TVM's runtime allocates every buffer cached (kAlwaysCache)
-_RUNTIME = "libtvm_runtime.so"
 _CONFIG = "vta_config.json"
-_PROFILER_STATUS = b"vta.simulator.profiler_status"
-_PROFILER_CLEAR = b"vta.simulator.profiler_clear"
-_KTVMSTR = 11  # TVM's C API type code of a string result (kTVMStr)
 
 
 # --- the binary stream --------------------------------------------------------------------
@@ -182,6 +195,23 @@ def _locate(program: Program, hw: HardwareConfig) -> _Dma:
     return _Dma(sel, eb, first - starts[k], k, uop_rows)
 
 
+def _rtl_unknown(program: Program) -> int | None:
+    """The first instruction VTA's RTL does not dispatch (its fetch stage stops the
+    simulation and the process on one: tsim's Verilog ``$stop``), else None."""
+    rows = program.rows
+    op = np.where(rows[:, 0] == R.MEM, rows[:, R.MEM_OPCODE],
+                  np.where(rows[:, 0] == R.ALU, int(Opcode.ALU),
+                           np.where(rows[:, 0] == R.GEMM, int(Opcode.GEMM),
+                                    int(Opcode.FINISH))))
+    sub = np.where((rows[:, 0] == R.MEM) & (op == Opcode.LOAD), rows[:, R.MEM_MEM],
+                   np.where(rows[:, 0] == R.ALU, rows[:, R.column(AluInsn, "alu_op")], -1))
+    known = np.zeros(len(rows), bool)
+    for code, s in RTL_INSTRUCTIONS:
+        known |= (op == code) & ((sub == s) if s is not None else True)
+    bad = np.flatnonzero(~known)
+    return int(bad[0]) if len(bad) else None
+
+
 # --- dependency tokens ---------------------------------------------------------------------
 # The four token FIFOs between VTA's modules keep their tokens from one VTADeviceRun to the
 # next (fsim's TlppVerify and a board's hardware queues alike): a stream that ends with a
@@ -235,130 +265,37 @@ def _token_prologue(held: tuple[int, ...], wanted: tuple[int, ...]) -> np.ndarra
 
 # --- the library ----------------------------------------------------------------------------
 
-_RTLD_NOW = 2
-_LM_ID_NEWLM = -1
-_RTLD_DI_LMID = 1
+#: Libraries loaded, by their resolved paths (driver, runtime, hardware): each load takes a
+#: linker namespace (glibc has 16), and a library's state (fsim's DRAM, its FIFOs, tsim's
+#: simulation) is per load, so devices on one library share it.
+_LOADED: dict[tuple[Path, Path | None, Path | None], Loaded] = {}
 
 
-def _dl_error(libc: ctypes.CDLL) -> str:
-    err = libc.dlerror()
-    return err.decode(errors="replace") if err else "unknown error"
-
-
-def _open_isolated(paths: list[Path]) -> list[ctypes.CDLL]:
-    """``paths`` loaded in order into a new linker namespace (glibc's dlmopen). The first
-    object of a namespace is that namespace's global scope: the VTA library, loaded after
-    TVM's runtime, resolves TVM's symbols there (glibc refuses RTLD_GLOBAL in a namespace
-    other than the process's)."""
-    libc = ctypes.CDLL(None)
-    if not hasattr(libc, "dlmopen"):
-        raise OSError("dlmopen is not available")
-    libc.dlmopen.restype = ctypes.c_void_p
-    libc.dlmopen.argtypes = [ctypes.c_long, ctypes.c_char_p, ctypes.c_int]
-    libc.dlinfo.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p]
-    libc.dlerror.restype = ctypes.c_char_p
-    out, lmid = [], ctypes.c_long(_LM_ID_NEWLM)
-    for path in paths:
-        encoded = os.fsencode(path)
-        handle = libc.dlmopen(lmid.value, encoded, _RTLD_NOW)
-        if not handle:
-            raise OSError(_dl_error(libc))
-        if lmid.value == _LM_ID_NEWLM and libc.dlinfo(handle, _RTLD_DI_LMID,
-                                                       ctypes.byref(lmid)) != 0:
-            raise OSError(_dl_error(libc))
-        out.append(ctypes.CDLL(str(path), handle=handle))
-    return out
-
-
-@dataclass(eq=False)
-class _Loaded:
-    """A loaded VTA library (with TVM's runtime, when it needs one) and what it keeps from
-    one run to the next: the tokens its FIFOs hold."""
-
-    libs: list[ctypes.CDLL]
-    isolated: bool
-    tokens: tuple[int, int, int, int] = (0, 0, 0, 0)
-
-
-#: Libraries loaded, by their resolved paths: each load takes a namespace (glibc has 16),
-#: and a library's state (fsim's DRAM, its FIFOs) is per load, so devices on one library
-#: share it.
-_LOADED: dict[tuple[Path, ...], _Loaded] = {}
-
-
-def _open(paths: list[Path]) -> _Loaded:
-    key = tuple(p.resolve() for p in paths)
-    if key in _LOADED:
-        return _LOADED[key]
+def _loaded(driver: Path, runtime: Path | None, hardware: Path | None,
+            hw: HardwareConfig) -> Loaded:
+    """The library, probed in a child process, then loaded here (once per process); one
+    tsim simulation per process."""
+    key = (driver.resolve(), runtime and runtime.resolve(), hardware and hardware.resolve())
+    hit = _LOADED.get(key)
+    if hit is not None:
+        return hit
     try:
-        loaded = _Loaded(_open_isolated(list(key)), True)
-    except OSError as isolated:
-        try:  # no dlmopen (not glibc): the process's namespace
-            loaded = _Loaded([ctypes.CDLL(str(p), mode=ctypes.RTLD_GLOBAL) for p in key],
-                             False)
-        except OSError as exc:
-            raise DeployError(f"cannot load {paths[-1]}: {exc} ({isolated})") from None
+        report = probe(driver, runtime, hardware, encode_insn(FinishInsn(), hw))
+        running = next((v for v in _LOADED.values() if v.kind == TSIM), None)
+        if report["kind"] == TSIM and running is not None:
+            if running.hardware is not None and (running.path.resolve(), running.hardware.resolve(
+            )) == (key[0], Path(str(report["hardware"])).resolve()):
+                _LOADED[key] = running  # the same simulation, named another way
+                return running
+            raise DeployError(f"{driver.name}: one tsim simulation per process, and "
+                              f"{running.hardware} is running in this one")
+        loaded = load(driver, runtime, hardware)
+    except LibraryError as exc:
+        raise DeployError(str(exc)) from None
+    if loaded.kind == TSIM:
+        guard_exit()
     _LOADED[key] = loaded
     return loaded
-
-
-_DRIVER_API = {
-    "VTADeviceAlloc": (ctypes.c_void_p, []),
-    "VTADeviceFree": (None, [ctypes.c_void_p]),
-    "VTADeviceRun": (ctypes.c_int, [ctypes.c_void_p, _PHY_ADDR, ctypes.c_uint32,
-                                    ctypes.c_uint32]),
-    "VTAMemAlloc": (ctypes.c_void_p, [ctypes.c_size_t, ctypes.c_int]),
-    "VTAMemFree": (None, [ctypes.c_void_p]),
-    "VTAMemGetPhyAddr": (_PHY_ADDR, [ctypes.c_void_p]),
-    "VTAMemCopyFromHost": (None, [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t]),
-    "VTAMemCopyToHost": (None, [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t]),
-    "VTAFlushCache": (None, [ctypes.c_void_p, _PHY_ADDR, ctypes.c_int]),
-    "VTAInvalidateCache": (None, [ctypes.c_void_p, _PHY_ADDR, ctypes.c_int]),
-}
-
-
-class _TVMValue(ctypes.Union):
-    _fields_ = [("v_int64", ctypes.c_int64), ("v_float64", ctypes.c_double),
-                ("v_handle", ctypes.c_void_p), ("v_str", ctypes.c_char_p)]
-
-
-class _Profiler:
-    """fsim's profiler through TVM's C API (``TVMFuncGetGlobal``, ``TVMFuncCall``)."""
-
-    def __init__(self, runtime: ctypes.CDLL) -> None:
-        self._call = runtime.TVMFuncCall
-        self._call.restype = ctypes.c_int
-        self._call.argtypes = [ctypes.c_void_p, ctypes.POINTER(_TVMValue),
-                               ctypes.POINTER(ctypes.c_int), ctypes.c_int,
-                               ctypes.POINTER(_TVMValue), ctypes.POINTER(ctypes.c_int)]
-        self._error = runtime.TVMGetLastError
-        self._error.restype = ctypes.c_char_p
-        get = runtime.TVMFuncGetGlobal
-        get.restype = ctypes.c_int
-        get.argtypes = [ctypes.c_char_p, ctypes.POINTER(ctypes.c_void_p)]
-        self.status, self.clear = ctypes.c_void_p(), ctypes.c_void_p()
-        for name, out in ((_PROFILER_STATUS, self.status), (_PROFILER_CLEAR, self.clear)):
-            if get(name, ctypes.byref(out)) != 0:
-                raise DeployError(f"TVMFuncGetGlobal({name.decode()}): {self._last_error()}")
-
-    def _last_error(self) -> str:
-        lines = (self._error() or b"").decode(errors="replace").strip().splitlines()
-        return lines[-1] if lines else "unknown error"
-
-    def _invoke(self, func: ctypes.c_void_p) -> tuple[int, _TVMValue]:
-        value, code = _TVMValue(), ctypes.c_int()
-        if self._call(func, None, None, 0, ctypes.byref(value), ctypes.byref(code)) != 0:
-            raise DeployError(f"fsim profiler: {self._last_error()}")
-        return code.value, value
-
-    def reset(self) -> None:
-        self._invoke(self.clear)
-
-    def read(self) -> dict[str, int]:
-        code, value = self._invoke(self.status)
-        if code != _KTVMSTR or value.v_str is None:
-            raise DeployError(f"fsim profiler: status returned type code {code}, not a string")
-        return {k: int(v) for k, v in json.loads(value.v_str.decode()).items()}
 
 
 @dataclass(eq=False)
@@ -383,8 +320,11 @@ class _Memory:
     nbytes: int
 
 
-def _library_config(library: Path, config: Path | None) -> HardwareConfig:
-    path = config if config is not None else library.with_name(_CONFIG)
+def _library_config(library: Path, config: Path | None, hardware: Path | None) -> HardwareConfig:
+    """The hardware the library runs: ``config``, else the ``vta_config.json`` next to tsim's
+    hardware library (the RTL is the hardware), else the one next to the library."""
+    near = [p.with_name(_CONFIG) for p in (hardware, library) if p is not None]
+    path = config if config is not None else next((p for p in near if p.is_file()), near[-1])
     if not path.is_file():
         raise DeployError(f"no {_CONFIG} next to {library}: give the hardware the library was "
                           "built for (copy the vta_config.json of its build)")
@@ -396,15 +336,21 @@ def _library_config(library: Path, config: Path | None) -> HardwareConfig:
 
 class DriverDevice(Device):
     """VTA behind its C driver API: ``library`` is a ``libvta`` shared library (a board's
-    ``libvta.so``, TVM's ``libvta_fsim.so``), ``hw`` the configuration programs are lowered
-    for; it must be the library's (its ``vta_config.json``, by default the one next to the
-    library; the board facts, such as the target's name, may differ).
+    ``libvta.so``, TVM's ``libvta_fsim.so`` or ``libvta_tsim.so``), ``hw`` the configuration
+    programs are lowered for; it must be the library's (its ``vta_config.json``: by default
+    the one next to tsim's hardware library, else next to the library; the board facts,
+    such as the target's name, may differ).
 
     ``runtime``: TVM's runtime library the VTA library resolves TVM's symbols against (by
-    default ``libtvm_runtime.so`` next to it, when there is one). ``cycles``: what
-    :meth:`run` returns for a program (the driver API reports no cycle count), e.g.
-    :meth:`SimulatedDevice.cycles`; None when not given (a region then reports the timing
-    model's cycles it recorded when the model was built).
+    default ``libtvm_runtime.so`` next to it, when there is one). ``hardware``: tsim's
+    verilated RTL (by default ``libvta_hw.so`` next to the library); tsim is started with
+    it as TVM starts it, and :meth:`run` returns the RTL's own cycle count. ``cycles``: what
+    :meth:`run` returns for a program on a library that counts no cycles (fsim, a board's),
+    e.g. :meth:`SimulatedDevice.cycles`; None when not given (a region then reports the
+    timing model's cycles it recorded when the model was built).
+
+    Before it is loaded here, the library is loaded and run (one FINISH instruction) in a
+    child process: one that would crash this process is refused in one line.
 
     Example (with the library built by ``scripts/tvm014/build_libvta_fsim.sh``)::
 
@@ -416,32 +362,34 @@ class DriverDevice(Device):
     def __init__(self, library: str | os.PathLike[str], hw: HardwareConfig, *,
                  config: str | os.PathLike[str] | None = None,
                  runtime: str | os.PathLike[str] | None = None,
+                 hardware: str | os.PathLike[str] | None = None,
                  cycles: Callable[[Program], int] | None = None) -> None:
         path = Path(library)
         if not path.is_file():
             raise DeployError(f"libvta: no library at {path}")
-        built_for = _library_config(path, None if config is None else Path(config))
+        hw_lib = Path(hardware) if hardware is not None else None
+        if hw_lib is not None and not hw_lib.is_file():
+            raise DeployError(f"libvta: no hardware library at {hw_lib}")
+        built_for = _library_config(path, None if config is None else Path(config), hw_lib)
         if built_for.bitstream != hw.bitstream:
-            raise DeployError(f"{path.name} was built for {built_for.bitstream}, the programs "
-                              f"are for {hw.bitstream}")
-        _check_layout(hw)
-        rt = Path(runtime) if runtime is not None else path.with_name(_RUNTIME)
+            raise DeployError(f"{(hw_lib or path).name} was built for {built_for.bitstream}, "
+                              f"the programs are for {hw.bitstream}")
+        rt = Path(runtime) if runtime is not None else path.with_name(RUNTIME)
         if runtime is not None and not rt.is_file():
             raise DeployError(f"no TVM runtime library at {rt}")
-        self._loaded = _open([rt, path] if rt.is_file() else [path])
-        libs = self._loaded.libs
-        lib = libs[-1]
-        for name, (restype, argtypes) in _DRIVER_API.items():
-            try:
-                fn = getattr(lib, name)
-            except AttributeError:
-                raise DeployError(f"{path.name} does not export {name} "
-                                  "(not a VTA driver library)") from None
-            fn.restype, fn.argtypes = restype, argtypes
-        self._lib, self.hw, self.name = lib, hw, f"VTA driver {path}"
+        self._loaded = _loaded(path, rt if rt.is_file() else None, hw_lib, hw)
+        if self._loaded.kind != TSIM:
+            # hw_spec.h's layout, which fsim and a board's driver decode with; tsim's RTL
+            # decodes with its own (a design's decoder is built from vtatune's layout)
+            _check_layout(hw)
+        lib = self._lib = self._loaded.driver
+        self.hw = hw
+        tsim = self._loaded.kind == TSIM
+        self.name = f"VTA's RTL (tsim {path}, {self._loaded.hardware})" if tsim else \
+            f"VTA driver {path}"
+        #: Where :meth:`run`'s cycles come from: the RTL's own counter on tsim.
+        self.cycle_counter = "RTL" if tsim else None
         self._cycles = cycles
-        self._profiler = _Profiler(libs[0]) if len(libs) > 1 and _has(libs[0], "TVMFuncCall") \
-            and _has_global(libs[0]) else None
         handle = lib.VTADeviceAlloc()
         if not handle:
             raise DeployError(f"{path.name}: VTADeviceAlloc failed")
@@ -449,10 +397,16 @@ class DriverDevice(Device):
         weakref.finalize(self, lib.VTADeviceFree, handle).atexit = False
         self._staging: dict[str, _Memory] = {}  # "insn", "uop": reused, grown on demand
         self._programs: dict[int, _Prepared] = {}  # by id, as SimulatedDevice's cycles
-        #: fsim's profiler counters of the last run (None: the library has no profiler).
+        #: The simulator's profiler counters of the last run (fsim: bytes moved, micro-op
+        #: iterations; tsim: the RTL's ``cycle_count``); None for a board's driver.
         self.counters: dict[str, int] | None = None
         #: Runs whose program started from other tokens than the stream before left.
         self.token_adjustments = 0
+
+    @property
+    def kind(self) -> str:
+        """``fsim``, ``tsim`` or ``driver`` (a board's): what the library registers."""
+        return self._loaded.kind
 
     @property
     def isolated(self) -> bool:
@@ -463,7 +417,7 @@ class DriverDevice(Device):
     # --- memory ---------------------------------------------------------------------------
 
     def _mem_alloc(self, nbytes: int) -> _Memory:
-        virt = self._lib.VTAMemAlloc(max(nbytes, 1), _CACHED)
+        virt = self._lib.VTAMemAlloc(max(nbytes, 1), CACHED)
         if not virt:
             raise DeployError(f"VTAMemAlloc({nbytes}) failed: device memory exhausted")
         memory = _Memory(virt, int(self._lib.VTAMemGetPhyAddr(virt)), nbytes)
@@ -510,6 +464,11 @@ class DriverDevice(Device):
     def _prepared(self, program: Program) -> _Prepared:
         hit = self._programs.get(id(program))
         if hit is None or hit.program is not program:
+            k = _rtl_unknown(program) if self._loaded.kind == TSIM else None
+            if k is not None:
+                raise DeployError(f"instruction {k} ({describe(program.instructions[k])}): "
+                                  "VTA's RTL dispatches no such instruction (its fetch stage "
+                                  "would stop the simulation)")
             hit = _Prepared(program, _locate(program, self.hw), program.rows.copy(),
                             _encode_uops(program.uop_table, self.hw),
                             _token_balance(program.rows))
@@ -539,30 +498,19 @@ class DriverDevice(Device):
             rows = np.vstack([_token_prologue(held, program.tokens_in), rows])
             self.token_adjustments += 1
         insns = self._stage("insn", _encode_rows(rows, self.hw))
-        if self._profiler is not None:
-            self._profiler.reset()
-        if self._lib.VTADeviceRun(self._handle, insns.phys, len(rows), WAIT_CYCLES) != 0:
-            raise DeployError(f"VTADeviceRun timed out after {WAIT_CYCLES} cycles")
+        try:
+            self._loaded.clear_profile()
+            if self._lib.VTADeviceRun(self._handle, insns.phys, len(rows), WAIT_CYCLES) != 0:
+                raise DeployError(f"VTADeviceRun timed out after {WAIT_CYCLES} cycles")
+            counters = self._loaded.profile()
+        except LibraryError as exc:
+            raise DeployError(str(exc)) from None
         left = np.array(program.tokens_in) + prepared.token_balance
         self._loaded.tokens = tuple(int(t) for t in left)
         out = tensors["output"].handle
         self._lib.VTAInvalidateCache(out.virt, out.phys, out.nbytes)
-        self.counters = self._profiler.read() if self._profiler is not None else None
+        self.counters = counters or None
+        if self.cycle_counter is not None:
+            return counters["cycle_count"]
         return self._cycles(program) if self._cycles is not None else None
 
-
-def _has(lib: ctypes.CDLL, name: str) -> bool:
-    try:
-        getattr(lib, name)
-    except AttributeError:
-        return False
-    return True
-
-
-def _has_global(runtime: ctypes.CDLL) -> bool:
-    """Whether the runtime knows fsim's profiler (a board's library registers none)."""
-    get = runtime.TVMFuncGetGlobal
-    get.restype = ctypes.c_int
-    get.argtypes = [ctypes.c_char_p, ctypes.POINTER(ctypes.c_void_p)]
-    out = ctypes.c_void_p()
-    return get(_PROFILER_STATUS, ctypes.byref(out)) == 0 and bool(out.value)

@@ -33,8 +33,10 @@ class DeployResult:
     workload, schedule source, requantization, cycles); ``cpu_ops``: everything the CPU ran
     in order (:class:`CpuOp`: TVM's compiled ops, and vtatune's packing around the VTA
     calls), every reason on the layers VTA could have run; ``vta_cycles``: the offloaded
-    layers' cycles in all (timing model); ``output``: the model's output; ``model_macs``:
-    the model's multiply-accumulates (:func:`~vtatune.deploy.model_macs`)."""
+    layers' cycles in all (the timing model's, or, when ``cycle_counter`` names one, the
+    device's own: ``RTL``, with the timing model's beside them, :attr:`vta_model_cycles`);
+    ``output``: the model's output; ``model_macs``: the model's multiply-accumulates
+    (:func:`~vtatune.deploy.model_macs`)."""
 
     model: str
     hw: HardwareConfig
@@ -45,6 +47,14 @@ class DeployResult:
     output: np.ndarray
     seconds: dict[str, float] = field(default_factory=dict)
     model_macs: int = 0
+    cycle_counter: str | None = None
+
+    @property
+    def vta_model_cycles(self) -> int | None:
+        """The timing model's cycles of the offloaded layers, when the device counted its
+        own (``cycle_counter``); else None."""
+        model = [c.model_cycles for c in self.offloaded]
+        return sum(model) if self.cycle_counter and None not in model else None
 
     @property
     def vta_ms(self) -> float:
@@ -70,6 +80,8 @@ class DeployResult:
                 "offloaded": [c.as_dict() for c in self.offloaded],
                 "cpu_ops": [c.as_dict() for c in self.cpu_ops],
                 "vta_cycles": self.vta_cycles, "vta_ms": self.vta_ms,
+                **({"cycle_counter": self.cycle_counter,
+                    "vta_model_cycles": self.vta_model_cycles} if self.cycle_counter else {}),
                 "vta_macs": self.vta_macs, "model_macs": self.model_macs,
                 "vta_mac_share": self.vta_mac_share,
                 "output_shape": list(self.output.shape), "output_dtype": str(self.output.dtype),
@@ -83,12 +95,17 @@ class DeployResult:
                  f"VTA: {len(self.offloaded)} offloaded layers, "
                  f"{100 * self.vta_mac_share:.1f} % of the model's multiply-accumulates "
                  f"({self.vta_macs:,} of {self.model_macs:,})"]
+        counted = self.vta_model_cycles is not None
         if self.offloaded:
             rows = [("layer", "workload", "schedule from", "requantization", "passes",
-                     "cycles")]
+                     f"cycles ({self.cycle_counter})" if counted else "cycles")
+                    + (("timing model", "difference") if counted else ())]
             rows += [(c.layer, c.workload, c.provenance, c.requantization, str(c.passes),
-                      f"{c.cycles:,}") for c in self.offloaded]
-            lines += _table(rows, right=(4, 5))
+                      f"{c.cycles:,}") + ((f"{c.model_cycles:,}",
+                                           _difference(c.cycles, c.model_cycles))
+                                          if counted and c.model_cycles is not None else ())
+                     for c in self.offloaded]
+            lines += _table(rows, right=(4, 5, 6, 7))
             for c in self.offloaded:
                 notes = list(c.notes) + ([f"padding costs {c.padding_cycles:,} cycles"]
                                          if c.padding_cycles else [])
@@ -100,7 +117,11 @@ class DeployResult:
         lines.append(f"CPU: {len(host)} ops of vtatune's runtime around the VTA calls"
                      + (f" ({_counts(host)})" if host else ""))
         lines += ["", f"VTA time: {self.vta_cycles:,} cycles = {self.vta_ms:.3f} ms at "
-                      f"{self.hw.clock_mhz:g} MHz (timing model)"]
+                      f"{self.hw.clock_mhz:g} MHz ({self.cycle_counter or 'timing model'})"]
+        if self.vta_model_cycles is not None:
+            lines.append(f"timing model: {self.vta_model_cycles:,} cycles (the "
+                         f"{self.cycle_counter}: "
+                         f"{_difference(self.vta_cycles, self.vta_model_cycles)})")
         return "\n".join(lines)
 
 
@@ -110,6 +131,12 @@ def output_sha256(output: np.ndarray) -> str:
     saved file, whatever the machine's byte order."""
     a = np.ascontiguousarray(output, dtype=output.dtype.newbyteorder("<"))
     return hashlib.sha256(a.tobytes()).hexdigest()
+
+
+def _difference(counted: int, model: int) -> str:
+    """``counted`` against the timing model's ``model``: cycles and per cent."""
+    share = f" ({100 * (counted - model) / model:+.3f} %)" if model else ""
+    return f"{counted - model:+,}{share}"
 
 
 def _counts(ops: list[CpuOp]) -> str:
@@ -165,7 +192,8 @@ class DeployedModel:
                 cpu += [h for s, h in self.trace.host_ops if s == symbol]
         calls = tuple(self.trace.calls)
         return DeployResult(self.name, self.hw, self.device.name, calls, tuple(cpu),
-                            sum(c.cycles for c in calls), output, seconds, self.model_macs)
+                            sum(c.cycles for c in calls), output, seconds, self.model_macs,
+                            self.device.cycle_counter)
 
 
 @contextlib.contextmanager

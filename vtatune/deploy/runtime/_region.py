@@ -70,10 +70,13 @@ class OffloadedCall:
     macs: int = 0
     padding_cycles: int = 0
     notes: tuple[str, ...] = ()
+    model_cycles: int | None = None
 
     def as_dict(self) -> dict[str, Any]:
         d = dict(vars(self))
         d["notes"] = list(self.notes)
+        if self.model_cycles is None:
+            del d["model_cycles"]
         return d
 
 
@@ -321,12 +324,13 @@ class RegionRunner:
             out = device.alloc(out_shape, np.int8)
             cycles += _cycles(device.run(program, {**tensors, "output": out}), layer, j)
             outs.append(out)
+        model = _model_cycles(device, layer, range(len(layer.passes)))
         padding = round(cycles * (1 - layer.macs / layer.padded_macs)) \
             if layer.padded_macs > layer.macs else 0
         self.trace.calls.append(OffloadedCall(
             layer.name, layer.kind, self._described(layer), layer.schedule, layer.source,
             layer.provenance, layer.requant.describe(), len(outs), cycles, layer.macs,
-            padding, layer.notes))
+            padding, layer.notes, model))
         packed = _Packed(out_shape, layer.executed, layer.out_shape)
         if layer.requant.on_vta:
             packed.buffer = outs[0]
@@ -447,8 +451,16 @@ class RegionRunner:
         self.trace.calls.append(OffloadedCall(
             layer.name, layer.kind, f"{n_heads}x " + self._described(layer), layer.schedule,
             layer.source, layer.provenance, requant.describe(), len(layer.passes), cycles,
-            layer.macs, 0, layer.notes))
+            layer.macs, 0, layer.notes, _model_cycles(device, layer, range(len(layer.passes)))))
         return np.stack(ys).reshape(layer.out_shape)
+
+
+def _model_cycles(device: Device, layer: RegionLayer, passes: range) -> int | None:
+    """The timing model's cycles of ``passes`` (recorded when the model was built), beside a
+    device that counts its own (:attr:`Device.cycle_counter`); None otherwise."""
+    if device.cycle_counter is None or len(layer.cycles) < len(passes):
+        return None
+    return sum(layer.cycles[j] for j in passes)
 
 
 def _cycles(counted: int | None, layer: RegionLayer, j: int) -> int:

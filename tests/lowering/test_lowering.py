@@ -258,7 +258,7 @@ def test_field_width_rule_is_exact(hw, monkeypatch):
             if ctx.fits_all:
                 rules(replace(ctx, fits_all=False), s, bias)
             with monkeypatch.context() as m:
-                m.setattr(_rules, "_field_width_rule", lambda *a, **k: None)
+                m.setattr(_rules, "field_width_rule", lambda *a, **k: None)
                 try:
                     lower(wl, s, hw, bias, verify_encoding=True)
                     encodes = True
@@ -282,7 +282,7 @@ def test_field_width_rule_names_the_field(wl, hw, schedule, bias, field, monkeyp
         lower(wl, schedule, hw, bias)
     assert exc.value.rule == "field_width" and f"field {field}=" in str(exc.value)
     # ... and without the rule the program indeed does not encode
-    monkeypatch.setattr(_rules, "_field_width_rule", lambda *a, **k: None)
+    monkeypatch.setattr(_rules, "field_width_rule", lambda *a, **k: None)
     with pytest.raises(IllegalSchedule) as enc:
         lower(wl, schedule, hw, bias, verify_encoding=True)
     assert enc.value.rule == "field_width" and f"{field}=" in str(enc.value)
@@ -319,7 +319,7 @@ from vtatune.workloads import Conv2dTransposeWorkload  # noqa: E402
 
 def _without_pad_rule(monkeypatch):
     """The rules as they were: the input's pads not checked."""
-    monkeypatch.setattr(_rules, "_pad_field_error", lambda ctx: "")
+    monkeypatch.setattr(_rules, "pad_field_error", lambda ctx: "")
 
 
 def _encoding_failure(wl, hw, monkeypatch) -> str | None:

@@ -316,7 +316,7 @@ def _reference_rule(wl, s, hw, bias, monkeypatch):
         return n
 
     with monkeypatch.context() as m:
-        m.setattr(_rules, "_kernel_rules", record)
+        m.setattr(_rules, "kernel_rules", record)
         # the kernel rules' cache would answer a seen loop nest without calling them
         m.setattr(_rules, "_kernel_facts", _rules._kernel_facts.__wrapped__)
         try:

@@ -94,8 +94,9 @@ must be 1).
     [4, 4]
 """
 
+from search_spaces._defaults import stock_candidates
 from search_spaces._resolve import default_schedule, resolve_schedule
 from search_spaces._template import LEGALITY_FREE, SPACES, Knob, Template, get_template
 
 __all__ = ["LEGALITY_FREE", "SPACES", "Knob", "Template", "default_schedule", "get_template",
-           "resolve_schedule"]
+           "resolve_schedule", "stock_candidates"]

@@ -68,8 +68,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default=str(ROOT / "scripts/results/bench_dense.md"))
     args = parser.parse_args(argv)
     hw = HardwareConfig.resolve(args.hw)
-    lines = [f"hardware {hw.target_model}; guided sampler, {args.trials} trials x seeds "
-             f"{' '.join(map(str, args.seeds))} (best of the seeds)", "",
+    what = "the default schedules only" if args.defaults_only else \
+        f"guided sampler, {args.trials} trials x seeds {' '.join(map(str, args.seeds))} " \
+        "(best of the seeds)"
+    lines = [f"hardware {hw.target_model}; {what}", "",
              "| M x K x N | default gemm | default schedule | best gemm | best 1x1 conv "
              "(H x W) | gemm / conv | best gemm schedule | best conv schedule |",
              "|---|---:|---|---:|---:|---:|---|---|"]

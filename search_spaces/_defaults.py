@@ -29,6 +29,10 @@ _MAX_TILE_B = 16
 #: dst-distinct rule (rule ``dst_dependency``) when the AutoTVM order does.
 _DST_INNERMOST = "ci,kh,kw,co,h,w"
 
+#: A GEMM's default inner order with its rows as pixels: the rows and the input channels
+#: fold into the GEMM instruction's loops, the output channels unroll (distinct ACC rows).
+_ROWS_FOLDED = "h,ci,co,w,kh,kw"
+
 
 def _divisors(n: int) -> list[int]:
     return [d for d in range(1, n + 1) if n % d == 0]
@@ -77,20 +81,35 @@ def stock_candidates(ctx: Context) -> Iterator[Schedule]:
 
 
 def gemm_candidates(ctx: Context) -> Iterator[Schedule]:
-    """A GEMM's default candidates, best first: the whole reduction in one load step
-    (``tile_ci`` as large as the weight buffer allows: each load step of a row is its own
-    input LOAD and GEMM instruction), then the most output channels per tile with two
-    threads on them (so that the weights, loaded once, stay resident across the row tiles:
-    ``reuse``), then the most rows per tile up to :data:`_MAX_TILE_B`. Layout rules and
-    capacities are left to the legality rules, which skip what does not fit.
+    """A GEMM's default candidates, best first: its rows as a 1x1 conv's pixels
+    (``rows="spatial"``: a tile's rows in one input load and in the GEMM instruction's loops,
+    two threads on them), the whole reduction in one load step (``tile_ci`` as large as
+    the buffers allow), the most output channels per tile with two threads on them (the
+    weights, loaded once, stay resident across the row tiles: ``reuse``), then the most
+    rows per tile; the rows folded with the input channels into the instruction, the
+    output channels unrolled. Then the same with the rows as batch blocks (``tile_b`` up
+    to :data:`_MAX_TILE_B`). Capacities are left to the legality rules, which skip what does
+    not fit.
 
     (The conv2d candidates' one input-channel block per load step and single row per tile
     made a dense layer's default 18-20x slower than its tuned schedule: e.g. 3136x96x384,
-    19,245,933 cycles against 1,056,050; this rule gives 1,056,050.)"""
-    tile_bs = [d for d in sorted(_divisors(ctx.nb), reverse=True) if d <= _MAX_TILE_B]
-    for tile_ci in sorted(_divisors(ctx.cib), reverse=True):
+    19,245,933 cycles against 1,056,050 for 50 trials of the batch-rows space;
+    ``scripts/bench_dense.py``.)"""
+    tile_cis = sorted(_divisors(ctx.cib), reverse=True)
+    tile_cos = sorted(_divisors(ctx.cob), reverse=True)
+    rows = sorted(_divisors(ctx.nb), reverse=True)
+    for tile_ci in tile_cis:
         for oc_nthread in (2, 1):
-            for tile_co in sorted(_divisors(ctx.cob), reverse=True):
+            for tile_co in tile_cos:
+                for h_nthread in (2, 1):
+                    for tile_h in rows:
+                        yield Schedule(tile_h=tile_h, tile_co=tile_co, tile_ci=tile_ci,
+                                       oc_nthread=oc_nthread, h_nthread=h_nthread,
+                                       gemm_order=_ROWS_FOLDED, reuse=True, rows="spatial")
+    tile_bs = [d for d in rows if d <= _MAX_TILE_B]
+    for tile_ci in tile_cis:
+        for oc_nthread in (2, 1):
+            for tile_co in tile_cos:
                 for tile_b in tile_bs:
                     yield Schedule(tile_b=tile_b, tile_co=tile_co, tile_ci=tile_ci,
                                    oc_nthread=oc_nthread, gemm_order=AUTOTVM_GEMM_ORDER,

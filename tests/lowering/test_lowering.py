@@ -204,13 +204,19 @@ def _random_schedules(wl, hw, rng, count, tries=400, max_tiles=64):
     found = []
     for _ in range(tries):
         c = {k.name: rng.choice(k.choices) for k in tpl.knobs}
+        if "rows" in c:  # a GEMM: each row mode with its own knobs (rule row_mode)
+            if c["rows"] == "spatial":
+                c["tile_b"] = 1
+            else:
+                c["tile_h"] = c["h_nthread"] = 1
         try:
             s = replace(tpl.to_schedule(c), reuse=rng.random() < 0.5)
         except Exception:
             continue
         conv = wl.as_conv()
-        tiles = (conv.batch // hw.batch // s.tile_b * conv.out_height // s.tile_h
-                 * conv.out_width // s.tile_w * conv.out_channels // hw.block_out // s.tile_co)
+        rows = (conv.batch // hw.batch // s.tile_b * conv.out_height // s.tile_h
+                if s.rows == "batch" else conv.batch // hw.batch // s.tile_h)
+        tiles = rows * conv.out_width // s.tile_w * conv.out_channels // hw.block_out // s.tile_co
         if tiles <= max_tiles:
             found.append(s)
         if len(found) == count:

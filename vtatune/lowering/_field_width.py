@@ -7,7 +7,7 @@ from functools import lru_cache
 from typing import Any
 
 from vtatune.errors import IllegalSchedule
-from vtatune.lowering._context import PAD_FIELDS, Context
+from vtatune.lowering._context import PAD_FIELDS, Context, channel_tile
 from vtatune.lowering._dma import inp_dims, input_pads, pattern_2d, store_plan, window
 from vtatune.lowering._nest import Axes
 
@@ -37,7 +37,8 @@ def field_width_rule(ctx: Context, sch: Any, steps: tuple, eh: int, ew: int, n: 
     else:
         inp_shape = pattern_2d(inp_dims(ctx, nch, eh, ew))
     wgt_shape = pattern_2d([(tile_co, cib * kk), (tile_ci, kk), (kk, 1)])
-    bias_shape = pattern_2d([(tile_b, cob), (tile_co, 1)])
+    per_tensor = channel_tile(ctx, sch)  # one per-channel tensor's tile
+    bias_shape = pattern_2d([(per_tensor // tile_co, cob), (tile_co, 1)])
     store_loops, store_shape = store_plan(ctx, sch, strict_store)
     store_sram = (n - 1) * acc_tile + sum((size - 1) * a for size, _, a in store_loops)
     # the uop area holds every kernel once; the uop buffer holds at most all of them
@@ -45,7 +46,7 @@ def field_width_rule(ctx: Context, sch: Any, steps: tuple, eh: int, ew: int, n: 
     alu_uops = [math.prod(e for e, _, _ in loops[2:]) for loops in (alu_flat, alu_bias)]
     per_channel = bias_tile > 0  # loads per-channel tensors (bias, shift)
     # the last thread's last per-channel tensor (each one tile_b x tile_co)
-    last_channel = n * acc_tile + n * bias_tile - tile_b * tile_co
+    last_channel = n * acc_tile + n * bias_tile - per_tensor
     n_kernels_uops = n * tile_b * (n_gemm + n_reset) + n * sum(
         alu_uops[1] if tensor else 1 for _, _, tensor in steps)
     uop_top = min(n_kernels_uops, ctx.uop_depth)  # an upper bound of uop_end

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from vtatune.errors import IllegalSchedule
-from vtatune.lowering._context import Context
+from vtatune.lowering._context import Context, tile_pack
 from vtatune.lowering._layouts import acc_coefficients
 
 Axes = tuple[tuple[str, int, tuple[int, int, int]], ...]
@@ -63,7 +63,8 @@ def inner_nest(ctx: Context, sch: Any) -> list[tuple[str, int, tuple[int, int, i
     AutoTVM's conv2d/group_conv2d/dense points) follow ``gemm_order``; AutoTVM's
     conv2d_transpose points follow that template's own nest."""
     tile_h, tile_w, tile_ci, tile_co = sch.tile_h, sch.tile_w, sch.tile_ci, sch.tile_co
-    k, s, pack, ipk = ctx.k, ctx.s, ctx.out_pack, ctx.in_pack
+    k, s = ctx.k, ctx.s
+    ipk, pack = tile_pack(ctx, tile_ci, tile_co)
     eh, ew = (tile_h - 1) * s + k, (tile_w - 1) * s + k
     kk = k * k
     acc = {a: c for a, _, c in acc_coefficients(pack, tile_co, tile_h, tile_w)}

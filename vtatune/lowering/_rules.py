@@ -45,7 +45,13 @@ from typing import Any, NamedTuple
 
 from simulator.hardware import HardwareConfig
 from vtatune.errors import IllegalSchedule
-from vtatune.lowering._context import Context, context
+from vtatune.lowering._context import (
+    Context,
+    channel_tile,
+    context,
+    schedule_context,
+    tile_pack,
+)
 from vtatune.lowering._dma import inp_dims, input_pads, pattern_2d, store_dims, window
 from vtatune.lowering._field_width import field_error, field_width_rule, pad_field_error
 from vtatune.lowering._layouts import acc_coefficients
@@ -120,14 +126,16 @@ def shape_rules(ctx: Context) -> None:
             "pad_after_only",
             f"conv2d_transpose with pad = kernel - 1 = {ctx.k - 1} and an output_padding: "
             "the input needs a pad after but none before, which vtatune does not lower")
-    if ctx.in_pack > 1 and (ctx.batch_lanes > 1 or ctx.cib % ctx.in_pack):
+    if ctx.rows:  # a GEMM's rows as pixels: whole BATCH x BLOCK elements, nothing packed
+        pass
+    elif ctx.in_pack > 1 and (ctx.batch_lanes > 1 or ctx.cib % ctx.in_pack):
         raise IllegalSchedule(
             "load_layout",
             f"BLOCK_OUT {ctx.block_out} > BLOCK_IN {ctx.block_in}: the input is packed by "
             f"BLOCK_OUT (the previous layer's output), which needs BATCH 1 (got "
             f"{ctx.batch_lanes}) and input channels (per group) a multiple of "
             f"{ctx.block_out} (got {ctx.cib} blocks of {ctx.block_in})")
-    if ctx.out_pack > 1 and ctx.batch_lanes > 1:
+    if ctx.out_pack > 1 and ctx.batch_lanes > 1 and not ctx.rows:
         raise IllegalSchedule(
             "store_layout",
             f"BATCH {ctx.batch_lanes} with BLOCK_IN {ctx.block_in} > BLOCK_OUT "
@@ -146,17 +154,17 @@ def shape_rules(ctx: Context) -> None:
 #: micro-op kernels reads only these (and the workload, the hardware and the template's
 #: fixed fields); the kernels read the loop orders.
 SHAPE_FIELDS = ("tile_b", "tile_h", "tile_w", "tile_ci", "tile_co", "oc_nthread", "h_nthread",
-                "store")
+                "store", "rows")
 
 
 #: The rules :func:`rules` checks before any rule that reads a loop order. A schedule that
 #: fails one fails it, with the same message, whatever its loop orders: the verdict belongs
 #: to its tile shape (``SHAPE_FIELDS``). Keep in step with the order of the checks below.
 SHAPE_RULES = frozenset({
-    "tile_divides", "thread_split", "load_layout", "store_layout", "tvm_dense_tensorize",
-    "uop_kernel_keys", "group_thread_split", "group_tile", "tvm_output_padding",
-    "tvm_split_tail", "inp_capacity", "wgt_capacity", "acc_capacity", "tvm_vthread_inplace",
-    "dma_pattern"})
+    "row_mode", "tile_divides", "thread_split", "load_layout", "store_layout",
+    "tvm_dense_tensorize", "uop_kernel_keys", "group_thread_split", "group_tile",
+    "tvm_output_padding", "tvm_split_tail", "inp_capacity", "wgt_capacity", "acc_capacity",
+    "tvm_vthread_inplace", "dma_pattern"})
 
 
 @lru_cache(maxsize=256)
@@ -179,6 +187,8 @@ def channel_tensors(steps: tuple[tuple[str, int | None, str | None], ...]
 def rules(ctx: Context, sch: Any, bias: bool = False) -> Facts:
     """Every legality rule of a schedule, in order; raises IllegalSchedule naming the first
     that fails. ``sch`` is a :class:`Schedule` or any object with its attributes."""
+    _row_mode_rule(ctx, sch)
+    ctx = schedule_context(ctx, sch)
     shape = _Shape(sch.tile_b, sch.tile_h, sch.tile_w, sch.tile_co, sch.tile_ci,
                    sch.oc_nthread, sch.h_nthread, sch.tvm_strict, sch.store, sch.clip_order)
     # The caches compare keys by value (2.0 == 2 == True): only plain ints use them.
@@ -198,6 +208,27 @@ def rules(ctx: Context, sch: Any, bias: bool = False) -> Facts:
     return Facts(eh, ew, n, inp_tile, wgt_tile, acc_tile, bias_tile, gemm_axes, reset_axes,
                  gemm_folds, reset_folds, n_gemm, n_reset, nch, group_loop, m, inp_split,
                  store_pattern, alu_flat, alu_bias)
+
+
+def _row_mode_rule(ctx: Context, sch: Any) -> None:
+    """A GEMM's rows are batch blocks (``rows="batch"``: tiled by ``tile_b``) or a 1x1
+    conv's pixels (``rows="spatial"``: tiled by ``tile_h``, threaded by ``h_nthread``);
+    only a GEMM has the choice, and TVM's dense_packed only the first."""
+    spatial = getattr(sch, "rows", "batch") == "spatial"
+    if spatial and not ctx.dense:
+        raise IllegalSchedule("row_mode", "rows='spatial' applies to a GEMM's rows; a "
+                                          "convolution's pixels are tiled by tile_h, tile_w")
+    if spatial and sch.tvm_strict:
+        raise IllegalSchedule("row_mode", "TVM's dense_packed tiles a GEMM's rows as batch "
+                                          "blocks only (rows='batch')")
+    if spatial and sch.tile_b != 1:
+        raise IllegalSchedule("row_mode", f"tile_b={sch.tile_b} with rows='spatial': the "
+                                          "rows are tiled by tile_h (tile_b must be 1)")
+    if ctx.dense and not spatial and (sch.tile_h != 1 or sch.h_nthread != 1):
+        raise IllegalSchedule("row_mode", f"tile_h={sch.tile_h}, h_nthread={sch.h_nthread} "
+                                          "tile a GEMM's rows as pixels: they need "
+                                          "rows='spatial' (with rows='batch' tile_b tiles "
+                                          "them)")
 
 
 def _cache_if(cached: bool, fn):
@@ -261,13 +292,13 @@ def _shape_facts(ctx: Context, sch: _Shape, bias: bool):
     if n_h % sch.h_nthread:
         raise IllegalSchedule("thread_split", f"h_nthread={sch.h_nthread} needs an even "
                                               f"number of row tiles, got {n_h}")
-    if tile_ci % ctx.in_pack:
+    if tile_ci % ctx.in_pack and not ctx.rows:
         raise IllegalSchedule(
             "load_layout",
             f"tile_ci={tile_ci}: the input is packed by BLOCK_OUT ({ctx.in_pack} x BLOCK_IN "
             f"{ctx.block_in} channels, the previous layer's output layout), so a load step "
             f"must take whole BLOCK_OUT blocks: tile_ci a multiple of {ctx.in_pack}")
-    if tile_co % ctx.out_pack:
+    if tile_co % ctx.out_pack and not ctx.rows:
         raise IllegalSchedule(
             "store_layout",
             f"tile_co={tile_co}: the output is packed by BLOCK_IN "
@@ -346,7 +377,7 @@ def _shape_facts(ctx: Context, sch: _Shape, bias: bool):
     acc_tile = tile_b * tile_co * tile_h * tile_w
     bias, steps = epilogue_steps(ctx.epilogue, bias, sch.clip_order)
     channels = channel_tensors(steps)
-    bias_tile = tile_b * tile_co * len(channels)
+    bias_tile = channel_tile(ctx, sch) * len(channels)
 
     # --- SRAM capacity (every buffer is replicated per virtual thread) -------------------
     if n * inp_tile > ctx.inp_depth or n * wgt_tile > ctx.wgt_depth:
@@ -454,8 +485,11 @@ def _tail_facts(ctx: Context, sch: _Shape):
     (flat, with the bias)."""
     tile_b, tile_h, tile_w, tile_co = sch.tile_b, sch.tile_h, sch.tile_w, sch.tile_co
     oh, ow, k, s, p = ctx.oh, ctx.ow, ctx.k, ctx.s, ctx.p
-    acc_dims = acc_coefficients(ctx.out_pack, tile_co, tile_h, tile_w)
-    bias_src = {"co": ctx.out_pack, "h": 0, "w": 0, "co%k": 1}  # the bias is (b, co)
+    acc_dims = acc_coefficients(tile_pack(ctx, sch.tile_ci, tile_co)[1], tile_co, tile_h,
+                                tile_w)
+    # the bias is (b, co); a GEMM's with its rows as pixels, one per row: the ACC tile's
+    bias_src = {a: c for a, _, c in acc_dims} if ctx.rows else \
+        {"co": ctx.out_pack, "h": 0, "w": 0, "co%k": 1}
     alu_ext = (tile_b, *(e for _, e, _ in acc_dims))
     alu_dst = (tile_co * tile_h * tile_w, *(c for _, _, c in acc_dims))
     alu_flat = alu_loops(alu_ext, alu_dst, alu_dst)

@@ -221,7 +221,8 @@ class Template:
     def name(self) -> str:
         """e.g. ``conv2d.full.v1``; ``conv2d.full+store.v1`` when the store is tuned
         (``gemm.full.v2``: :data:`GEMM_FULL_VERSION`)."""
-        version = GEMM_FULL_VERSION if self.context.dense and self.space == "full" else VERSION
+        gemm = isinstance(self.workload, GemmWorkload)
+        version = GEMM_FULL_VERSION if gemm and self.space == "full" else VERSION
         return f"{self.workload.operator}.{self.space}{'+store' if self.tune_store else ''}" \
                f".{version}"
 

@@ -140,6 +140,14 @@ def test_records_of_before_load_and_replay():
     assert Schedule(rows="spatial").to_dict()["rows"] == "spatial"
 
 
+def test_only_the_gemms_full_space_is_v2():
+    from vtatune.workloads import AddWorkload
+
+    hw = PRESETS["pynq"]
+    assert get_template(AddWorkload(1, 64, 8, 8), hw).name == "add.full.v1"  # ALU-only
+    assert get_template(WORKLOADS["conv2d"]["resnet18.C8"], hw).name == "conv2d.full.v1"
+
+
 def test_autotvm_space_keeps_dense_packed():
     hw = PRESETS["pynq"]
     atvm = get_template(WORKLOADS["gemm"]["dense128"], hw, space="autotvm", prune=False)

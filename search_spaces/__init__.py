@@ -18,15 +18,24 @@ Example:
     >>> tpl.to_schedule(tpl.default_config()).short()
     'b1 h14 w14 co8 ci1 vt1x1 bhcw [ci,w,kw,kh,co,h] store=tile reuse'
 
-Knobs of the ``full`` space (vtatune's own; ``h``/``w`` knobs only for conv2d)
-------------------------------------------------------------------------------
+Knobs of the ``full`` space (vtatune's own; ``w`` knobs only for conv2d)
+------------------------------------------------------------------------
 ``tile_b``      batch blocks per tile: divisors of N / BATCH
-``tile_h``      output rows per tile and thread: divisors of the output height
+``tile_h``      output rows per tile and thread: divisors of the output height (GEMM: of
+                its rows N / BATCH, with ``rows="spatial"``)
 ``tile_w``      output columns per tile: divisors of the output width
 ``tile_ci``     input-channel blocks per load step: divisors of CI / BLOCK_IN
 ``tile_co``     output-channel blocks per tile and thread: divisors of CO / BLOCK_OUT
 ``oc_nthread``  virtual threads on the output-channel tiles, (1, 2)
 ``h_nthread``   virtual threads on the row tiles, (1, 2)
+``rows``        GEMM only: ``batch`` (its rows tiled by ``tile_b``, each row its own input
+                load and GEMM kernel, as TVM's dense_packed) or ``spatial`` (tiled by
+                ``tile_h`` as a 1x1 conv's pixels: a tile's rows in one load and in the GEMM
+                instruction's loops, ``h_nthread`` threads on them). The legality rule
+                ``row_mode`` keeps each mode's knobs to itself. The GEMM's full space is
+                ``gemm.full.v2`` (v1, before ``spatial``, had neither ``tile_h`` nor
+                ``h_nthread``; its logs still load and replay: ``rows`` defaults to
+                ``batch``).
 ``gemm_order``  the inner loop order (curated, below)
 ``outer_order`` the order of the outer tile loops (curated, below); never affects legality
 ``store``       only with ``get_template(..., tune_store=True)``: ``tile`` / ``element``
@@ -48,7 +57,8 @@ Curated loop orders (what is kept, and why nothing that matters is lost)
 ``outer_order``: unit loops are never emitted, so a program depends only on the relative
 order of the outer axes whose loop can iterate more than once. One ``bhcw`` permutation is
 kept per relative order of the workload's *relevant* axes (those with more than one block):
-6 for a batch-1 conv2d, 2 for a batched GEMM, 1 for batch-1 GEMM. AutoTVM's ``bhcw`` and the
+6 for a batch-1 conv2d; a GEMM's rows count as ``b`` and ``h`` (its two row modes): 6 for a
+GEMM of several rows. AutoTVM's ``bhcw`` and the
 tutorials' ``bchw`` represent their classes.
 
 ``gemm_order``: of the inner loops (``ci co h w kh kw``) the two outermost non-unit ones
@@ -61,7 +71,8 @@ must not write the same ACC row). Because the ACC index is injective in (co, h, 
 ignores (ci, kh, kw), an order with the dst-free axes outermost and (co, h, w) innermost is
 legal whenever any order of the same unrolled set is. So one order per ordered pair of
 relevant axes, rest in that canonical form, loses no legal program class: 30 (+1) for a
-3x3 conv, 12 for a 1x1 conv, 2 for GEMM (instead of 720). AutoTVM's ``ci,w,kw,kh,co,h`` and
+3x3 conv, 12 for a 1x1 conv, 6 for a GEMM of several rows (ci, co and its rows as ``h``;
+instead of 720). AutoTVM's ``ci,w,kw,kh,co,h`` and
 the conv tutorial's ``co,h,ci,kh,kw,w`` are canonical for their pairs and replace those
 entries; the GEMM tutorial's ``co,h,w,ci,kh,kw`` is added as is (for GEMM it is the
 ``co,ci`` entry). ``from_schedule`` maps any order to the choice that gives the schedule
@@ -94,8 +105,9 @@ must be 1).
     [4, 4]
 """
 
+from search_spaces._defaults import stock_candidates
 from search_spaces._resolve import default_schedule, resolve_schedule
 from search_spaces._template import LEGALITY_FREE, SPACES, Knob, Template, get_template
 
 __all__ = ["LEGALITY_FREE", "SPACES", "Knob", "Template", "default_schedule", "get_template",
-           "resolve_schedule"]
+           "resolve_schedule", "stock_candidates"]

@@ -17,12 +17,21 @@ from typing import Any
 from search_spaces._defaults import first_legal_candidate
 from simulator.hardware import HardwareConfig
 from vtatune.errors import IllegalSchedule, ScheduleError
-from vtatune.lowering import SHAPE_FIELDS, SHAPE_RULES, Context, context, rules, shape_rules
+from vtatune.lowering import (
+    SHAPE_FIELDS,
+    SHAPE_RULES,
+    Context,
+    context,
+    rules,
+    schedule_context,
+    shape_rules,
+)
 from vtatune.schedule import (
     AUTOTVM_GEMM_ORDER,
     AUTOTVM_OUTER_ORDER,
     GEMM_AXES,
     OUTER_AXES,
+    ROW_MODES,
     Schedule,
     from_autotvm,
     gemm_tutorial_schedule,
@@ -35,6 +44,10 @@ SPACES = ("full", "autotvm")
 # The conv tutorial's inner order does not depend on the shape; any conv yields it.
 _CONV_PROBE = WORKLOADS["conv2d"]["tutorial"]
 VERSION = "v1"
+#: The GEMM's full space since it tiles rows as pixels too (knobs ``tile_h``,
+#: ``h_nthread``, ``rows``; issue 38): its studies are not v1's (a v1 log's schedules still
+#: load and replay: ``rows`` defaults to ``batch``, the only rows v1 had).
+GEMM_FULL_VERSION = "v2"
 
 #: Knobs of the full space that no legality rule reads (``vtatune.lowering.rules``):
 #: the outer loop order. (The store granularity is read: TVM-strict schedules have a store
@@ -51,7 +64,7 @@ _MONOTONE_RULES = frozenset({"inp_capacity", "wgt_capacity", "acc_capacity", "th
                              "uop_kernel_keys", "tvm_dense_tensorize"})
 
 #: Rules decided before the micro-op kernels: they do not read ``gemm_order``.
-_ORDER_FREE_RULES = frozenset({"tile_divides", "thread_split", "tvm_dense_tensorize",
+_ORDER_FREE_RULES = frozenset({"row_mode", "tile_divides", "thread_split", "tvm_dense_tensorize",
                                "uop_kernel_keys", "group_tile", "group_thread_split",
                                "tvm_split_tail", "inp_capacity", "wgt_capacity",
                                "acc_capacity", "tvm_vthread_inplace", "dma_pattern",
@@ -101,11 +114,13 @@ def _divisors(n: int) -> tuple[int, ...]:
 
 
 def _outer_counts(ctx: Context, s: Any) -> dict[str, int]:
+    ctx = schedule_context(ctx, s)
     return {"b": ctx.nb // s.tile_b, "h": ctx.oh // s.tile_h // s.h_nthread,
             "c": ctx.cob // s.tile_co // s.oc_nthread, "w": ctx.ow // s.tile_w}
 
 
 def _gemm_extents(ctx: Context, s: Any) -> dict[str, int]:
+    ctx = schedule_context(ctx, s)
     return {"ci": s.tile_ci, "co": s.tile_co, "h": s.tile_h, "w": s.tile_w, "kh": ctx.k,
             "kw": ctx.k}
 
@@ -113,12 +128,16 @@ def _gemm_extents(ctx: Context, s: Any) -> dict[str, int]:
 def _outer_relevant(ctx: Context) -> tuple[str, ...]:
     """Outer axes whose tile loop can have more than one iteration."""
     full = {"b": ctx.nb, "h": ctx.oh, "c": ctx.cob, "w": ctx.ow}
+    if ctx.dense:  # a GEMM's rows loop as batch blocks or as pixels (rows="spatial")
+        full["h"] = ctx.nb
     return tuple(a for a in OUTER_AXES if full[a] > 1)
 
 
 def _gemm_relevant(ctx: Context) -> tuple[str, ...]:
     """Inner axes that can have an extent above 1 (the others always drop out)."""
     full = {"ci": ctx.cib, "co": ctx.cob, "h": ctx.oh, "w": ctx.ow, "kh": ctx.k, "kw": ctx.k}
+    if ctx.dense:  # a GEMM's rows are pixels with rows="spatial"
+        full["h"] = ctx.nb
     return tuple(a for a in GEMM_AXES if full[a] > 1)
 
 
@@ -200,9 +219,12 @@ class Template:
 
     @property
     def name(self) -> str:
-        """e.g. ``conv2d.full.v1``; ``conv2d.full+store.v1`` when the store is tuned."""
+        """e.g. ``conv2d.full.v1``; ``conv2d.full+store.v1`` when the store is tuned
+        (``gemm.full.v2``: :data:`GEMM_FULL_VERSION`)."""
+        gemm = isinstance(self.workload, GemmWorkload)
+        version = GEMM_FULL_VERSION if gemm and self.space == "full" else VERSION
         return f"{self.workload.operator}.{self.space}{'+store' if self.tune_store else ''}" \
-               f".{VERSION}"
+               f".{version}"
 
     @property
     def knob_names(self) -> tuple[str, ...]:
@@ -600,13 +622,20 @@ def get_template(workload: Workload, hw: HardwareConfig, bias: bool = False,
         return _alu_template(workload, hw, bias, space, prune)
     ctx = context(workload, hw)
     gemm = isinstance(workload, GemmWorkload)
+    # a GEMM's rows: tile_b batch blocks (rows="batch"), or, in the full space, tile_h rows
+    # as a 1x1 conv's pixels with h_nthread threads on them (rows="spatial")
+    spatial = gemm and space == "full"
     knobs = [Knob("tile_b", _divisors(ctx.nb))]
     if not gemm:
         knobs += [Knob("tile_h", _divisors(ctx.oh)), Knob("tile_w", _divisors(ctx.ow))]
+    if spatial:
+        knobs.append(Knob("tile_h", _divisors(ctx.nb)))
     knobs += [Knob("tile_ci", _divisors(ctx.cib)), Knob("tile_co", _divisors(ctx.cob)),
               Knob("oc_nthread", (1, 2))]
-    if not gemm:
+    if not gemm or spatial:
         knobs.append(Knob("h_nthread", (1, 2)))
+    if spatial:
+        knobs.append(Knob("rows", ROW_MODES))
     free = 0
     if space == "autotvm":
         fixed = (("outer_order", AUTOTVM_OUTER_ORDER), ("gemm_order", AUTOTVM_GEMM_ORDER),

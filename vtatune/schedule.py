@@ -22,6 +22,11 @@ reuse       skip a LOAD whose tile is already resident in its SRAM slot (e.g. we
 clip_order  ``min_max`` (TVM's topi epilogue) or ``max_min`` (the tutorials)
 tvm_strict  reproduce TVM's own lowering limits (AutoTVM template points): no split DMA,
             one store per batch row that must fold to 2D, TVM's accumulator footprint
+rows        a GEMM's rows (batch blocks): ``batch`` (each row of a tile its own input load
+            and reset and GEMM kernels, as TVM's dense_packed lowers them) or ``spatial``
+            (the rows are a 1x1 conv's pixels: ``tile_h`` rows per tile and thread in one
+            input load and the GEMM instruction's loops, ``h_nthread`` threads on them;
+            ``tile_b`` 1)
 ========== ===================================================================================
 
 AutoTVM's ``conv2d_packed`` point is ``outer_order="bhcw"``, ``gemm_order="ci,w,kw,kh,co,h"``,
@@ -49,7 +54,8 @@ from vtatune.workloads import AddWorkload, GemmWorkload, GroupConv2dWorkload, Wo
 
 __all__ = [
     "ALU_AUTOTVM_KNOBS", "AUTOTVM_GEMM_ORDER", "AUTOTVM_OUTER_ORDER", "CLIP_ORDERS",
-    "CONV_AUTOTVM_KNOBS", "DENSE_AUTOTVM_KNOBS", "GEMM_AXES", "OUTER_AXES", "STORE_MODES",
+    "CONV_AUTOTVM_KNOBS", "DENSE_AUTOTVM_KNOBS", "GEMM_AXES", "OUTER_AXES", "ROW_MODES",
+    "STORE_MODES",
     "Schedule", "autotvm_extents", "autotvm_knob_names", "from_autotvm", "from_autotvm_defaults",
     "gemm_tutorial_schedule", "parse_schedule", "schedule_from_knobs", "to_autotvm",
     "tutorial_schedule", "tvm_fallback",
@@ -61,6 +67,7 @@ OUTER_AXES = ("b", "h", "c", "w")
 AUTOTVM_GEMM_ORDER = "ci,w,kw,kh,co,h"
 AUTOTVM_OUTER_ORDER = "bhcw"
 STORE_MODES = ("tile", "element")
+ROW_MODES = ("batch", "spatial")
 CLIP_ORDERS = ("min_max", "max_min")
 _TILE_KNOBS = ("tile_b", "tile_h", "tile_w", "tile_co", "tile_ci")
 #: The AutoTVM templates' knobs in TVM's definition order (``cfg.define_split`` /
@@ -99,6 +106,7 @@ class Schedule:
     reuse: bool = False
     clip_order: str = "min_max"
     tvm_strict: bool = False
+    rows: str = "batch"
 
     def __post_init__(self) -> None:
         for key in _TILE_KNOBS:
@@ -125,14 +133,21 @@ class Schedule:
         for key in ("reuse", "tvm_strict"):
             if not isinstance(getattr(self, key), bool):
                 raise ScheduleError(f"{key} must be true or false")
+        if self.rows not in ROW_MODES:
+            raise ScheduleError(f"rows must be one of {', '.join(ROW_MODES)}, "
+                                f"got {self.rows!r}")
 
     @property
     def nthreads(self) -> int:
         return self.oc_nthread * self.h_nthread
 
     def to_dict(self) -> dict[str, Any]:
-        # every field is a plain value: a shallow copy is the dict (asdict deep-copies each)
-        return dict(vars(self))
+        # every field is a plain value: a shallow copy is the dict (asdict deep-copies each);
+        # ``rows`` only when not its default, so a schedule of before it writes as it did
+        out = dict(vars(self))
+        if out["rows"] == "batch":
+            del out["rows"]
+        return out
 
     @classmethod
     def from_dict(cls, data: Any) -> Schedule:
@@ -154,6 +169,8 @@ class Schedule:
             s += " reuse"
         if self.tvm_strict:
             s += " tvm"
+        if self.rows != "batch":
+            s += f" rows={self.rows}"
         return s
 
 
@@ -244,7 +261,8 @@ def to_autotvm(schedule: Schedule, workload: Workload, hw=None) -> dict[str, Any
 def from_autotvm_defaults(schedule: Schedule) -> Schedule:
     """``schedule`` with every non-tile knob set as AutoTVM's template fixes it."""
     return replace(schedule, outer_order=AUTOTVM_OUTER_ORDER, gemm_order=AUTOTVM_GEMM_ORDER,
-                   store="tile", reuse=False, clip_order="min_max", tvm_strict=True)
+                   store="tile", reuse=False, clip_order="min_max", tvm_strict=True,
+                   rows="batch")
 
 
 def tutorial_schedule(workload: Workload, hw=None) -> Schedule:

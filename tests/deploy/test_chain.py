@@ -19,6 +19,7 @@ import pytest
 pytest.importorskip("tvm")
 pytest.importorskip("onnxruntime")
 
+import search_spaces  # noqa: E402
 from simulator.errors import DeadlockError  # noqa: E402
 from simulator.functional import decode  # noqa: E402
 from simulator.image import decode as decode_image  # noqa: E402
@@ -33,7 +34,8 @@ from vtatune.deploy import (  # noqa: E402
     quantize,
     reference,
 )
-from vtatune.lowering import FRESH, Carry, lower  # noqa: E402
+from vtatune.errors import IllegalSchedule  # noqa: E402
+from vtatune.lowering import FRESH, Carry, context, lower, rules  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 LIBRARY = os.environ.get("VTATUNE_LIBVTA")
@@ -53,12 +55,36 @@ def _compiled(float_model, device=None, **kw):
         return compile_model(model, device=device, **kw), model, x
 
 
+def _stock_default(workload, hw, bias=False):
+    """The stock default schedule (one batch row a tile, no thread on the rows) where it is
+    legal: a GEMM's own default threads its rows, and its streams then leave no token."""
+    ctx = context(workload, hw)
+    for s in search_spaces.stock_candidates(ctx):
+        try:
+            rules(ctx, s, bias)
+            return s
+        except IllegalSchedule:
+            continue
+    return _DEFAULT(workload, hw, bias)
+
+
+_DEFAULT = search_spaces.default_schedule
+
+
 @pytest.fixture(scope="module")
 def attention():
     """Two heads of attention on ``sim``, requantized on the CPU: six regions (softmax on
     the CPU between them), dense layers of three passes, batch_matmuls of two heads x two
-    passes; every GEMM stream leaves a store->compute token and a pending pop."""
-    return _compiled(models.attention(), hw="sim", exact=True)
+    passes; with the stock default schedules every GEMM stream leaves a store->compute
+    token and a pending pop."""
+    return _stock_compiled(models.attention(), hw="sim", exact=True)
+
+
+def _stock_compiled(float_model, **kw):
+    """:func:`_compiled` with the stock default schedules (:func:`_stock_default`)."""
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr("search_spaces.default_schedule", _stock_default)
+        return _compiled(float_model, **kw)
 
 
 @pytest.fixture(scope="module")
@@ -146,7 +172,7 @@ def test_the_vta_cycles_are_the_chains_sum_and_the_outputs_unchanged(which, requ
 def test_a_fresh_device_adjusts_once_then_never(attention):
     compiled, model, x = attention
     device = SimulatedDevice(compiled.hw)
-    again, _, _ = _compiled(models.attention(), device=device, hw="sim", exact=True)
+    again, _, _ = _stock_compiled(models.attention(), device=device, hw="sim", exact=True)
     first = _run_order(again)[0].program
     assert first.tokens_in != NO_TOKENS  # the steady state's start is not an idle VTA
     a = again.run(x).output

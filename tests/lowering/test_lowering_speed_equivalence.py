@@ -361,7 +361,9 @@ def _cases():
             tpl = get_template(wl, hw, bias=bias, space=space, tune_store=space == "full")
             for _ in range(200):
                 c = {k.name: rng.choice(k.choices) for k in tpl.knobs}
-                if not tpl.legal(c):
+                # the slow reference lays a GEMM's rows out as batch blocks only (its rows as
+                # pixels, rows="spatial", are checked bit-exact in test_gemm_rows.py)
+                if c.get("rows") == "spatial" or not tpl.legal(c):
                     continue
                 s = tpl.to_schedule(c)
                 if space == "full":

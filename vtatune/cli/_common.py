@@ -131,7 +131,9 @@ b1 h7 w14 co2 ci1 vt2x2 bhcw [ci,w,kw,kh,co,h] store=tile reuse tvm:
                      the GEMM instruction's loops, the rest unroll into micro-ops
   store=tile         one 2D DMA per output tile stored (store=element: one per element)
   reuse              a load whose tile is already in its SRAM slot is skipped
-  tvm                TVM's own lowering limits (a point of AutoTVM's template)"""
+  tvm                TVM's own lowering limits (a point of AutoTVM's template)
+a GEMM's line may end in rows=spatial: its rows tiled as a 1x1 conv's pixels (h rows a tile
+in one load and the GEMM instruction's loops; without it, b rows a tile, a kernel each)"""
 
 
 def add_command(sub: Any, name: str, summary: str, description: str,

@@ -6,7 +6,10 @@ A schedule becomes a program in four steps, one module each:
   constants every rule reads (:func:`context`);
 - ``_rules``: every legality rule, arithmetic only (:func:`rules`, :func:`legality`;
   ``SHAPE_RULES`` are those decided by the tile shape alone), over the DMA patterns of
-  ``_dma`` and the DRAM/SRAM layouts of ``_layouts``;
+  ``_dma`` and the DRAM/SRAM layouts of ``_layouts``; the micro-op kernels' loop nest and
+  rules in ``_nest``, the ``field_width`` rule in ``_field_width``. A GEMM's rows tile as
+  batch blocks or, with ``Schedule.rows="spatial"``, as a 1x1 conv's pixels
+  (:func:`rows_context`: the same rules and emitter over the GEMM's DRAM layout);
 - ``_plan``: the SRAM allocation per virtual thread and the micro-op kernels (:func:`plan`);
 - ``_emit``: the loop tree, TVM's dependency insertion and virtual threads (``_ir``),
   recorded once per loop structure (``_skeleton``), and the instructions as TVM's runtime
@@ -27,7 +30,13 @@ Example:
 from vtatune.errors import IllegalSchedule
 from vtatune.lowering._alu_only import AluContext, AluFacts
 from vtatune.lowering._carry import FRESH, Carry
-from vtatune.lowering._context import Context, OperatorShape, operator_shape
+from vtatune.lowering._context import (
+    Context,
+    OperatorShape,
+    operator_shape,
+    rows_context,
+    schedule_context,
+)
 from vtatune.lowering._dma import fold_2d, pattern_2d, split_2d, window
 from vtatune.lowering._ir import (
     Dep,
@@ -85,6 +94,7 @@ __all__ = [
     "insert_deps", "legality", "loop", "lower", "lower_vadd", "operator_shape", "output_pack",
     "pack_bias", "pack_conv_data", "pack_conv_kernel", "pack_data", "pack_matrix",
     "pack_weight", "packed_inputs",
-    "pattern_2d", "plan", "rules", "shape_rules", "split_2d", "transpose_kernel",
+    "pattern_2d", "plan", "rows_context", "rules", "schedule_context", "shape_rules",
+    "split_2d", "transpose_kernel",
     "unpack_conv_output", "unpack_matrix", "unpack_output", "window",
 ]

@@ -10,7 +10,7 @@ Example:
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import NamedTuple
 
@@ -66,6 +66,9 @@ class Context:
     out_pack: int  # BLOCK_OUT blocks per channel block of the output in DRAM (output_pack)
     in_pack: int  # BLOCK_IN blocks per channel block of the input in DRAM (input_pack)
     epilogue: Epilogue  # the workload's (the bias flag of a run may add the benchmark's bias)
+    #: a GEMM lowered with its rows as a 1x1 conv's pixels (``Schedule.rows="spatial"``:
+    #: :func:`rows_context`); the packs are then the GEMM's DRAM rows, not the hardware's
+    rows: bool
 
 
 @dataclass(frozen=True)
@@ -228,7 +231,41 @@ def context(workload: Workload, hw: HardwareConfig) -> Context:
         layout_error,
         _fits_all(op, hw, widths, dram_elems, workload.epilogue), dram_elems,
         isinstance(workload, GemmWorkload), hw.block_out, output_pack(hw), input_pack(hw),
-        workload.epilogue)
+        workload.epilogue, False)
+
+
+@lru_cache(maxsize=1024)
+def rows_context(ctx: Context) -> Context:
+    """A GEMM's constants with its rows as the pixels of a 1x1 conv (``rows="spatial"``):
+    one batch block, ``nb`` rows of one column, in and out "packed" by all their channel
+    blocks, which is how a GEMM lies in DRAM: row ``m``'s input block ``c`` is element
+    ``m * cib + c`` (``(nb, cib, BATCH, BLOCK_IN)``), its output block ``c`` element
+    ``m * cob + c``. A tile of ``tile_h`` rows and ``tile_ci`` (``tile_co``) blocks is one
+    2D DMA of ``tile_h`` rows ``cib`` (``cob``) apart; its INP and ACC tiles are row-major
+    (rows, blocks): ``tile_pack`` says so. Every element is one BATCH x BLOCK block, so
+    BATCH and the hardware's BLOCK_IN / BLOCK_OUT packing play no part."""
+    w = ctx.widths
+    fits = ctx.fits_all and w is not None and \
+        max(ctx.nb * ctx.cib, ctx.nb * ctx.cob) < 1 << min(w.sram, w.y, w.x, w.stride)
+    return replace(ctx, nb=1, oh=ctx.nb, ow=1, h=ctx.nb, w=1, in_blocks=ctx.cib,
+                   in_pack=ctx.cib, out_pack=ctx.cob, fits_all=fits, rows=True)
+
+
+def schedule_context(ctx: Context, sch) -> Context:
+    """The constants the rules and the emitter read for schedule ``sch``: ``ctx``, or its
+    :func:`rows_context` for a GEMM's ``rows="spatial"`` (the rules refuse it elsewhere)."""
+    if getattr(sch, "rows", "batch") == "spatial" and ctx.dense and not ctx.rows:
+        return rows_context(ctx)
+    return ctx
+
+
+def tile_pack(ctx: Context, tile_ci: int, tile_co: int) -> tuple[int, int]:
+    """(input, output) channel blocks that lie side by side per pixel in the INP and ACC
+    tiles: the hardware's packing (:func:`input_pack`, :func:`output_pack`), or with a
+    GEMM's rows as pixels (:func:`rows_context`) the tile's own blocks (row-major tiles)."""
+    if ctx.rows:
+        return tile_ci, tile_co
+    return ctx.in_pack, ctx.out_pack
 
 
 def max_imm_magnitude(epilogue: Epilogue) -> int:
@@ -236,3 +273,11 @@ def max_imm_magnitude(epilogue: Epilogue) -> int:
     hold it (-x needs x - 1 bits of magnitude): the ALU ``imm`` field's width bounds it."""
     return max((imm if imm >= 0 else -imm - 1 for _, imm, _ in epilogue.alu_steps()
                 if imm is not None), default=0)
+
+
+def channel_tile(ctx: Context, sch) -> int:
+    """The ACC elements of one per-channel tensor's tile (bias, shift): ``tile_b`` x
+    ``tile_co``; a GEMM's with its rows as pixels (``ctx.rows``) holds them per row, as its
+    DRAM tensor does, ``tile_h`` x ``tile_w`` x ``tile_co`` (one batch block)."""
+    rows = sch.tile_h * sch.tile_w if ctx.rows else sch.tile_b
+    return rows * sch.tile_co

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from vtatune.lowering._context import Context
+from vtatune.lowering._context import Context, tile_pack
 from vtatune.lowering._layouts import acc_coefficients
 
 Dims = list[tuple[int, int]]  # (size, stride) from outer to inner, in elements
@@ -93,14 +93,17 @@ def store_dims(ctx: Context, sch: Any) -> StoreDims:
     k, oh, ow = ctx.out_pack, ctx.oh, ctx.ow
     tile_co, tile_h, tile_w = sch.tile_co, sch.tile_h, sch.tile_w
     dram = {"co": oh * ow * k, "h": ow * k, "w": k, "co%k": 1}
+    acc = acc_coefficients(tile_pack(ctx, sch.tile_ci, tile_co)[1], tile_co, tile_h, tile_w)
     return [(sch.tile_b, ctx.cob * oh * ow, tile_co * tile_h * tile_w),
-            *((e, dram[a], acc) for a, e, acc in acc_coefficients(k, tile_co, tile_h, tile_w))]
+            *((e, dram[a], stride) for a, e, stride in acc)]
 
 
 def inp_dims(ctx: Context, nch: int, eh: int, ew: int) -> Dims:
     """DRAM dims of an unpadded input window of ``nch`` channel blocks (a multiple of the
     input packing k): (nch / k planes, eh rows, ew x k elements of the interleaved rows)."""
     k = ctx.in_pack
+    if ctx.rows:  # a GEMM's rows (rows_context): nch blocks of each of eh x ew rows
+        return [(eh, ctx.w * k), (ew, k), (nch, 1)]
     return [(nch // k, ctx.h * ctx.w * k), (eh, ctx.w * k), (ew * k, 1)]
 
 

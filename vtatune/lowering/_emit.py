@@ -18,7 +18,7 @@ from simulator.isa import MemId, Opcode
 from simulator.jit import njit
 from simulator.program import Program, layout_tensors
 from vtatune.lowering._carry import FRESH, Carry
-from vtatune.lowering._context import context
+from vtatune.lowering._context import channel_tile, context
 from vtatune.lowering._dma import pattern_2d, window
 from vtatune.lowering._plan import Plan, _alu_kernels
 from vtatune.lowering._runtime import (
@@ -122,11 +122,12 @@ def _layout(workload, hw, bias: bool, channels: tuple[str, ...]):
 
 
 @lru_cache(maxsize=4096)
-def _load_patterns(tile_co: int, tile_ci: int, cib: int, kk: int, tile_b: int, cob: int
+def _load_patterns(tile_co: int, tile_ci: int, cib: int, kk: int, rows: int, cob: int
                    ) -> tuple[int, ...]:
-    """The 2D DMA shapes (y, x, stride) of a weight tile load, then of a bias tile load."""
+    """The 2D DMA shapes (y, x, stride) of a weight tile load, then of a bias tile load
+    (``rows`` rows of ``tile_co`` blocks: lowering.channel_tile)."""
     return (*pattern_2d([(tile_co, cib * kk), (tile_ci, kk), (kk, 1)]),
-            *pattern_2d([(tile_b, cob), (tile_co, 1)]))
+            *pattern_2d([(rows, cob), (tile_co, 1)]))
 
 
 @lru_cache(maxsize=1024)
@@ -142,10 +143,11 @@ def _windows(p: int, s: int, k: int, ntiles: int, size: int, extent: int):
 
 @lru_cache(maxsize=1024)
 def _input_windows(p: int, s: int, k: int, oh: int, ow: int, gh: int, gw: int, tile_h: int,
-                   tile_w: int, nch: int, split: bool, pk: int):
+                   tile_w: int, nch: int, split: bool, pk: int, rows: bool = False):
     """The queue's window tables of the input loads (see CommandQueue.set_windows). With
     the input packed by BLOCK_OUT (``pk`` BLOCK_IN blocks a pixel, lowering.input_pack) a
-    row's columns, pads and stride count pk elements a pixel."""
+    row's columns, pads and stride count pk elements a pixel. ``rows``: a GEMM's rows as
+    pixels (lowering.rows_context), ``nch`` of each pixel's ``pk`` blocks."""
     ywin, yshapes = _windows(p, s, k, oh // tile_h, tile_h, gh)
     xwin, xshapes = _windows(p, s, k, ow // tile_w, tile_w, gw)
     xwin = [(x0 * pk, i) for x0, i in xwin]
@@ -156,6 +158,8 @@ def _input_windows(p: int, s: int, k: int, oh: int, ow: int, gh: int, gw: int, t
         for nx, px0, px1 in xshapes:
             if p > 0:
                 row.append((ny, nx * pk, row_len, py0, py1, px0 * pk, px1 * pk))
+            elif rows:
+                row.append((*pattern_2d([(ny, row_len), (nx, pk), (nch, 1)]), 0, 0, 0, 0))
             elif split:
                 row.append((*pattern_2d([(ny, row_len), (nx * pk, 1)]), 0, 0, 0, 0))
             else:
@@ -193,18 +197,19 @@ def emit(plan: Plan, carry: Carry = FRESH, stream: str = "tvm"
     nchan = plan.inp_channels // g.in_pack if split else 1  # input loads per load step
     sk = _skeleton(looped, epilogue_leaves(plan.alu_steps), plan.nthreads, v01)
     windows = _input_windows(g.p, g.s, g.k, g.oh, g.ow, g.h, g.w, sch.tile_h, sch.tile_w,
-                             plan.inp_channels, split, g.in_pack)
+                             plan.inp_channels, split, g.in_pack, g.rows)
     reset_axes, reset_folds, gemm_axes, gemm_folds, alu_rows, alu_uops, kbias = (
         _kernel_prototypes(plan))
     kk = g.k * g.k
+    cht = channel_tile(g, sch)
     pv = np.array((
         sch.oc_nthread, sch.h_nthread, tile_b, sch.tile_co, sch.tile_ci, sch.tile_h,
         sch.tile_w, g.cib, g.cob, g.h, g.w, g.in_pack, kk, g.oh, g.ow, g.out_pack, g.in_blocks,
         plan.group_loop, plan.groups_per_tile, g.groups, *bases, plan.inp_tile, plan.wgt_tile,
         plan.acc_tile, plan.bias_tile, plan.nthreads, g.eh * g.ew * g.in_pack, int(sch.reuse),
-        *_load_patterns(sch.tile_co, sch.tile_ci, g.cib, kk, tile_b, g.cob),
+        *_load_patterns(sch.tile_co, sch.tile_ci, g.cib, kk, cht // sch.tile_co, g.cob),
         *plan.store_pattern, *store,
-        nchan, *extents), np.int64)
+        nchan, int(g.rows), cht, *extents), np.int64)
     ops, dmas, kernels, kernel_uops, capacity = _queue_tables(
         pv, sk.ops, reset_axes, reset_folds, gemm_axes, gemm_folds,
         alu_rows, alu_uops, kbias)
@@ -434,7 +439,8 @@ def _prototypes(reset_axes, reset_folds, gemm_axes, gemm_folds, alu_rows, alu_uo
 (_P_OCN, _P_HN, _P_TB, _P_TCO, _P_TCI, _P_TH, _P_TW, _P_CIB, _P_COB, _P_GH, _P_GW, _P_PK, _P_KK,
  _P_OH, _P_OW, _P_OPK, _P_INB, _P_GLOOP, _P_PERTILE, _P_GROUPS, _P_INP0, _P_WGT0, _P_BIAS0,
  _P_OUT0, _P_BIAS1, _P_INPT, _P_WGTT, _P_ACCT, _P_BIAST, _P_NT, _P_CHAN, _P_REUSE, _P_WGT2D,
- _P_BIAS2D, _P_OUT2D, _P_STORE, _P_NCHAN, _P_EXTENTS) = (*range(32), 32, 35, 38, 41, 56, 57)
+ _P_BIAS2D, _P_OUT2D, _P_STORE, _P_NCHAN, _P_ROWS, _P_CHT, _P_EXTENTS) = (
+    *range(32), 32, 35, 38, 41, 56, 57, 58, 59)
 
 
 @njit(cache=True)
@@ -455,6 +461,8 @@ def _queue_tables(pv, template, reset_axes, reset_folds, gemm_axes,
     tile_ci, cib, cob = pv[_P_TCI], pv[_P_CIB], pv[_P_COB]
     kk, ohw, opk = pv[_P_KK], pv[_P_OH] * pv[_P_OW], pv[_P_OPK]
     plane = pv[_P_GH] * pv[_P_GW]
+    rows = pv[_P_ROWS]  # a GEMM's rows as pixels: channel blocks are a pixel's elements
+    ocs = 1 if rows else ohw  # DRAM elements from an output channel block to the next
     # The oc tile: (v[g] group_loop + v[c]) oc_n + t_oc, and the first group it reads
     # (group_conv2d; 0 otherwise): v[g] with a group loop, else oc tile x groups per tile.
     oc_g, oc_c = pv[_P_GLOOP] * oc_n, oc_n
@@ -480,7 +488,7 @@ def _queue_tables(pv, template, reset_axes, reset_folds, gemm_axes,
             row[_D_DRAM] = pv[_P_INP0] + (fg_t * t_oc * cib + c * pv[_P_PK]) * plane
             row[_D_COEF + _B] = tile_b * pv[_P_INB] * plane
             row[_D_COEF + _BI] = pv[_P_INB] * plane
-            row[_D_COEF + _K0] = tile_ci * plane
+            row[_D_COEF + _K0] = tile_ci * (1 if rows else plane)
             row[_D_COEF + _G] = fg_g * cib * plane
             row[_D_COEF + _C] = fg_c * cib * plane
             row[_D_REUSE] = pv[_P_REUSE]
@@ -501,8 +509,11 @@ def _queue_tables(pv, template, reset_axes, reset_folds, gemm_axes,
             # (v[b] tile_b + v[bi]) cob + oc tile tile_co, after every thread's ACC tile:
             # the thread's per-channel area, tensor c's tile_b x tile_co tile in it
             row[_D_OPCODE], row[_D_MEM], row[_D_STAGE] = Opcode.LOAD, MemId.ACC, COMPUTE
-            row[_D_SRAM] = pv[_P_NT] * pv[_P_ACCT] + t * pv[_P_BIAST] + c * tile_b * tile_co
+            row[_D_SRAM] = pv[_P_NT] * pv[_P_ACCT] + t * pv[_P_BIAST] + c * pv[_P_CHT]
             row[_D_DRAM] = (pv[_P_BIAS0] if c == 0 else pv[_P_BIAS1]) + t_oc * tile_co
+            if rows:  # one per row: the tile's rows, (v[h] h_n + t_h) tile_h on
+                row[_D_DRAM] += t_h * pv[_P_TH] * cob
+                row[_D_COEF + _H] = h_n * pv[_P_TH] * cob
             row[_D_COEF + _B] = tile_b * cob
             row[_D_COEF + _BI] = cob
             row[_D_COEF + _G] = oc_g * tile_co
@@ -515,11 +526,11 @@ def _queue_tables(pv, template, reset_axes, reset_folds, gemm_axes,
             # BLOCK_IN block: store_layout rule); then the store's own loops
             row[_D_OPCODE], row[_D_MEM], row[_D_STAGE] = Opcode.STORE, MemId.OUT, STORE
             row[_D_SRAM] = t * pv[_P_ACCT]
-            row[_D_DRAM] = (pv[_P_OUT0] + t_oc * tile_co * ohw
+            row[_D_DRAM] = (pv[_P_OUT0] + t_oc * tile_co * ocs
                             + t_h * pv[_P_TH] * pv[_P_OW] * opk)
             row[_D_COEF + _B] = tile_b * cob * ohw
-            row[_D_COEF + _G] = oc_g * tile_co * ohw
-            row[_D_COEF + _C] = oc_c * tile_co * ohw
+            row[_D_COEF + _G] = oc_g * tile_co * ocs
+            row[_D_COEF + _C] = oc_c * tile_co * ocs
             row[_D_COEF + _H] = h_n * pv[_P_TH] * pv[_P_OW] * opk
             row[_D_COEF + _W] = pv[_P_TW] * opk
             for j in range(5):

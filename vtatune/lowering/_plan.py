@@ -19,7 +19,7 @@ import numpy as np
 
 from simulator.hardware import HardwareConfig
 from simulator.isa import AluOp
-from vtatune.lowering._context import Geometry, context
+from vtatune.lowering._context import Geometry, channel_tile, context, schedule_context
 from vtatune.lowering._dma import StoreDims, store_plan
 from vtatune.lowering._rules import channel_tensors, epilogue_steps, rules
 from vtatune.lowering._runtime import Kernel, KernelLoop
@@ -76,7 +76,7 @@ class Plan:
 
     def channel_bases(self, t: int) -> tuple[tuple[str, int], ...]:
         """Thread t's per-channel tensors and the SRAM bases of their tiles, in order."""
-        tile = self.schedule.tile_b * self.schedule.tile_co
+        tile = channel_tile(self.geo, self.schedule)
         return tuple((name, self.bias_base(t) + j * tile)
                      for j, name in enumerate(self.channels))
 
@@ -166,6 +166,7 @@ def plan(workload: Workload, schedule: Schedule, hw: HardwareConfig, bias: bool 
     """Validate ``schedule`` for ``workload`` on ``hw``; raises IllegalSchedule."""
     ctx = context(workload, hw)
     f = rules(ctx, schedule, bias)
+    ctx = schedule_context(ctx, schedule)  # what the rules read: a GEMM's rows as pixels
     sch = schedule
     bias, steps = epilogue_steps(ctx.epilogue, bias, sch.clip_order)
     geo = Geometry.of(ctx, f.eh, f.ew,

@@ -40,22 +40,22 @@ Example:
 """
 from __future__ import annotations
 
-import math
 from functools import lru_cache
 from typing import Any, NamedTuple
 
 from simulator.hardware import HardwareConfig
 from vtatune.errors import IllegalSchedule
-from vtatune.lowering._context import PAD_FIELDS, Context, context
-from vtatune.lowering._dma import (
-    inp_dims,
-    input_pads,
-    pattern_2d,
-    store_dims,
-    store_plan,
-    window,
+from vtatune.lowering._context import (
+    Context,
+    channel_tile,
+    context,
+    schedule_context,
+    tile_pack,
 )
+from vtatune.lowering._dma import inp_dims, input_pads, pattern_2d, store_dims, window
+from vtatune.lowering._field_width import field_error, field_width_rule, pad_field_error
 from vtatune.lowering._layouts import acc_coefficients
+from vtatune.lowering._nest import _RESET_AXES, Axes, folds, inner_nest, kernel_rules
 from vtatune.lowering._runtime import KERNEL_KEYS
 from vtatune.schedule import Schedule
 from vtatune.workloads import (
@@ -84,12 +84,6 @@ def alu_loops(extents, dst, src) -> tuple[tuple[int, int, int], ...]:
     return tuple(merged)
 
 
-Axes = tuple[tuple[str, int, tuple[int, int, int]], ...]
-
-
-_RESET_AXES = frozenset(("co", "h", "w", "co%k"))  # the reset kernel's axes (with a dst stride)
-
-
 class Facts(NamedTuple):
     """What the rules computed on the way (``plan`` builds on it)."""
 
@@ -115,165 +109,6 @@ class Facts(NamedTuple):
     alu_bias: tuple[tuple[int, int, int], ...]  # reading a per-channel tensor
 
 
-def _kernel_rules(what: str, axes: Axes, folds: int, ctx: Context) -> int:
-    """uop capacity, loop extents and dst-distinct of a kernel over ``axes`` (the ``folds``
-    outermost fold into the instruction, the rest unroll); returns the uop count."""
-    unrolled = axes[folds:]
-    nuops = 1
-    for _, e, _ in unrolled:
-        nuops *= e
-    if nuops > ctx.uop_depth:
-        raise IllegalSchedule(
-            "uop_capacity",
-            f"{what} micro-op kernel has {nuops} uops, the uop buffer holds {ctx.uop_depth}",
-        )
-    for _, e, _ in axes[:folds]:
-        if e > ctx.loop_limit:
-            raise IllegalSchedule("loop_extent", f"{what} loop extent {e} exceeds "
-                                                 f"the {ctx.loop_limit} an instruction encodes")
-    clash = 0
-    if unrolled:
-        if unrolled[-1][2][0] == 0:
-            clash = 1  # innermost unrolled axis has no dst stride: uops #0, #1
-        elif len(unrolled) > 1 and unrolled[-1][1] == 2 and unrolled[-2][2][0] == 0:
-            clash = 2  # uops #0, #2 differ only in a dst-free axis
-    if clash:
-        raise IllegalSchedule(
-            "dst_dependency",
-            f"{what} micro-ops #0 and #{clash} both write ACC[0] within two micro-ops (the GEMM "
-            "pipeline has no forwarding; TVM rejects it: 'seq_[i].dst_idx != dst_index')",
-        )
-    return nuops
-
-
-def _field_width_rule(ctx: Context, sch: Any, steps: tuple, eh: int, ew: int, n: int,
-                      inp_tile: int, wgt_tile: int, acc_tile: int, bias_tile: int,
-                      inp_split: bool, strict_store, gemm_axes: Axes, reset_axes: Axes,
-                      n_gemm: int, n_reset: int, alu_flat, alu_bias, nch: int,
-                      gemm_folds: int, reset_folds: int) -> None:
-    """Every instruction and micro-op field fits its bit width (so a legal schedule always
-    encodes): the largest value the program puts in each field, known from the plan, one
-    line per fact; raises IllegalSchedule("field_width") naming the first that does not."""
-    w = ctx.widths  # not None: shape_rules ran first
-    tile_b, tile_h, tile_w = sch.tile_b, sch.tile_h, sch.tile_w
-    tile_co, tile_ci = sch.tile_co, sch.tile_ci
-    h, wd, k, p, s, cib, cob = ctx.h, ctx.w, ctx.k, ctx.p, ctx.s, ctx.cib, ctx.cob
-    kk = k * k
-    # input DMA shape: padded windows are clipped per tile; unpadded ones are all alike
-    split = p > 0 or inp_split
-    pk = ctx.in_pack
-    if p > 0:
-        ny = max(window(p, s, k, t, tile_h, h)[1] for t in range(ctx.oh // tile_h))
-        nx = max(window(p, s, k, t, tile_w, wd)[1] for t in range(ctx.ow // tile_w))
-        inp_shape = (ny, nx * pk, wd * pk)
-    elif split:
-        inp_shape = pattern_2d(inp_dims(ctx, pk, eh, ew))
-    else:
-        inp_shape = pattern_2d(inp_dims(ctx, nch, eh, ew))
-    wgt_shape = pattern_2d([(tile_co, cib * kk), (tile_ci, kk), (kk, 1)])
-    bias_shape = pattern_2d([(tile_b, cob), (tile_co, 1)])
-    store_loops, store_shape = store_plan(ctx, sch, strict_store)
-    store_sram = (n - 1) * acc_tile + sum((size - 1) * a for size, _, a in store_loops)
-    # the uop area holds every kernel once; the uop buffer holds at most all of them
-    # ALU loops past the instruction's two unroll into micro-ops (the bias add's co % k)
-    alu_uops = [math.prod(e for e, _, _ in loops[2:]) for loops in (alu_flat, alu_bias)]
-    per_channel = bias_tile > 0  # loads per-channel tensors (bias, shift)
-    # the last thread's last per-channel tensor (each one tile_b x tile_co)
-    last_channel = n * acc_tile + n * bias_tile - tile_b * tile_co
-    n_kernels_uops = n * tile_b * (n_gemm + n_reset) + n * sum(
-        alu_uops[1] if tensor else 1 for _, _, tensor in steps)
-    uop_top = min(n_kernels_uops, ctx.uop_depth)  # an upper bound of uop_end
-
-    def unrolled_max(axes: Axes, j: int) -> int:
-        folds = gemm_folds if axes is gemm_axes else reset_folds
-        return sum((e - 1) * c[j] for _, e, c in axes[folds:])
-
-    def folded_max(axes: Axes, j: int) -> int:
-        folds = gemm_folds if axes is gemm_axes else reset_folds
-        return max((c[j] for _, _, c in axes[:folds]), default=0)
-
-    acc_row = acc_tile // tile_b
-    alu_src_max = (n - 1) * acc_tile
-    if per_channel:
-        alu_src_max = last_channel
-    imm_max = max((imm if imm >= 0 else -imm - 1 for _, imm, _ in steps if imm is not None),
-                  default=0)
-    facts = (
-        # (instruction, field, largest value, width)
-        ("LOAD INP", "sram_base",
-         (n - 1) * inp_tile + (nch - pk if split else 0) * eh * ew,
-         w.sram),
-        ("LOAD INP", "y_size", inp_shape[0], w.y),
-        ("LOAD INP", "x_size", inp_shape[1], w.x),
-        ("LOAD INP", "x_stride", inp_shape[2], w.stride),
-        ("LOAD WGT", "sram_base", (n - 1) * wgt_tile, w.sram),
-        ("LOAD WGT", "y_size", wgt_shape[0], w.y),
-        ("LOAD WGT", "x_size", wgt_shape[1], w.x),
-        ("LOAD WGT", "x_stride", wgt_shape[2], w.stride),
-        ("LOAD ACC", "sram_base", last_channel if per_channel else 0, w.sram),
-        ("LOAD ACC", "y_size", bias_shape[0] if per_channel else 0, w.y),
-        ("LOAD ACC", "x_size", bias_shape[1] if per_channel else 0, w.x),
-        ("LOAD ACC", "x_stride", bias_shape[2] if per_channel else 0, w.stride),
-        ("LOAD UOP", "sram_base", uop_top - 1, w.sram),
-        ("LOAD UOP", "x_size", max(n_gemm, n_reset), w.x),
-        ("LOAD UOP", "x_stride", max(n_gemm, n_reset), w.stride),
-        ("LOAD UOP", "dram_base", n_kernels_uops - 1, w.dram),
-        ("STORE OUT", "sram_base", store_sram, w.sram),
-        ("STORE OUT", "y_size", store_shape[0], w.y),
-        ("STORE OUT", "x_size", store_shape[1], w.x),
-        ("STORE OUT", "x_stride", store_shape[2], w.stride),
-        ("GEMM", "uop_bgn", uop_top - 1, w.uop_bgn),
-        ("GEMM", "uop_end", uop_top, w.uop_end),
-        ("GEMM", "dst_factor", max(folded_max(gemm_axes, 0), folded_max(reset_axes, 0)),
-         w.dst_factor),
-        ("GEMM", "src_factor", folded_max(gemm_axes, 1), w.src_factor),
-        ("GEMM", "wgt_factor", folded_max(gemm_axes, 2), w.wgt_factor),
-        ("ALU", "dst_factor", max((d for _, d, _ in (*alu_flat, *alu_bias)), default=0),
-         w.dst_factor),
-        ("ALU", "src_factor", max((c for _, _, c in (*alu_flat, *alu_bias)), default=0),
-         w.src_factor),
-        ("ALU", "imm", imm_max, w.imm - 1),  # signed
-        ("GEMM micro-op", "dst", (n - 1) * acc_tile + (tile_b - 1) * acc_row
-         + max(unrolled_max(gemm_axes, 0), unrolled_max(reset_axes, 0)), w.uop_dst),
-        ("GEMM micro-op", "src", (n - 1) * inp_tile + unrolled_max(gemm_axes, 1), w.uop_src),
-        ("GEMM micro-op", "wgt", (n - 1) * wgt_tile + unrolled_max(gemm_axes, 2), w.uop_wgt),
-        ("ALU micro-op", "dst", (n - 1) * acc_tile + max(
-            sum((e - 1) * d for e, d, _ in loops[2:]) for loops in (alu_flat, alu_bias)),
-         w.uop_dst),
-        ("ALU micro-op", "src", alu_src_max + max(
-            sum((e - 1) * c for e, _, c in loops[2:]) for loops in (alu_flat, alu_bias)),
-         w.uop_src),
-    )
-    for what, name, value, width in facts:
-        if value >= 1 << width:
-            raise IllegalSchedule("field_width", _field_error(
-                what, name, value, width, "the instruction cannot be encoded"))
-
-
-def _field_error(what: str, name: str, value: int, width: int, why: str) -> str:
-    """The message of a field that does not fit: the instruction, the field, its value and
-    its width, and why the value is what it is."""
-    return (f"{what}: field {name}={value} does not fit {width} bits (max "
-            f"{(1 << width) - 1}); {why}")
-
-
-@lru_cache(maxsize=1024)
-def _pad_field_error(ctx: Context) -> str:
-    """Why an input LOAD's pad does not fit its field ("" when all four do): the pads are
-    the same whatever the tiles (the emitter writes each tile's from ``window``)."""
-    for name, value, width in zip(PAD_FIELDS, input_pads(ctx), ctx.widths.pads, strict=True):
-        if value >= 1 << width:
-            pixels = value // ctx.in_pack if name.startswith("x") else value
-            what = "column" if name.startswith("x") else "row"
-            return _field_error(
-                "LOAD INP", name, value, width,
-                f"the input's pad of {pixels} {what}{'s' if pixels > 1 else ''}"
-                + (f", {ctx.in_pack} elements a pixel (the input is packed by BLOCK_OUT "
-                   f"{ctx.block_out} = {ctx.in_pack} x BLOCK_IN {ctx.block_in})"
-                   if what == "column" and ctx.in_pack > 1 else ""))
-    return ""
-
-
 def shape_rules(ctx: Context) -> None:
     """The rules a workload fails on a hardware config whatever its schedule (the
     instruction layout, the input LOAD's pad fields, the layouts BLOCK_IN != BLOCK_OUT
@@ -281,7 +116,7 @@ def shape_rules(ctx: Context) -> None:
     them too, after the rules that read the schedule."""
     if ctx.widths is None:
         raise IllegalSchedule("field_width", ctx.layout_error)
-    pad_error = _pad_field_error(ctx)
+    pad_error = pad_field_error(ctx)
     if pad_error:
         raise IllegalSchedule("pad_field", pad_error)
     if ctx.p == 0 and any(input_pads(ctx)):
@@ -291,14 +126,16 @@ def shape_rules(ctx: Context) -> None:
             "pad_after_only",
             f"conv2d_transpose with pad = kernel - 1 = {ctx.k - 1} and an output_padding: "
             "the input needs a pad after but none before, which vtatune does not lower")
-    if ctx.in_pack > 1 and (ctx.batch_lanes > 1 or ctx.cib % ctx.in_pack):
+    if ctx.rows:  # a GEMM's rows as pixels: whole BATCH x BLOCK elements, nothing packed
+        pass
+    elif ctx.in_pack > 1 and (ctx.batch_lanes > 1 or ctx.cib % ctx.in_pack):
         raise IllegalSchedule(
             "load_layout",
             f"BLOCK_OUT {ctx.block_out} > BLOCK_IN {ctx.block_in}: the input is packed by "
             f"BLOCK_OUT (the previous layer's output), which needs BATCH 1 (got "
             f"{ctx.batch_lanes}) and input channels (per group) a multiple of "
             f"{ctx.block_out} (got {ctx.cib} blocks of {ctx.block_in})")
-    if ctx.out_pack > 1 and ctx.batch_lanes > 1:
+    if ctx.out_pack > 1 and ctx.batch_lanes > 1 and not ctx.rows:
         raise IllegalSchedule(
             "store_layout",
             f"BATCH {ctx.batch_lanes} with BLOCK_IN {ctx.block_in} > BLOCK_OUT "
@@ -308,7 +145,7 @@ def shape_rules(ctx: Context) -> None:
     if ctx.fits_all:
         return
     if ctx.dram_elems - 1 >= 1 << ctx.widths.dram:
-        raise IllegalSchedule("field_width", _field_error(
+        raise IllegalSchedule("field_width", field_error(
             "LOAD/STORE", "dram_base", ctx.dram_elems - 1, ctx.widths.dram,
             "the tensors do not fit the DRAM an instruction addresses"))
 
@@ -317,17 +154,17 @@ def shape_rules(ctx: Context) -> None:
 #: micro-op kernels reads only these (and the workload, the hardware and the template's
 #: fixed fields); the kernels read the loop orders.
 SHAPE_FIELDS = ("tile_b", "tile_h", "tile_w", "tile_ci", "tile_co", "oc_nthread", "h_nthread",
-                "store")
+                "store", "rows")
 
 
 #: The rules :func:`rules` checks before any rule that reads a loop order. A schedule that
 #: fails one fails it, with the same message, whatever its loop orders: the verdict belongs
 #: to its tile shape (``SHAPE_FIELDS``). Keep in step with the order of the checks below.
 SHAPE_RULES = frozenset({
-    "tile_divides", "thread_split", "load_layout", "store_layout", "tvm_dense_tensorize",
-    "uop_kernel_keys", "group_thread_split", "group_tile", "tvm_output_padding",
-    "tvm_split_tail", "inp_capacity", "wgt_capacity", "acc_capacity", "tvm_vthread_inplace",
-    "dma_pattern"})
+    "row_mode", "tile_divides", "thread_split", "load_layout", "store_layout",
+    "tvm_dense_tensorize", "uop_kernel_keys", "group_thread_split", "group_tile",
+    "tvm_output_padding", "tvm_split_tail", "inp_capacity", "wgt_capacity", "acc_capacity",
+    "tvm_vthread_inplace", "dma_pattern"})
 
 
 @lru_cache(maxsize=256)
@@ -350,6 +187,8 @@ def channel_tensors(steps: tuple[tuple[str, int | None, str | None], ...]
 def rules(ctx: Context, sch: Any, bias: bool = False) -> Facts:
     """Every legality rule of a schedule, in order; raises IllegalSchedule naming the first
     that fails. ``sch`` is a :class:`Schedule` or any object with its attributes."""
+    _row_mode_rule(ctx, sch)
+    ctx = schedule_context(ctx, sch)
     shape = _Shape(sch.tile_b, sch.tile_h, sch.tile_w, sch.tile_co, sch.tile_ci,
                    sch.oc_nthread, sch.h_nthread, sch.tvm_strict, sch.store, sch.clip_order)
     # The caches compare keys by value (2.0 == 2 == True): only plain ints use them.
@@ -362,13 +201,34 @@ def rules(ctx: Context, sch: Any, bias: bool = False) -> Facts:
     alu_flat, alu_bias = _cache_if(cached, _tail_facts)(ctx, shape)
     shape_rules(ctx)
     if not ctx.fits_all:
-        _field_width_rule(ctx, sch, steps, eh, ew, n, inp_tile, wgt_tile, acc_tile,
+        field_width_rule(ctx, sch, steps, eh, ew, n, inp_tile, wgt_tile, acc_tile,
                           bias_tile, inp_split, store_pattern, gemm_axes, reset_axes, n_gemm,
                           n_reset, alu_flat, alu_bias if bias_tile else (), nch, gemm_folds,
                           reset_folds)
     return Facts(eh, ew, n, inp_tile, wgt_tile, acc_tile, bias_tile, gemm_axes, reset_axes,
                  gemm_folds, reset_folds, n_gemm, n_reset, nch, group_loop, m, inp_split,
                  store_pattern, alu_flat, alu_bias)
+
+
+def _row_mode_rule(ctx: Context, sch: Any) -> None:
+    """A GEMM's rows are batch blocks (``rows="batch"``: tiled by ``tile_b``) or a 1x1
+    conv's pixels (``rows="spatial"``: tiled by ``tile_h``, threaded by ``h_nthread``);
+    only a GEMM has the choice, and TVM's dense_packed only the first."""
+    spatial = getattr(sch, "rows", "batch") == "spatial"
+    if spatial and not ctx.dense:
+        raise IllegalSchedule("row_mode", "rows='spatial' applies to a GEMM's rows; a "
+                                          "convolution's pixels are tiled by tile_h, tile_w")
+    if spatial and sch.tvm_strict:
+        raise IllegalSchedule("row_mode", "TVM's dense_packed tiles a GEMM's rows as batch "
+                                          "blocks only (rows='batch')")
+    if spatial and sch.tile_b != 1:
+        raise IllegalSchedule("row_mode", f"tile_b={sch.tile_b} with rows='spatial': the "
+                                          "rows are tiled by tile_h (tile_b must be 1)")
+    if ctx.dense and not spatial and (sch.tile_h != 1 or sch.h_nthread != 1):
+        raise IllegalSchedule("row_mode", f"tile_h={sch.tile_h}, h_nthread={sch.h_nthread} "
+                                          "tile a GEMM's rows as pixels: they need "
+                                          "rows='spatial' (with rows='batch' tile_b tiles "
+                                          "them)")
 
 
 def _cache_if(cached: bool, fn):
@@ -393,7 +253,7 @@ class _Shape(NamedTuple):
 
 
 class _Nest(NamedTuple):
-    """What the micro-op kernels' rules read of a schedule (:func:`_inner_nest`)."""
+    """What the micro-op kernels' rules read of a schedule (:func:`inner_nest`)."""
 
     tile_h: int
     tile_w: int
@@ -432,13 +292,13 @@ def _shape_facts(ctx: Context, sch: _Shape, bias: bool):
     if n_h % sch.h_nthread:
         raise IllegalSchedule("thread_split", f"h_nthread={sch.h_nthread} needs an even "
                                               f"number of row tiles, got {n_h}")
-    if tile_ci % ctx.in_pack:
+    if tile_ci % ctx.in_pack and not ctx.rows:
         raise IllegalSchedule(
             "load_layout",
             f"tile_ci={tile_ci}: the input is packed by BLOCK_OUT ({ctx.in_pack} x BLOCK_IN "
             f"{ctx.block_in} channels, the previous layer's output layout), so a load step "
             f"must take whole BLOCK_OUT blocks: tile_ci a multiple of {ctx.in_pack}")
-    if tile_co % ctx.out_pack:
+    if tile_co % ctx.out_pack and not ctx.rows:
         raise IllegalSchedule(
             "store_layout",
             f"tile_co={tile_co}: the output is packed by BLOCK_IN "
@@ -517,7 +377,7 @@ def _shape_facts(ctx: Context, sch: _Shape, bias: bool):
     acc_tile = tile_b * tile_co * tile_h * tile_w
     bias, steps = epilogue_steps(ctx.epilogue, bias, sch.clip_order)
     channels = channel_tensors(steps)
-    bias_tile = tile_b * tile_co * len(channels)
+    bias_tile = channel_tile(ctx, sch) * len(channels)
 
     # --- SRAM capacity (every buffer is replicated per virtual thread) -------------------
     if n * inp_tile > ctx.inp_depth or n * wgt_tile > ctx.wgt_depth:
@@ -598,7 +458,7 @@ def _kernel_facts(ctx: Context, sch: _Nest, m: int):
     k, s, cob, strict = ctx.k, ctx.s, ctx.cob, sch.tvm_strict
     eh, ew = (tile_h - 1) * s + k, (tile_w - 1) * s + k
     kk = k * k
-    nest = _inner_nest(ctx, sch)
+    nest = inner_nest(ctx, sch)
     # group_conv2d, a tile over m > 1 groups: output block c reads the input blocks of group
     # c // cobg, so the co loop splits into (group, block in group), each affine. TVM keeps
     # one co loop whose input index has a floordiv: FoldUopLoop cannot fold it.
@@ -613,9 +473,9 @@ def _kernel_facts(ctx: Context, sch: _Nest, m: int):
     reset_nest = [a for a in nest if a[1] != 1 and a[0] in _RESET_AXES]
     gemm_axes = tuple(a[:3] for a in gemm_nest)
     reset_axes = tuple(a[:3] for a in reset_nest)
-    gemm_folds, reset_folds = _folds(gemm_nest), _folds(reset_nest)
-    n_gemm = _kernel_rules("GEMM", gemm_axes, gemm_folds, ctx)
-    n_reset = _kernel_rules("reset", reset_axes, reset_folds, ctx)
+    gemm_folds, reset_folds = folds(gemm_nest), folds(reset_nest)
+    n_gemm = kernel_rules("GEMM", gemm_axes, gemm_folds, ctx)
+    n_reset = kernel_rules("reset", reset_axes, reset_folds, ctx)
     return gemm_axes, reset_axes, gemm_folds, reset_folds, n_gemm, n_reset
 
 
@@ -625,8 +485,11 @@ def _tail_facts(ctx: Context, sch: _Shape):
     (flat, with the bias)."""
     tile_b, tile_h, tile_w, tile_co = sch.tile_b, sch.tile_h, sch.tile_w, sch.tile_co
     oh, ow, k, s, p = ctx.oh, ctx.ow, ctx.k, ctx.s, ctx.p
-    acc_dims = acc_coefficients(ctx.out_pack, tile_co, tile_h, tile_w)
-    bias_src = {"co": ctx.out_pack, "h": 0, "w": 0, "co%k": 1}  # the bias is (b, co)
+    acc_dims = acc_coefficients(tile_pack(ctx, sch.tile_ci, tile_co)[1], tile_co, tile_h,
+                                tile_w)
+    # the bias is (b, co); a GEMM's with its rows as pixels, one per row: the ACC tile's
+    bias_src = {a: c for a, _, c in acc_dims} if ctx.rows else \
+        {"co": ctx.out_pack, "h": 0, "w": 0, "co%k": 1}
     alu_ext = (tile_b, *(e for _, e, _ in acc_dims))
     alu_dst = (tile_co * tile_h * tile_w, *(c for _, _, c in acc_dims))
     alu_flat = alu_loops(alu_ext, alu_dst, alu_dst)
@@ -645,76 +508,6 @@ def _tail_facts(ctx: Context, sch: _Shape):
                     "padding; a LOAD with no input element (x_size 0) is a NOP on VTA and "
                     "writes no zeros")
     return alu_flat, alu_bias
-
-
-#: TVM's conv2d_transpose_packed inner loop nest: rows split by 4, columns by 2, and the
-#: inner parts and the kernel window unrolled (``s[conv].unroll``): (axis, split factor of
-#: the tile, part) from outer to inner; ``outer``/``inner`` parts of split axes.
-_TVM_TRANSPOSE_NEST = (("ci", 1, "all"), ("w", 2, "outer"), ("co", 1, "all"),
-                       ("h", 4, "outer"), ("w", 2, "inner"), ("kw", 1, "all"),
-                       ("kh", 1, "all"), ("h", 4, "inner"))
-
-
-_UNROLLED = frozenset({("w", "inner"), ("kw", "all"), ("kh", "all"), ("h", "inner")})
-
-
-def _inner_nest(ctx: Context, sch: Any) -> list[tuple[str, int, tuple[int, int, int], bool]]:
-    """The loops inside a load step, outer to inner: (axis, extent, (dst, src, wgt)
-    coefficients, whether TVM's FoldUopLoop may fold it). vtatune's schedules (and
-    AutoTVM's conv2d/group_conv2d/dense points) follow ``gemm_order``; AutoTVM's
-    conv2d_transpose points follow that template's own nest."""
-    tile_h, tile_w, tile_ci, tile_co = sch.tile_h, sch.tile_w, sch.tile_ci, sch.tile_co
-    k, s, pack, ipk = ctx.k, ctx.s, ctx.out_pack, ctx.in_pack
-    eh, ew = (tile_h - 1) * s + k, (tile_w - 1) * s + k
-    kk = k * k
-    acc = {a: c for a, _, c in acc_coefficients(pack, tile_co, tile_h, tile_w)}
-    # the INP tile is (ci // ipk, y, x, ci % ipk) (input_pack; ipk = 1: (ci, y, x))
-    coeffs = {
-        "ci": (tile_ci // ipk, (0, eh * ew * ipk, ipk * kk)),
-        "co": (tile_co // pack, (acc["co"], 0, pack * tile_ci * kk)),
-        "h": (tile_h, (acc["h"], s * ew * ipk, 0)),
-        "w": (tile_w, (acc["w"], s * ipk, 0)),
-        "kh": (k, (0, ew * ipk, k)),
-        "kw": (k, (0, ipk, 1)),
-        "co%k": (pack, (1, 0, tile_ci * kk)),
-        "ci%k": (ipk, (0, 1, kk)),
-    }
-
-    def axes(name: str) -> tuple[str, ...]:
-        # a channel loop over an interleaved tile is two: c // k, c % k
-        if name == "co" and pack > 1:
-            return ("co", "co%k")
-        if name == "ci" and ipk > 1:
-            return ("ci", "ci%k")
-        return (name,)
-
-    if not (sch.tvm_strict and ctx.transpose):
-        return [(a, *coeffs[a], True) for name in sch.gemm_order.split(",")
-                for a in axes(name)]
-    nest = []
-    for axis, factor, part in ((a, f, p) for name, f, p in _TVM_TRANSPOSE_NEST
-                               for a in axes(name)):
-        extent, coef = coeffs[axis]
-        if factor > 1:
-            inner = factor if extent > factor else extent  # a tile within one split
-            if part == "outer":
-                extent, coef = extent // inner, tuple(inner * c for c in coef)
-            else:
-                extent = inner
-        nest.append((axis, extent, coef, (axis, part) not in _UNROLLED))
-    return nest
-
-
-def _folds(nest) -> int:
-    """How many loops fold into the instruction: TVM's FoldUopLoop folds the outermost
-    loop, then the next, and stops at the first it cannot fold (an unrolled axis, or an
-    index that is not linear in the loop variable)."""
-    folds = 0
-    for a in nest[:2]:
-        if not a[3]:
-            break
-        folds += 1
-    return folds
 
 
 def legality(workload: Workload, schedule: Schedule, hw: HardwareConfig,

@@ -62,7 +62,7 @@ import numpy as np
 from simulator.jit import njit
 from simulator.timing import TimingProfile
 from vtatune.errors import IllegalSchedule
-from vtatune.lowering import SHAPE_RULES, acc_coefficients, window
+from vtatune.lowering import SHAPE_RULES, acc_coefficients, rows_context, window
 
 __all__ = [
     "ShapeCosts", "WARM_STARTS", "compute_bound", "estimate", "warm_starts",
@@ -94,6 +94,8 @@ def compute_bound(template: Any, config: dict[str, Any]) -> int:
     the compute module's busy time, hence the cycles. ``scripts/network_optima.py`` skips
     configs whose bound exceeds the best cycles found (tests check bound <= cycles)."""
     ctx = template.context
+    if config.get("rows") == "spatial":  # a GEMM's rows as pixels: tile_h tiles them
+        ctx = rows_context(ctx)
     p = _profile(template.hw)
     tb = config.get("tile_b", 1)
     th, tw = config.get("tile_h", 1), config.get("tile_w", 1)
@@ -141,7 +143,8 @@ def _window_table(ctx: Any, hw: Any, p: TimingProfile, th: list[int], tw: list[i
     """Per (tile_h, tile_w): the beats and the wait (request, top pad rows stepped over and
     bridge delay, or the zero fill when it outlasts them) of one channel block's input
     window, averaged over the tiles (border windows are clipped by the pads)."""
-    eb = hw.inp_elem_bytes * ctx.in_pack  # one pixel of a DRAM channel block
+    # one pixel of a DRAM channel block (a GEMM's rows as pixels: one block of a row)
+    eb = hw.inp_elem_bytes * (1 if ctx.rows else ctx.in_pack)
 
     def kinds(tile: int, out: int, extent: int) -> dict[tuple[int, int, int], int]:
         count: dict[tuple[int, int, int], int] = {}
@@ -222,8 +225,10 @@ def _stores(ctx: Any, hw: Any, p: TimingProfile, tb: np.ndarray, tco: np.ndarray
     ob, k = hw.out_elem_bytes, ctx.out_pack
     burst = min(p.burst_boundary, p.max_burst_beats * p.bus_bytes)
     dram = {"co": ctx.oh * ctx.ow * k, "h": ctx.ow * k, "w": k, "co%k": 1}
-    dims = [(tb, ctx.cob * ctx.oh * ctx.ow)] + [
-        (e, dram[a]) for a, e, _ in acc_coefficients(k, tco, th, tw)]
+    dims = [(tb, ctx.cob * ctx.oh * ctx.ow)] + (
+        # a GEMM's rows as pixels: the tile's rows of tile_co blocks, k = cob apart
+        [(th, dram["h"]), (tw, dram["w"]), (tco, 1)] if ctx.rows else
+        [(e, dram[a]) for a, e, _ in acc_coefficients(k, tco, th, tw)])
     insns, rows, x = _split([np.broadcast_to(e, tb.shape) for e, _ in dims],
                             [s for _, s in dims])
     # a row of x elements starts anywhere in a burst window: it crosses (x ob - ob) / burst
@@ -266,12 +271,16 @@ def _tiles(template: Any, config: dict[str, Any]) -> tuple[_Tiles, tuple[int, ..
     rows_c, cols_c = np.unique(th), np.unique(tw)
     beats, wait = _window_table(ctx, hw, p, rows_c.tolist(), cols_c.tolist())
     at = (np.searchsorted(rows_c, th), np.searchsorted(cols_c, tw))
-    if ctx.p > 0:
+    if ctx.rows:  # a GEMM's rows as pixels: tile_h rows of tile_ci blocks, one 2D DMA
+        n_inp, blocks = np.ones_like(tci), tci
+    elif ctx.p > 0:
         n_inp = nch // pk  # a padded window is one LOAD per channel block
     else:  # one 2D DMA of all the blocks when their dims fold into one, else one per block
         count, _, _ = _fold([nch // pk, eh, ew * pk], [ctx.h * ctx.w * pk, ctx.w * pk, 1])
         n_inp = np.where(count <= 2, 1, nch // pk)
-    inp = n_inp * (wait[at] + _done(p, hw.inp_elem_bytes)) + nch // pk * beats[at]
+    if not ctx.rows:
+        blocks = nch // pk  # DRAM channel blocks (pixels of beats[at]) a step loads
+    inp = n_inp * (wait[at] + _done(p, hw.inp_elem_bytes)) + blocks * beats[at]
     load_latency = p.request_cycles + p.read_latency
     wgt = load_latency + _done(p, hw.wgt_elem_bytes) + tco * tci * kk * hw.wgt_elem_bytes / bus
     gemm = p.gemm_pipeline + tco * th * tw * tci * kk
@@ -282,7 +291,8 @@ def _tiles(template: Any, config: dict[str, Any]) -> tuple[_Tiles, tuple[int, ..
     epilogue = n_alu * p.alu_pipeline + acc * 3 * p.alu_imm_cycles
     if template.bias:  # the bias LOAD (an ACC load on the compute module) and a register add
         epilogue = epilogue + acc * p.alu_reg_cycles + load_latency \
-            + _done(p, hw.acc_elem_bytes) + tb * tco * hw.acc_elem_bytes / bus
+            + _done(p, hw.acc_elem_bytes) \
+            + (acc if ctx.rows else tb * tco) * hw.acc_elem_bytes / bus  # rows: per row
     store = _stores(ctx, hw, p, tb, tco, th, tw)
     # --- micro-op kernels: two axes fold into the instruction, the rest unroll ----------
     gemm_ext = -np.sort(-np.stack([tco, th, tw, tci, np.full_like(tco, ctx.k),
@@ -453,8 +463,44 @@ def _loads(t: _Tiles, order: str, reuse: bool) -> tuple[np.ndarray, np.ndarray]:
     return loads, np.minimum(weights, inputs).astype(np.int64)
 
 
+class _RowsView:
+    """A GEMM template seen with its rows as pixels (``rows="spatial"``): its constants
+    are :func:`vtatune.lowering.rows_context`'s, the rest the template's."""
+
+    def __init__(self, template: Any) -> None:
+        self._template = template
+        self.context = rows_context(template.context)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._template, name)
+
+
 def _order_cycles(template: Any, config: dict[str, Any], orders: Sequence[str | None]
                   ) -> tuple[list[np.ndarray], tuple[int, ...]]:
+    """:func:`_mode_cycles` of each of a GEMM's row modes (``rows``): the spatial rows'
+    shapes on :class:`_RowsView`; a shape that mixes the modes' knobs (rule ``row_mode``)
+    costs ``inf``."""
+    if "rows" not in config:
+        return _mode_cycles(template, config, orders)
+    values = np.broadcast_arrays(*(np.asarray(v) for v in config.values()))
+    shape = values[0].shape
+    flat = {k: v.ravel() for k, v in zip(config, values, strict=True)}
+    spatial = flat.pop("rows") == "spatial"
+    tb, th, hn = (flat.get(k, np.ones(spatial.shape, np.int64))
+                  for k in ("tile_b", "tile_h", "h_nthread"))
+    ok = np.where(spatial, tb == 1, (th == 1) & (hn == 1))
+    out = [np.full(spatial.shape, np.inf) for _ in orders]
+    for mode, view in ((False, template), (True, _RowsView(template))):
+        at = ok & (spatial == mode)
+        if at.any():
+            part, _ = _mode_cycles(view, {k: v[at] for k, v in flat.items()}, orders)
+            for o, c in zip(out, part, strict=True):
+                o[at] = c
+    return out, shape
+
+
+def _mode_cycles(template: Any, config: dict[str, Any], orders: Sequence[str | None]
+                 ) -> tuple[list[np.ndarray], tuple[int, ...]]:
     """The estimate of the tile shapes of ``config`` (flat) under each outer order (None:
     the better of :data:`_EXTREME_ORDERS`), and the shapes' array shape. A shape whose
     LOADs two orders skip alike (most: any whose reduction takes several steps) is run once;
@@ -515,7 +561,7 @@ def estimate(template: Any, config: dict[str, Any]) -> Any:
 
 
 #: The knobs :class:`ShapeCosts` tabulates: the tile shape and the outer loop order.
-_TABLE_KNOBS = (*_TILE_KNOBS, "outer_order")
+_TABLE_KNOBS = (*_TILE_KNOBS, "rows", "outer_order")
 
 
 class ShapeCosts:
@@ -567,7 +613,7 @@ class ShapeCosts:
     def rule_out(self, config: dict[str, Any]) -> None:
         """``config``'s tile shape cannot run (a rule decided by the shape alone failed):
         whatever its outer order."""
-        self._log[tuple(slice(None) if k.name not in _TILE_KNOBS else p[config[k.name]]
+        self._log[tuple(slice(None) if k.name == "outer_order" else p[config[k.name]]
                         for p, k in zip(self._position, self.knobs, strict=True))] = np.inf
 
 

@@ -125,5 +125,5 @@ def test_the_driver_module_imports_numpy_ctypes_and_the_instruction_set_only():
     stdlib = {"__future__", "collections.abc", "ctypes", "dataclasses", "json", "os",
               "pathlib", "typing", "weakref"}
     ours = {"simulator.errors", "simulator.hardware", "simulator.isa", "simulator.program",
-            "simulator.rows", "vtatune.deploy.runtime._device", "vtatune.deploy._errors"}
+            "simulator.rows", "vtatune.deploy.runtime._device", "vtatune.deploy.runtime._errors"}
     assert imported == stdlib | ours | {"numpy"}

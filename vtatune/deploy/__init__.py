@@ -56,7 +56,7 @@ _API = {
                      "top1"), "vtatune.deploy._deploy"),
     "save": "vtatune.deploy._bundle",
     **dict.fromkeys(("CpuTarget", "resolve_cpu_target"), "vtatune.deploy._cpu_target"),
-    "DeployError": "vtatune.deploy._errors",
+    "DeployError": "vtatune.deploy.runtime._errors",
     **dict.fromkeys(("LayerSpec", "QParams", "refusal", "refusals", "spec_of",
                      "workload_of"), "vtatune.deploy._match"),
     **dict.fromkeys(("MAC_OPS", "is_quantized", "load_model", "model_input", "model_macs",
@@ -65,7 +65,7 @@ _API = {
     **dict.fromkeys(("PREFIX", "Partitioning", "Refusal", "pattern_entries", "register"),
                     "vtatune.deploy._patterns"),
     "quantize": "vtatune.deploy._quantize",
-    "Requantization": "vtatune.deploy._requantize",
+    "Requantization": "vtatune.deploy.runtime._requantize",
     **dict.fromkeys(("LayerBuilder", "LayerPrograms"), "vtatune.deploy._schedules"),
     "TVM_VERSION": "vtatune.deploy._tvm",
     **dict.fromkeys(("Buffer", "CpuOp", "DeployResult", "DeployedModel", "Device",
@@ -104,7 +104,6 @@ if TYPE_CHECKING:
         references,
         top1,
     )
-    from vtatune.deploy._errors import DeployError
     from vtatune.deploy._match import (
         LayerSpec,
         QParams,
@@ -124,7 +123,6 @@ if TYPE_CHECKING:
     from vtatune.deploy._partition import external_functions, partition
     from vtatune.deploy._patterns import PREFIX, Partitioning, Refusal, pattern_entries, register
     from vtatune.deploy._quantize import quantize
-    from vtatune.deploy._requantize import Requantization
     from vtatune.deploy._schedules import LayerBuilder, LayerPrograms
     from vtatune.deploy._tvm import TVM_VERSION
     from vtatune.deploy.runtime import (
@@ -145,6 +143,8 @@ if TYPE_CHECKING:
         save_output,
     )
     from vtatune.deploy.runtime._driver import DriverDevice, program_words
+    from vtatune.deploy.runtime._errors import DeployError
+    from vtatune.deploy.runtime._requantize import Requantization
 
 
 def __getattr__(name: str) -> Any:

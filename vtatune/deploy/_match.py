@@ -22,8 +22,8 @@ from typing import Any
 import numpy as np
 
 from simulator.hardware import HardwareConfig
-from vtatune.deploy._requantize import Requantization
 from vtatune.deploy.runtime import Border
+from vtatune.deploy.runtime._requantize import Requantization
 from vtatune.errors import VtatuneError
 from vtatune.networks import Layer, place
 from vtatune.workloads import (

@@ -25,7 +25,7 @@ from vtatune.builds import (
     apply_history_best,
     build,
 )
-from vtatune.deploy._errors import DeployError
+from vtatune.deploy.runtime._errors import DeployError
 from vtatune.errors import VtatuneError
 from vtatune.lowering import Lowered, lower
 from vtatune.workloads import Epilogue, Workload

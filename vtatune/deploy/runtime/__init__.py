@@ -17,6 +17,9 @@ engines, imported when it first runs a program).
   (:class:`DeployResult`);
 - ``_tvm``: TVM's runtime (the relax VM of an exported library);
 - ``_bundle``: a saved model loaded (:func:`load`).
+- ``_errors``: :class:`DeployError`; ``_requantize``: a layer's requantization
+  (:class:`Requantization`: the epilogues VTA runs, the CPU's part where VTA cannot),
+  the compiler's and the runtime's alike.
 
 Example (a bundle saved by ``python -m vtatune deploy MODEL --save DIR``):
     >>> from vtatune.deploy.runtime import load

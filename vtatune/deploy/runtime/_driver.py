@@ -58,8 +58,8 @@ from simulator.hardware import HardwareConfig
 from simulator.isa import AluInsn, GemmInsn, MemId, MemInsn, Opcode, insn_layout, uop_widths
 from simulator.program import Program, mem_elem_bytes
 from simulator.rows import rows_of
-from vtatune.deploy._errors import DeployError
 from vtatune.deploy.runtime._device import Buffer, Device, bound
+from vtatune.deploy.runtime._errors import DeployError
 
 __all__ = ["DriverDevice", "program_words"]
 

@@ -6,8 +6,8 @@ driver API in the shared library PATH: a board's ``libvta.so``, or TVM v0.14's
 from __future__ import annotations
 
 from simulator.hardware import HardwareConfig
-from vtatune.deploy._errors import DeployError
 from vtatune.deploy.runtime._device import Device, SimulatedDevice
+from vtatune.deploy.runtime._errors import DeployError
 
 #: The device specs, as ``--device`` lists them.
 SPECS = ("sim", "libvta:PATH")

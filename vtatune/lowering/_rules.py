@@ -60,6 +60,8 @@ from vtatune.lowering._runtime import KERNEL_KEYS
 from vtatune.schedule import Schedule
 from vtatune.workloads import (
     CHANNEL_TENSORS,
+    INTO_SAVED,
+    SAVED,
     Epilogue,
     Workload,
 )
@@ -181,7 +183,7 @@ def _field_width_rule(ctx: Context, sch: Any, steps: tuple, eh: int, ew: int, n:
     # the last thread's last per-channel tensor (each one tile_b x tile_co)
     last_channel = n * acc_tile + n * bias_tile - tile_b * tile_co
     n_kernels_uops = n * tile_b * (n_gemm + n_reset) + n * sum(
-        alu_uops[1] if tensor else 1 for _, _, tensor in steps)
+        alu_uops[1] if tensor in CHANNEL_TENSORS else 1 for _, _, tensor in steps)
     uop_top = min(n_kernels_uops, ctx.uop_depth)  # an upper bound of uop_end
 
     def unrolled_max(axes: Axes, j: int) -> int:
@@ -196,6 +198,10 @@ def _field_width_rule(ctx: Context, sch: Any, steps: tuple, eh: int, ew: int, n:
     alu_src_max = (n - 1) * acc_tile
     if per_channel:
         alu_src_max = last_channel
+    # the copy of the tiles a save step keeps: after the per-channel areas, one per thread
+    alu_dst_max = (n - 1) * acc_tile
+    if any(tensor in (SAVED, INTO_SAVED) for _, _, tensor in steps):
+        alu_dst_max = alu_src_max = n * (acc_tile + bias_tile) + (n - 1) * acc_tile
     imm_max = max((imm if imm >= 0 else -imm - 1 for _, imm, _ in steps if imm is not None),
                   default=0)
     facts = (
@@ -237,7 +243,7 @@ def _field_width_rule(ctx: Context, sch: Any, steps: tuple, eh: int, ew: int, n:
          + max(unrolled_max(gemm_axes, 0), unrolled_max(reset_axes, 0)), w.uop_dst),
         ("GEMM micro-op", "src", (n - 1) * inp_tile + unrolled_max(gemm_axes, 1), w.uop_src),
         ("GEMM micro-op", "wgt", (n - 1) * wgt_tile + unrolled_max(gemm_axes, 2), w.uop_wgt),
-        ("ALU micro-op", "dst", (n - 1) * acc_tile + max(
+        ("ALU micro-op", "dst", alu_dst_max + max(
             sum((e - 1) * d for e, d, _ in loops[2:]) for loops in (alu_flat, alu_bias)),
          w.uop_dst),
         ("ALU micro-op", "src", alu_src_max + max(
@@ -518,6 +524,7 @@ def _shape_facts(ctx: Context, sch: _Shape, bias: bool):
     bias, steps = epilogue_steps(ctx.epilogue, bias, sch.clip_order)
     channels = channel_tensors(steps)
     bias_tile = tile_b * tile_co * len(channels)
+    saves = any(tensor == INTO_SAVED for _, _, tensor in steps)
 
     # --- SRAM capacity (every buffer is replicated per virtual thread) -------------------
     if n * inp_tile > ctx.inp_depth or n * wgt_tile > ctx.wgt_depth:
@@ -531,7 +538,12 @@ def _shape_facts(ctx: Context, sch: _Shape, bias: bool):
                     f"{name} tile needs {tile * ebytes} B per thread x {n} thread(s) = "
                     f"{n * tile * ebytes} B, {buf.upper()} buffer has {depth * ebytes} B",
                 )
-    acc_need = acc_tile + bias_tile
+    acc_need = acc_tile * (1 + saves) + bias_tile
+    if strict and saves:
+        raise IllegalSchedule(
+            "tvm_saved_copy",
+            "a fixed-point requantization keeps a copy of the accumulator tile (a save "
+            "step), which no TVM VTA schedule does; vtatune's own schedules support it")
     if strict and n == 4:
         # TVM's storage planner cannot make the epilogue in-place under two nested
         # cthreads: every ALU stage keeps its own accumulator tile.
@@ -544,6 +556,8 @@ def _shape_facts(ctx: Context, sch: _Shape, bias: bool):
             f"{ctx.acc_buff_bytes} B"
             + (f" (with the {' and '.join(channels)} tiles: {len(channels)} x "
                f"{tile_b * tile_co * ctx.acc_elem_bytes} B)" if len(channels) > 1 else "")
+            + (" (with the copy of the tile a fixed-point requantization keeps)"
+               if saves else "")
             + (" (TVM keeps one accumulator tile per epilogue stage under 4 threads)"
                if strict and n == 4 else ""),
         )

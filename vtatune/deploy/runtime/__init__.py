@@ -30,6 +30,7 @@ Example (a bundle saved by ``python -m vtatune deploy MODEL --save DIR``):
 
 from vtatune.deploy.runtime._bundle import load, read_manifest
 from vtatune.deploy.runtime._device import Buffer, Device, SimulatedDevice
+from vtatune.deploy.runtime._fixed_point import FixedPoint, fixed_point
 from vtatune.deploy.runtime._model import (
     INDEX_VALUES,
     DeployedModel,
@@ -58,7 +59,8 @@ from vtatune.deploy.runtime._region import (
 from vtatune.deploy.runtime._select import SPECS, device_from_spec
 
 __all__ = [
-    "Border", "Buffer", "CpuOp", "DeployResult", "DeployedModel", "Device", "INDEX_VALUES",
+    "FixedPoint", "fixed_point", "Border", "Buffer", "CpuOp", "DeployResult", "DeployedModel",
+    "Device", "INDEX_VALUES",
     "OffloadedCall", "RegionLayer", "RegionRunner", "SPECS", "SimulatedDevice", "Trace",
     "check_input", "device_from_spec", "dilate_packed", "from_int8", "load", "output_file",
     "output_sha256", "packed_function", "pad_channels", "random_input", "read_manifest",

@@ -3,10 +3,17 @@ _fixed_point``): every accumulator within one step of the exact rounding of the 
 multiply, measured over every accumulator that can be unsaturated and beyond; the fewest
 digits; the byte passes where it cannot bound its error or with ``exact``."""
 
+import warnings
+from dataclasses import replace
+from pathlib import Path
+
 import numpy as np
 import pytest
 
-from vtatune.deploy import DeployError, Requantization, fixed_point
+from simulator.hardware import PRESETS
+from vtatune.builds import FallbackWarning
+from vtatune.deploy import DeployError, LayerBuilder, Requantization, fixed_point
+from vtatune.workloads import Conv2dWorkload
 
 RNG = np.random.default_rng(38)
 # multipliers as quantize_static makes them (s_in * s_w / s_out), from 2^-17 to 1/8
@@ -87,3 +94,24 @@ def test_a_bias_that_could_overflow_is_refused():
     with pytest.raises(DeployError, match="could overflow VTA's fixed-point requantization: "
                                           "deploy with --exact"):
         r.fused_bias(np.array([1 << 30], np.int64))
+
+
+def test_a_logged_schedule_the_copy_no_longer_fits_is_tuned_again(tmp_path):
+    """The copy of the tile takes room in the accumulator buffer: the log's best schedule
+    for ResNet-18's C6 (tuned with the benchmark epilogue, 4 threads) no longer lowers, so
+    the layer falls back to the default schedule, saying why; with tuning asked, deploy
+    tunes it again instead of falling back (as it tunes what the log lacks)."""
+    hw, log = PRESETS["pynq"], Path(__file__).resolve().parents[2] / "logs/resnet18-pynq.jsonl"
+    r = Requantization(acc_scale=4e-4, out_scale=0.03, zero_point=0, relu=True,
+                       reduction=128 * 9)
+    (epilogue,) = r.epilogues(bias=True)
+    wl = replace(Conv2dWorkload(1, 28, 28, 128, 256, 3, 1, 2), epilogue=epilogue)
+    with LayerBuilder(hw, log) as builder, warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        fallback = builder.programs(wl, (epilogue,), True)
+    said = [str(w.message) for w in caught if issubclass(w.category, FallbackWarning)]
+    assert fallback.source == "fallback" and len(said) == 1
+    assert "(with the copy of the tile a fixed-point requantization keeps)" in said[0]
+    with LayerBuilder(hw, log, 2, tmp_path / "tuned.jsonl") as builder:
+        tuned = builder.programs(wl, (epilogue,), True)
+    assert tuned.source == "tuned" and tuned.passes[0].workload.epilogue == epilogue

@@ -155,6 +155,11 @@ def kernel_cases(n_schedules: int = 4, hw: HardwareConfig = DEFAULT) -> Iterator
     ``n_schedules`` random legal ones."""
     shift_relu = deployed(6, relu=True)
     shift_clip = deployed(4, relu=False, clip=100)
+    fixed_point = Epilogue((
+        EpilogueOp("add", tensor="bias"), EpilogueOp("save"), EpilogueOp("shr", 3),
+        EpilogueOp("add", tensor="saved"), EpilogueOp("shr", 2),
+        EpilogueOp("add", tensor="saved"), EpilogueOp("shr", 9),
+        EpilogueOp("clip", -3, hi=127)))
     kernels = [
         ("gemm", GemmWorkload(1, 64, 32), False),
         ("gemm_bias", GemmWorkload(1, 64, 48), True),
@@ -169,6 +174,10 @@ def kernel_cases(n_schedules: int = 4, hw: HardwareConfig = DEFAULT) -> Iterator
         ("add", AddWorkload(1, 32, 8, 8), False),
         ("add_shift_clip", replace(AddWorkload(1, 16, 6, 6), epilogue=Epilogue((
             EpilogueOp("shr", 1), EpilogueOp("clip", -128, hi=127)))), False),
+        # a fixed-point requantization (one pass): a copy of the tile, shifts and adds
+        ("conv_fixed_point", replace(Conv2dWorkload(1, 8, 8, 32, 32, 3, 1, 1),
+                                     epilogue=fixed_point), True),
+        ("gemm_fixed_point", replace(GemmWorkload(4, 64, 32), epilogue=fixed_point), True),
     ]
     for k, (name, wl, bias) in enumerate(kernels):
         for label, schedule in _schedules(wl, hw, bias, n_schedules, seed=k):
@@ -239,7 +248,11 @@ MODELS = (
                                                                  conv_first=True), exact=True),
     ModelRun("transposed", lambda: models.transposed_conv(32, 32, size=4, conv_first=True)),
     ModelRun("mlp", models.mlp),
+    # onnxruntime-like scales: the fixed-point requantization on VTA, one pass a layer
     ModelRun("residual16_float_scales", _residual(16), power_of_two=False),
+    ModelRun("residual16_float_scales_exact", _residual(16), power_of_two=False,
+             exact=True),
+    ModelRun("mlp_float_scales", models.mlp, power_of_two=False),
 )
 #: tests/deploy/test_resnet18.py's (slow): ResNet-18 with the shipped log's schedules.
 RESNET18 = (

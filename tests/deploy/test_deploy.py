@@ -183,20 +183,28 @@ def test_blocks_in_and_out_differ(hw, residual, references, tmp_path):
     _check(r, model, x, references, exact=hw == OUT32)
 
 
-def test_float_qdq_scales_requantize_on_the_cpu(references):
+def test_float_qdq_scales_requantize_on_vta_in_one_pass_or_with_exact_on_the_cpu(references):
+    """Calibrated float scales: VTA's fixed point, one pass a layer, within one step; with
+    --exact the CPU requantizes the accumulators of a pass per byte."""
     model, x = _quantized(models.conv_residual(channels=16), power_of_two=False)
-    r = _quiet(model=model, input=x)
+    r = _quiet(model=model, input=x, exact=True)
     assert [c.passes for c in r.offloaded] == [3, 3]
     assert all(c.requantization.startswith("on the CPU: x") for c in r.offloaded)
     host = [c.op for c in r.cpu_ops if c.by == "vtatune"]
     assert host == ["pack", "requantize", "requantize", "unpack"]  # no repacking between
     _check(r, model, x, references, exact=False)
+    d = _quiet(model=model, input=x)
+    assert [c.passes for c in d.offloaded] == [1, 1]
+    assert all(c.requantization.startswith("on VTA: x") for c in d.offloaded)
+    assert [c.op for c in d.cpu_ops if c.by == "vtatune"] == ["pack", "unpack"]
+    _check(d, model, x, references, exact=False)
 
 
 def test_onnxruntimes_default_quantization(references, tmp_path):
     """quantize_static with its defaults: asymmetric activations (zero points), calibrated
     scales. An input zero point folds into the bias; a padded conv with one runs unpadded
-    on its input with a border of the zero point, exactly as TVM computes it."""
+    on its input with a border of the zero point, exactly as TVM computes it (--exact: the
+    CPU requantizes as TVM does)."""
     import onnx
     from onnxruntime.quantization import QuantFormat, quantize_static
 
@@ -217,7 +225,7 @@ def test_onnxruntimes_default_quantization(references, tmp_path):
                         Reader(shape), quant_format=QuantFormat.QDQ)
         model = onnx.load(tmp_path / f"{name}_int8.onnx")
         x = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
-        out[name] = _quiet(model=model, input=x)
+        out[name] = _quiet(model=model, input=x, exact=True)
         _check(out[name], model, x, references, exact=True)
     assert [c.op for c in out["mlp"].offloaded] == ["dense", "dense"]
     # the first dense's ReLU became its output's zero point -128, the second dense's input's

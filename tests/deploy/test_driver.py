@@ -131,7 +131,7 @@ def test_the_driver_module_imports_numpy_ctypes_and_the_instruction_set_only():
               "weakref"}
     ours = {"simulator.chisel", "simulator.errors", "simulator.hardware", "simulator.isa",
             "simulator.program",
-            "simulator.rows", "vtatune.deploy.runtime._device", "vtatune.deploy._errors",
+            "simulator.rows", "vtatune.deploy.runtime._device", "vtatune.deploy.runtime._errors",
             "vtatune.deploy.runtime._libvta"}
     assert imported == stdlib | ours | {"numpy"}
     # the library loader runs alone as a script (the probe's child, python -I): stdlib only

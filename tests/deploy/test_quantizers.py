@@ -74,8 +74,12 @@ def _agree(result, model, x):
 
 
 def _exact(result, model, x):
+    """Bit-exact with TVM and onnxruntime where the CPU requantizes (power-of-two scales
+    aside); within one step where VTA's fixed point requantizes (one pass a layer, each
+    within one step of the exact rounding: ``test_fixed_point.py``)."""
+    fixed = any(c.requantization.startswith("on VTA: x") for c in result.offloaded)
     for a in _agree(result, model, x):
-        assert a.exact == a.elements, a.describe()
+        assert a.max_steps <= fixed, a.describe()
 
 
 @pytest.mark.parametrize("hw", ["pynq", IN32, OUT32])
@@ -106,7 +110,7 @@ def test_the_border_costs_little_against_symmetric_activations(tmp_path):
     asym, x = ort_quantized(models.conv_residual(channels=32), tmp_path)
     sym, _ = ort_quantized(models.conv_residual(channels=32), tmp_path,
                            extra_options={"ActivationSymmetric": True})
-    a, s = _deploy(asym, x), _deploy(sym, x)
+    a, s = _deploy(asym, x, exact=True), _deploy(sym, x, exact=True)  # the same passes
     per_pass = [[c.cycles / c.passes for c in r.offloaded] for r in (a, s)]
     assert all(abs(pa / ps - 1) < 0.05 for pa, ps in zip(*per_pass, strict=True)), per_pass
     assert [c.notes for c in s.offloaded] == [(), ()]
@@ -205,9 +209,9 @@ def test_a_zero_bias_shared_between_layers_is_exact(tmp_path, identity):
 def test_a_bias_at_another_scale_is_rescaled_to_the_accumulators(tmp_path, identity):
     """A shared bias: left in float behind Identity nodes, or quantized once at one conv's
     scale. Rescaled to each accumulator's scale to the nearest unit, the largest
-    rounding said; the CPU's requantization adds the rounding back: exact."""
+    rounding said; the CPU's requantization (--exact) adds the rounding back: exact."""
     model, x = ort_quantized(_shared_bias_model(0.1, identity), tmp_path)
-    r = _deploy(model, x)
+    r = _deploy(model, x, exact=True)
     assert [c.op for c in r.offloaded] == ["conv2d", "conv2d"]
     rescaled = [[n for n in c.notes if "bias" in n] for c in r.offloaded]
     # behind Identity both convs read a float bias; quantized once, at one conv's scale,

@@ -27,9 +27,11 @@ _DESCRIPTION = (
     "placed as the network command places layers) to vtatune's programs with the schedules "
     "of a tuned log, build the rest for the CPU, and run it once on the functional VTA (a "
     "seeded random input unless --input). Prints what ran where, the cycles of each "
-    "offloaded layer and the VTA time at the board's clock, and saves the output. A "
-    "requantization VTA can shift (a power-of-two multiplier) runs on VTA, rounding half up; "
-    "any other, or every one with --exact, on the CPU. Exit status: 0, 2 on bad input.")
+    "offloaded layer and the VTA time at the board's clock, and saves the output. VTA "
+    "requantizes each layer in its one pass: by a shift (a power-of-two multiplier, rounding "
+    "half up) or a fixed-point multiply from shifts and adds (any other per-tensor "
+    "multiplier, every element within one step of the exact rounding); per-channel "
+    "multipliers, or every one with --exact, on the CPU. Exit status: 0, 2 on bad input.")
 
 _EXAMPLES = (
     "python -m vtatune deploy model.onnx --log logs/resnet18-pynq.jsonl",
@@ -72,9 +74,9 @@ def register(sub: Any) -> None:
                         "(appended to --log, created if new, else "
                         "runs/deploy-<hw model>.jsonl)")
     p.add_argument("--exact", action="store_true",
-                   help="requantize on the CPU wherever VTA's half-up rounding could differ "
-                        "from TVM's half-to-even (VTA then runs such a layer once per "
-                        "accumulator byte)")
+                   help="requantize on the CPU wherever VTA's rounding could differ from "
+                        "TVM's (its half-up shift, its fixed-point multiply: VTA then runs "
+                        "such a layer once per accumulator byte)")
     p.add_argument("--check", action="store_true",
                    help="compare the output (each of a batch's) with TVM's CPU build and "
                         "onnxruntime's: elements exact over all, and for class scores how many "

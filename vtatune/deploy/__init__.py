@@ -56,7 +56,7 @@ _API = {
                      "top1"), "vtatune.deploy._deploy"),
     "save": "vtatune.deploy._bundle",
     **dict.fromkeys(("CpuTarget", "resolve_cpu_target"), "vtatune.deploy._cpu_target"),
-    "DeployError": "vtatune.deploy._errors",
+    "DeployError": "vtatune.deploy.runtime._errors",
     **dict.fromkeys(("LayerSpec", "QParams", "refusal", "refusals", "spec_of",
                      "workload_of"), "vtatune.deploy._match"),
     **dict.fromkeys(("MAC_OPS", "is_quantized", "load_model", "model_input", "model_macs",
@@ -65,9 +65,10 @@ _API = {
     **dict.fromkeys(("PREFIX", "Partitioning", "Refusal", "pattern_entries", "register"),
                     "vtatune.deploy._patterns"),
     "quantize": "vtatune.deploy._quantize",
-    "Requantization": "vtatune.deploy._requantize",
+    "Requantization": "vtatune.deploy.runtime._requantize",
     **dict.fromkeys(("LayerBuilder", "LayerPrograms"), "vtatune.deploy._schedules"),
     "TVM_VERSION": "vtatune.deploy._tvm",
+    **dict.fromkeys(("FixedPoint", "fixed_point"), "vtatune.deploy.runtime"),
     **dict.fromkeys(("Buffer", "CpuOp", "DeployResult", "DeployedModel", "Device",
                      "OffloadedCall", "SimulatedDevice", "check_input", "device_from_spec",
                      "load", "output_file", "output_sha256", "random_input", "same_memory",
@@ -79,7 +80,8 @@ _API = {
 __all__ = [
     "MAC_OPS", "Agreement", "Buffer", "Check", "check_outputs", "input_batch", "references",
     "top1", "CompiledModel", "CpuOp", "CpuTarget", "resolve_cpu_target", "DeployError",
-    "DeployResult", "DeployedModel", "Device", "DriverDevice", "LayerBuilder", "LayerPrograms",
+    "DeployResult", "DeployedModel", "Device", "DriverDevice", "FixedPoint", "fixed_point",
+    "LayerBuilder", "LayerPrograms",
     "LayerSpec", "OffloadedCall", "PREFIX", "Partitioning", "QParams", "Refusal",
     "Requantization", "SimulatedDevice", "TVM_VERSION", "agreement", "check_input",
     "compile_model", "deploy", "device_from_spec", "external_functions", "is_quantized",
@@ -104,7 +106,6 @@ if TYPE_CHECKING:
         references,
         top1,
     )
-    from vtatune.deploy._errors import DeployError
     from vtatune.deploy._match import (
         LayerSpec,
         QParams,
@@ -124,7 +125,6 @@ if TYPE_CHECKING:
     from vtatune.deploy._partition import external_functions, partition
     from vtatune.deploy._patterns import PREFIX, Partitioning, Refusal, pattern_entries, register
     from vtatune.deploy._quantize import quantize
-    from vtatune.deploy._requantize import Requantization
     from vtatune.deploy._schedules import LayerBuilder, LayerPrograms
     from vtatune.deploy._tvm import TVM_VERSION
     from vtatune.deploy.runtime import (
@@ -133,10 +133,12 @@ if TYPE_CHECKING:
         DeployedModel,
         DeployResult,
         Device,
+        FixedPoint,
         OffloadedCall,
         SimulatedDevice,
         check_input,
         device_from_spec,
+        fixed_point,
         load,
         output_file,
         output_sha256,
@@ -145,6 +147,8 @@ if TYPE_CHECKING:
         save_output,
     )
     from vtatune.deploy.runtime._driver import DriverDevice, program_words
+    from vtatune.deploy.runtime._errors import DeployError
+    from vtatune.deploy.runtime._requantize import Requantization
 
 
 def __getattr__(name: str) -> Any:

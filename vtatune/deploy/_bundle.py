@@ -21,7 +21,6 @@ from typing import Any
 
 from vtatune import __version__
 from vtatune.builds import Build, to_bin
-from vtatune.deploy._errors import DeployError
 from vtatune.deploy._region import BuiltLayer
 from vtatune.deploy.runtime import Device, RegionLayer
 from vtatune.deploy.runtime._bundle import (
@@ -34,6 +33,7 @@ from vtatune.deploy.runtime._bundle import (
     sha256,
     workload_to_dict,
 )
+from vtatune.deploy.runtime._errors import DeployError
 from vtatune.deploy.runtime._tvm import scope_notices_dropped, tvm_version
 from vtatune.records import write_whole
 

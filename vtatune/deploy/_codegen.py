@@ -22,14 +22,14 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from vtatune.deploy._device import Device
-from vtatune.deploy._errors import DeployError
 from vtatune.deploy._match import LayerSpec, Unsupported, spec_of
 from vtatune.deploy._patterns import annotations, kind_of, register
 from vtatune.deploy._region import Region, RegionPlan, Trace, VtaLayer
 from vtatune.deploy._schedules import LayerBuilder
 from vtatune.deploy._tvm import tvm
 from vtatune.deploy.runtime import packed_function
+from vtatune.deploy.runtime._device import Device
+from vtatune.deploy.runtime._errors import DeployError
 from vtatune.deploy.runtime._tvm import register as register_region
 
 #: The name TVM's RunCodegen looks the code generator up by (``relax.ext.<Codegen>``).

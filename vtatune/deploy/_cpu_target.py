@@ -16,9 +16,9 @@ import shutil
 from dataclasses import dataclass
 from typing import Any
 
-from vtatune.deploy._errors import DeployError
 from vtatune.deploy._tvm import tvm
 from vtatune.deploy.runtime._bundle import host_arch, triple_arch
+from vtatune.deploy.runtime._errors import DeployError
 
 #: This machine's CPU: TVM's ``llvm`` target with nothing more (LLVM's host triple and CPU).
 HOST = "host"

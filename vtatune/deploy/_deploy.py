@@ -24,8 +24,6 @@ from simulator.hardware import HardwareConfig
 from vtatune.builds import FallbackWarning
 from vtatune.deploy._chain import link
 from vtatune.deploy._cpu_target import CpuTarget, resolve_cpu_target
-from vtatune.deploy._device import Device, SimulatedDevice
-from vtatune.deploy._errors import DeployError
 from vtatune.deploy._model import (
     is_quantized,
     load_model,
@@ -39,6 +37,8 @@ from vtatune.deploy._region import CpuOp, Region, Trace
 from vtatune.deploy._schedules import NO_LOG, LayerBuilder
 from vtatune.deploy._tvm import tvm
 from vtatune.deploy.runtime import DeployedModel, DeployResult, check_input, reraised
+from vtatune.deploy.runtime._device import Device, SimulatedDevice
+from vtatune.deploy.runtime._errors import DeployError
 from vtatune.deploy.runtime._tvm import run_main
 
 #: The op at the core of each layer kind VTA could run (CPU ops VTA refused get a reason).

@@ -22,8 +22,8 @@ from typing import Any
 import numpy as np
 
 from simulator.hardware import HardwareConfig
-from vtatune.deploy._requantize import Requantization
 from vtatune.deploy.runtime import Border
+from vtatune.deploy.runtime._requantize import Requantization
 from vtatune.errors import VtatuneError
 from vtatune.networks import Layer, place
 from vtatune.workloads import (
@@ -146,7 +146,19 @@ class LayerSpec:
         channel = tuple(float(v) for v in scales) if self.weight_scales is not None else None
         return Requantization(float(scales[0]), self.out.scale, self.out.zero_point,
                               self.relu, exact=exact, channel_scales=channel,
-                              channel_residuals=self.bias_residuals)
+                              channel_residuals=self.bias_residuals,
+                              reduction=self.reduction)
+
+    @property
+    def reduction(self) -> int:
+        """The int8 products an accumulator sums: a dense's or batch_matmul's K, a conv's
+        input channels per group x kernel (a transposed conv's: at most its input channels
+        x kernel)."""
+        if self.kind in ("dense", "batch_matmul"):
+            return int(self.inputs[0][0][-1])
+        shape = self.weight.shape  # OIHW; a transposed conv's IOHW
+        taps = int(np.prod(shape[2:]))
+        return taps * int(shape[0] if self.kind == "conv2d_transpose" else shape[1])
 
     def border(self) -> Border | None:
         """How the input is laid out when its zero point must fill what VTA's DMA pads with

@@ -9,9 +9,9 @@ from typing import Any
 
 import numpy as np
 
-from vtatune.deploy._errors import DeployError
 from vtatune.deploy._tvm import onnx as _onnx
 from vtatune.deploy.runtime import check_input, random_input
+from vtatune.deploy.runtime._errors import DeployError
 
 #: (check_input and random_input, which the runtime needs too, live there)
 __all__ = ["QUANTIZED_OPS", "check_input", "is_quantized", "load_model", "model_input",

@@ -18,10 +18,10 @@ from typing import Any
 
 import numpy as np
 
-from vtatune.deploy._errors import DeployError
 from vtatune.deploy._model import load_model, model_input
 from vtatune.deploy._tvm import INSTALL_HINT
 from vtatune.deploy._tvm import onnx as _onnx
+from vtatune.deploy.runtime._errors import DeployError
 
 
 class _Reader:

@@ -11,9 +11,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from simulator.timing import time_program
-from vtatune.deploy._errors import DeployError
 from vtatune.deploy._match import LayerSpec, workload_of
-from vtatune.deploy._requantize import Requantization
 from vtatune.deploy._schedules import LayerBuilder, LayerPrograms
 from vtatune.deploy.runtime import (
     Buffer,
@@ -27,6 +25,8 @@ from vtatune.deploy.runtime import (
     pad_channels,
     same_memory,
 )
+from vtatune.deploy.runtime._errors import DeployError
+from vtatune.deploy.runtime._requantize import Requantization
 from vtatune.workloads import (
     AddWorkload,
     GemmWorkload,

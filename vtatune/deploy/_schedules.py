@@ -25,9 +25,10 @@ from vtatune.builds import (
     apply_history_best,
     build,
 )
-from vtatune.deploy._errors import DeployError
+from vtatune.deploy.runtime._errors import DeployError
 from vtatune.errors import VtatuneError
 from vtatune.lowering import Lowered, lower
+from vtatune.schedule import Schedule
 from vtatune.workloads import Epilogue, Workload
 
 
@@ -118,8 +119,9 @@ class LayerBuilder:
     def _programs(self, workload: Workload, epilogues: tuple[Epilogue, ...],
                   bias: bool, runs_as: Workload | None) -> LayerPrograms:
         tuned = False
-        known = self.history is not None and \
-            self.history.lookup(workload, self.hw, bias, any_epilogue=True)[1] is not None
+        known = self.history is not None and _lowers(
+            workload, self.history.lookup(workload, self.hw, bias, any_epilogue=True)[1],
+            self.hw, bias)
         if self.tune_trials and not known:
             self._tune(workload, bias)
             tuned = True
@@ -164,6 +166,20 @@ class LayerBuilder:
         tune(workload, self.hw, trials=self.tune_trials, seed=0, log=self.tune_log, bias=bias)
         # the new records are applied as an inner apply_history_best block is
         self._stack.enter_context(apply_history_best(self.tune_log))
+
+
+def _lowers(workload: Workload, schedule: Schedule | None, hw: HardwareConfig,
+            bias: bool) -> bool:
+    """Whether a log's ``schedule`` for the workload's shapes lowers with its epilogue (one
+    tuned with a shorter epilogue may not: a fixed-point requantization's copy of the tile
+    takes room in the accumulator buffer)."""
+    if schedule is None:
+        return False
+    try:
+        lower(workload, schedule, hw, bias=bias)
+    except VtatuneError:
+        return False
+    return True
 
 
 def _default(workload: Workload, hw: HardwareConfig, bias: bool, reason: str = "") -> Build:

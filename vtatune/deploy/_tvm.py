@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from vtatune.deploy._errors import DeployError
+from vtatune.deploy.runtime._errors import DeployError
 
 #: The apache-tvm release this layer is written against (pyproject's ``tvm`` extra pins it).
 TVM_VERSION = "0.27.0.post1"

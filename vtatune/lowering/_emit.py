@@ -76,7 +76,7 @@ from vtatune.lowering._skeleton import (
     _skeleton,
     epilogue_leaves,
 )
-from vtatune.workloads import GemmWorkload
+from vtatune.workloads import CHANNEL_TENSORS, GemmWorkload
 
 
 @lru_cache(maxsize=256)
@@ -361,7 +361,7 @@ def _alu_prototypes(channel_at: tuple[tuple[str, int], ...], alu_flat, alu_bias,
         rows[1:, _K_UOPS] = np.cumsum(rows[:-1, 0])
     parts = (rows, np.concatenate([k.uop_table for k in kernels]) if kernels
              else np.zeros((0, 3), np.int64),
-             np.array([tensor is not None for _, _, tensor in alu_steps], np.int64))
+             np.array([tensor in CHANNEL_TENSORS for _, _, tensor in alu_steps], np.int64))
     for part in parts:
         part.flags.writeable = False
     return parts

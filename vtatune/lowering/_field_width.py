@@ -10,6 +10,7 @@ from vtatune.errors import IllegalSchedule
 from vtatune.lowering._context import PAD_FIELDS, Context, channel_tile
 from vtatune.lowering._dma import inp_dims, input_pads, pattern_2d, store_plan, window
 from vtatune.lowering._nest import Axes
+from vtatune.workloads import CHANNEL_TENSORS, INTO_SAVED, SAVED
 
 
 def field_width_rule(ctx: Context, sch: Any, steps: tuple, eh: int, ew: int, n: int,
@@ -48,7 +49,7 @@ def field_width_rule(ctx: Context, sch: Any, steps: tuple, eh: int, ew: int, n: 
     # the last thread's last per-channel tensor (each one tile_b x tile_co)
     last_channel = n * acc_tile + n * bias_tile - per_tensor
     n_kernels_uops = n * tile_b * (n_gemm + n_reset) + n * sum(
-        alu_uops[1] if tensor else 1 for _, _, tensor in steps)
+        alu_uops[1] if tensor in CHANNEL_TENSORS else 1 for _, _, tensor in steps)
     uop_top = min(n_kernels_uops, ctx.uop_depth)  # an upper bound of uop_end
 
     def unrolled_max(axes: Axes, j: int) -> int:
@@ -63,6 +64,10 @@ def field_width_rule(ctx: Context, sch: Any, steps: tuple, eh: int, ew: int, n: 
     alu_src_max = (n - 1) * acc_tile
     if per_channel:
         alu_src_max = last_channel
+    # the copy of the tiles a save step keeps: after the per-channel areas, one per thread
+    alu_dst_max = (n - 1) * acc_tile
+    if any(tensor in (SAVED, INTO_SAVED) for _, _, tensor in steps):
+        alu_dst_max = alu_src_max = n * (acc_tile + bias_tile) + (n - 1) * acc_tile
     imm_max = max((imm if imm >= 0 else -imm - 1 for _, imm, _ in steps if imm is not None),
                   default=0)
     facts = (
@@ -104,7 +109,7 @@ def field_width_rule(ctx: Context, sch: Any, steps: tuple, eh: int, ew: int, n: 
          + max(unrolled_max(gemm_axes, 0), unrolled_max(reset_axes, 0)), w.uop_dst),
         ("GEMM micro-op", "src", (n - 1) * inp_tile + unrolled_max(gemm_axes, 1), w.uop_src),
         ("GEMM micro-op", "wgt", (n - 1) * wgt_tile + unrolled_max(gemm_axes, 2), w.uop_wgt),
-        ("ALU micro-op", "dst", (n - 1) * acc_tile + max(
+        ("ALU micro-op", "dst", alu_dst_max + max(
             sum((e - 1) * d for e, d, _ in loops[2:]) for loops in (alu_flat, alu_bias)),
          w.uop_dst),
         ("ALU micro-op", "src", alu_src_max + max(

@@ -25,6 +25,9 @@ from vtatune.lowering._rules import channel_tensors, epilogue_steps, rules
 from vtatune.lowering._runtime import Kernel, KernelLoop
 from vtatune.schedule import Schedule
 from vtatune.workloads import (
+    CHANNEL_TENSORS,
+    INTO_SAVED,
+    SAVED,
     Workload,
 )
 
@@ -74,18 +77,31 @@ class Plan:
         """Thread t's per-channel area: its first per-channel tensor's tile."""
         return self.nthreads * self.acc_tile + t * self.bias_tile
 
+    @property
+    def saves(self) -> bool:
+        """The epilogue keeps a copy of the accumulator tile (a ``save`` step)."""
+        return any(tensor == INTO_SAVED for _, _, tensor in self.alu_steps)
+
+    def saved_base(self, t: int) -> int:
+        """Thread t's copy of its accumulator tile (a ``save`` step): after every thread's
+        per-channel area, so it moves with the thread's tile (``acc_base(t) + ...``)."""
+        return self.nthreads * (self.acc_tile + self.bias_tile) + t * self.acc_tile
+
     def channel_bases(self, t: int) -> tuple[tuple[str, int], ...]:
-        """Thread t's per-channel tensors and the SRAM bases of their tiles, in order."""
+        """Thread t's per-channel tensors and the SRAM bases of their tiles, in order (and
+        its ``saved`` copy's base when the epilogue keeps one)."""
         tile = channel_tile(self.geo, self.schedule)
+        saved = ((SAVED, self.saved_base(t)),) if self.saves else ()
         return tuple((name, self.bias_base(t) + j * tile)
-                     for j, name in enumerate(self.channels))
+                     for j, name in enumerate(self.channels)) + saved
 
     def sram_usage(self) -> dict[str, dict[str, int]]:
         hw, n = self.hw, self.nthreads
         used = {
             "inp": (n * self.inp_tile, hw.inp_depth, hw.inp_elem_bytes),
             "wgt": (n * self.wgt_tile, hw.wgt_depth, hw.wgt_elem_bytes),
-            "acc": (n * (self.acc_tile + self.bias_tile), hw.acc_depth, hw.acc_elem_bytes),
+            "acc": (n * (self.acc_tile * (1 + self.saves) + self.bias_tile), hw.acc_depth,
+                    hw.acc_elem_bytes),
         }
         return {k: {"elements": u, "depth": d, "bytes": u * b} for k, (u, d, b) in used.items()}
 
@@ -113,13 +129,25 @@ _ALU_OPS = {"add": AluOp.ADD, "max": AluOp.MAX, "min": AluOp.MIN, "shr": AluOp.S
 def _alu_kernels(a: int, channel_at: tuple[tuple[str, int], ...], flat, bias_loops,
                  steps: tuple[tuple[str, int | None, str | None], ...]) -> tuple[Kernel, ...]:
     """The ALU kernels of ``steps`` on the ACC tile at ``a``, a per-channel tensor read from
-    its tile in ``channel_at`` ((name, SRAM base) each)."""
+    its tile in ``channel_at`` ((name, SRAM base) each; ``saved``: the copy of the tile, laid
+    out as it is)."""
     on_acc = np.array([[a, a, 0]], np.int64)  # one uop: acc[a] op= imm
     at = dict(channel_at)
     kernels = []
     for op, imm, tensor in steps:
         if tensor is None:
             kernels.append(Kernel(on_acc, flat, alu_op=_ALU_OPS[op], use_imm=True, imm=imm))
+            continue
+        if tensor not in CHANNEL_TENSORS:  # the copy: the tile's own loops, moved
+            copy = at[SAVED]
+            if tensor == SAVED:  # acc op= copy
+                uops = np.array([[a, copy, 0]], np.int64)
+            elif imm is not None:  # copy op= imm
+                uops = np.array([[copy, copy, 0]], np.int64)
+            else:  # copy += acc
+                uops = np.array([[copy, a, 0]], np.int64)
+            kernels.append(Kernel(uops, flat, alu_op=_ALU_OPS[op], use_imm=imm is not None,
+                                  imm=imm if imm is not None else 0))
             continue
         # acc op= bias (or shift): an ALU instruction has two loops; the inner ones (co % k
         # when the output is packed by BLOCK_IN) unroll into micro-ops.

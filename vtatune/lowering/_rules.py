@@ -60,6 +60,7 @@ from vtatune.lowering._runtime import KERNEL_KEYS
 from vtatune.schedule import Schedule
 from vtatune.workloads import (
     CHANNEL_TENSORS,
+    INTO_SAVED,
     Epilogue,
     Workload,
 )
@@ -378,6 +379,7 @@ def _shape_facts(ctx: Context, sch: _Shape, bias: bool):
     bias, steps = epilogue_steps(ctx.epilogue, bias, sch.clip_order)
     channels = channel_tensors(steps)
     bias_tile = channel_tile(ctx, sch) * len(channels)
+    saves = any(tensor == INTO_SAVED for _, _, tensor in steps)
 
     # --- SRAM capacity (every buffer is replicated per virtual thread) -------------------
     if n * inp_tile > ctx.inp_depth or n * wgt_tile > ctx.wgt_depth:
@@ -391,7 +393,12 @@ def _shape_facts(ctx: Context, sch: _Shape, bias: bool):
                     f"{name} tile needs {tile * ebytes} B per thread x {n} thread(s) = "
                     f"{n * tile * ebytes} B, {buf.upper()} buffer has {depth * ebytes} B",
                 )
-    acc_need = acc_tile + bias_tile
+    acc_need = acc_tile * (1 + saves) + bias_tile
+    if strict and saves:
+        raise IllegalSchedule(
+            "tvm_saved_copy",
+            "a fixed-point requantization keeps a copy of the accumulator tile (a save "
+            "step), which no TVM VTA schedule does; vtatune's own schedules support it")
     if strict and n == 4:
         # TVM's storage planner cannot make the epilogue in-place under two nested
         # cthreads: every ALU stage keeps its own accumulator tile.
@@ -404,6 +411,8 @@ def _shape_facts(ctx: Context, sch: _Shape, bias: bool):
             f"{ctx.acc_buff_bytes} B"
             + (f" (with the {' and '.join(channels)} tiles: {len(channels)} x "
                f"{tile_b * tile_co * ctx.acc_elem_bytes} B)" if len(channels) > 1 else "")
+            + (" (with the copy of the tile a fixed-point requantization keeps)"
+               if saves else "")
             + (" (TVM keeps one accumulator tile per epilogue stage under 4 threads)"
                if strict and n == 4 else ""),
         )

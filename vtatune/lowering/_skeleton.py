@@ -23,6 +23,7 @@ from vtatune.lowering._runtime import (
     LOAD,
     STORE,
 )
+from vtatune.workloads import INTO_SAVED, SAVED
 
 #: Slots of the loop variables (a variable outside its loop is 0). ``g``: group_conv2d's
 #: groups, when an oc tile lies within one group: the oc tile loop runs as a loop over the
@@ -48,7 +49,7 @@ def epilogue_leaves(steps: tuple[tuple[str, int | None, str | None], ...]) -> tu
     conv first)."""
     leaves: list[str] = []
     for i, (_, _, tensor) in enumerate(steps):
-        if tensor and f"load_{tensor}" not in leaves:
+        if tensor not in (None, SAVED, INTO_SAVED) and f"load_{tensor}" not in leaves:
             leaves.append(f"load_{tensor}")
         leaves.append(f"alu{i}")
     return tuple(leaves)

@@ -36,7 +36,9 @@ from vtatune.workloads._epilogue import (
     BENCHMARK_BIAS,
     CHANNEL_TENSORS,
     DEPLOYED_SHIFT,
+    INTO_SAVED,
     RESIDUAL,
+    SAVED,
     Epilogue,
     EpilogueOp,
     benchmark,
@@ -87,7 +89,8 @@ from vtatune.workloads._reference import (
 )
 
 __all__ = [
-    "AddWorkload", "BENCHMARK", "BENCHMARK_BIAS", "CHANNEL_TENSORS", "Conv2dTransposeWorkload",
+    "AddWorkload", "BENCHMARK", "BENCHMARK_BIAS", "CHANNEL_TENSORS", "INTO_SAVED", "SAVED",
+    "Conv2dTransposeWorkload",
     "Conv2dWorkload",
     "DEPLOYED_SHIFT", "ElementwiseWorkload", "Epilogue", "EpilogueOp", "GemmWorkload",
     "GroupConv2dWorkload", "MultiplyWorkload", "Operands", "RESIDUAL", "RESNET18_COUNTS",

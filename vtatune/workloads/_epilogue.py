@@ -13,6 +13,13 @@ An :class:`Epilogue` is an ordered tuple of :class:`EpilogueOp`, each one ALU in
   shifts that channel right by (a requantization whose per-channel multipliers are powers
   of two), loaded as the bias is, into its own accumulator area.
 
+And one that is no input: ``saved``, a copy of the accumulator tile in its own area of the
+accumulator buffer (as large as the tile), written by a ``save`` step (three ALU
+instructions on the copy's area: ``min 0``, ``max 0``, so it holds 0 whatever it held,
+then an ``add`` of the tile) and read by ``add(saved)``: the second operand of a
+fixed-point multiply from shifts and adds (VTA's ALU has no multiplier:
+``vtatune.deploy.runtime._fixed_point``).
+
 Two families are named:
 
 - :data:`BENCHMARK` / :func:`benchmark`: the epilogue of TVM's VTA benchmarks and of
@@ -43,10 +50,16 @@ import numpy as np
 from vtatune.errors import WorkloadError
 
 #: The ALU's operations an epilogue step may use (``clip`` is a min and a max).
-OPS = ("add", "max", "min", "shr", "mul", "clip")
+OPS = ("add", "max", "min", "shr", "mul", "clip", "save")
 #: The extra inputs a step may read instead of an immediate, with the ops that may read each.
-TENSOR_OPS = {"bias": ("add", "mul"), "residual": ("add", "mul"), "shift": ("shr",)}
-TENSORS = tuple(TENSOR_OPS)
+TENSOR_OPS = {"bias": ("add", "mul"), "residual": ("add", "mul"), "shift": ("shr",),
+              "saved": ("add",)}
+#: The copy of the accumulator tile a ``save`` step writes (no input of the operator).
+SAVED = "saved"
+#: What an ALU instruction of a ``save`` step names as its tensor: it writes the copy's area
+#: (an immediate, or the accumulator tile when it has none).
+INTO_SAVED = "into_saved"
+TENSORS = tuple(t for t in TENSOR_OPS if t != SAVED)
 #: The extra inputs that hold one int32 per output channel and batch row (DMA-loaded into
 #: the accumulator buffer beside the accumulator tile).
 CHANNEL_TENSORS = ("bias", "shift")
@@ -55,7 +68,8 @@ CHANNEL_TENSORS = ("bias", "shift")
 @dataclass(frozen=True)
 class EpilogueOp:
     """One step: ``op`` with an immediate ``imm`` (``clip``: ``imm`` is the low bound and
-    ``hi`` the high one) or with the extra input ``tensor``."""
+    ``hi`` the high one) or with the extra input ``tensor``; ``save`` takes neither (it
+    copies the accumulators into the ``saved`` area)."""
 
     op: str
     imm: int | None = None
@@ -72,6 +86,9 @@ class EpilogueOp:
                                     f"{self.tensor!r} ({legal})")
             if self.imm is not None:
                 raise WorkloadError("an epilogue op reads an immediate or a tensor, not both")
+        elif self.op == "save":
+            if self.imm is not None:
+                raise WorkloadError("save takes no immediate: it copies the accumulators")
         elif not isinstance(self.imm, int) or isinstance(self.imm, bool):
             raise WorkloadError(f"epilogue op {self.op} needs an integer immediate, "
                                 f"got {self.imm!r}")
@@ -84,11 +101,15 @@ class EpilogueOp:
     def describe(self) -> str:
         if self.op == "clip":
             return f"clip({self.imm},{self.hi})"
+        if self.op == "save":
+            return "save"
         return f"{self.op}({self.tensor if self.tensor else self.imm})"
 
     def alu_steps(self, clip_order: str = "min_max") -> tuple[tuple[str, int | None, str | None],
                                                                ...]:
         """The ALU instructions of this step: ``(op, immediate, tensor)`` each."""
+        if self.op == "save":  # the copy's area to 0 whatever it held, then + the tile
+            return (("min", 0, INTO_SAVED), ("max", 0, INTO_SAVED), ("add", None, INTO_SAVED))
         if self.op != "clip":
             return ((self.op, self.imm, self.tensor),)
         lo, hi = ("max", self.imm, None), ("min", self.hi, None)
@@ -125,8 +146,15 @@ class Epilogue:
 
     @property
     def tensors(self) -> tuple[str, ...]:
-        """The extra inputs it reads, in the order first read."""
-        return tuple(dict.fromkeys(o.tensor for o in self.ops if o.tensor))
+        """The extra inputs it reads, in the order first read (not the ``saved`` copy)."""
+        return tuple(dict.fromkeys(o.tensor for o in self.ops if o.tensor
+                                   and o.tensor != SAVED))
+
+    @property
+    def saves(self) -> bool:
+        """It keeps a copy of the accumulator tile (a ``save`` step): the accumulator
+        buffer holds a second tile per thread."""
+        return any(o.op == "save" for o in self.ops)
 
     @property
     def bias(self) -> bool:
@@ -165,7 +193,8 @@ class Epilogue:
     def key(self) -> str:
         """The epilogue's part of a workload key: ``epi_`` and its steps."""
         return "epi_" + "_".join(
-            o.op + (o.tensor or (f"{o.imm}" if o.op != "clip" else f"{o.imm}to{o.hi}"))
+            o.op + (o.tensor or ("" if o.op == "save" else f"{o.imm}" if o.op != "clip"
+                                 else f"{o.imm}to{o.hi}"))
             for o in self.ops).replace("-", "m")
 
     def to_list(self) -> list[dict[str, Any]]:
@@ -188,8 +217,14 @@ class Epilogue:
         truncation. ``tensors`` hold the extra inputs broadcastable to ``acc`` (a ``shift``
         0..31)."""
         x = acc.astype(np.int64)
+        saved = np.zeros_like(x)
         for op, imm, name in self.alu_steps(clip_order):
-            y = np.asarray((tensors or {})[name], np.int64) if name else np.int64(imm)
+            if name == INTO_SAVED:  # min 0, max 0: 0 whatever it held; add: the tile
+                saved = _wrap32(saved + x) if op == "add" else \
+                    (np.minimum if op == "min" else np.maximum)(saved, np.int64(imm))
+                continue
+            y = saved if name == SAVED else \
+                np.asarray((tensors or {})[name], np.int64) if name else np.int64(imm)
             if name == "shift" and y.size and not (0 <= y.min() and y.max() < 32):
                 raise WorkloadError(f"a shift is 0..31, got {y.min()}..{y.max()}")
             if op == "add":

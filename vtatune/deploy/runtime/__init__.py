@@ -19,6 +19,9 @@ engines, imported when it first runs a program).
   (:class:`DeployResult`);
 - ``_tvm``: TVM's runtime (the relax VM of an exported library);
 - ``_bundle``: a saved model loaded (:func:`load`).
+- ``_errors``: :class:`DeployError`; ``_requantize``: a layer's requantization
+  (:class:`Requantization`: the epilogues VTA runs, the CPU's part where VTA cannot),
+  the compiler's and the runtime's alike.
 
 Example (a bundle saved by ``python -m vtatune deploy MODEL --save DIR``):
     >>> from vtatune.deploy.runtime import load
@@ -29,6 +32,7 @@ Example (a bundle saved by ``python -m vtatune deploy MODEL --save DIR``):
 
 from vtatune.deploy.runtime._bundle import load, read_manifest
 from vtatune.deploy.runtime._device import Buffer, Device, SimulatedDevice
+from vtatune.deploy.runtime._fixed_point import FixedPoint, fixed_point
 from vtatune.deploy.runtime._libvta import end_process
 from vtatune.deploy.runtime._model import (
     INDEX_VALUES,
@@ -58,7 +62,8 @@ from vtatune.deploy.runtime._region import (
 from vtatune.deploy.runtime._select import SPECS, device_from_spec
 
 __all__ = [
-    "Border", "Buffer", "CpuOp", "DeployResult", "DeployedModel", "Device", "INDEX_VALUES",
+    "FixedPoint", "fixed_point", "Border", "Buffer", "CpuOp", "DeployResult", "DeployedModel",
+    "Device", "INDEX_VALUES",
     "OffloadedCall", "RegionLayer", "RegionRunner", "SPECS", "SimulatedDevice", "Trace",
     "check_input", "device_from_spec", "dilate_packed", "end_process", "from_int8", "load",
     "output_file", "output_sha256", "packed_function", "pad_channels", "random_input",

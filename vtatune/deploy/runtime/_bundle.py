@@ -45,9 +45,8 @@ from simulator.hardware import HardwareConfig
 from simulator.image import ImageError, decode
 from simulator.isa import Instruction
 from vtatune import __version__
-from vtatune.deploy._errors import DeployError
-from vtatune.deploy._requantize import Requantization
 from vtatune.deploy.runtime._device import Device
+from vtatune.deploy.runtime._errors import DeployError
 from vtatune.deploy.runtime._model import DeployedModel
 from vtatune.deploy.runtime._region import (
     Border,
@@ -57,6 +56,7 @@ from vtatune.deploy.runtime._region import (
     Trace,
     packed_function,
 )
+from vtatune.deploy.runtime._requantize import Requantization
 from vtatune.deploy.runtime._select import device_from_spec
 from vtatune.deploy.runtime._tvm import load_vm, register, registered, tvm_version
 from vtatune.workloads import WORKLOAD_CLASSES, Epilogue, Workload

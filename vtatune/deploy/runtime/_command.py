@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 
 from simulator.errors import VTAError
-from vtatune.deploy._errors import DeployError
 from vtatune.deploy.runtime._bundle import load
+from vtatune.deploy.runtime._errors import DeployError
 from vtatune.deploy.runtime._model import output_file, save_output
 from vtatune.deploy.runtime._select import SPECS
 

@@ -49,7 +49,7 @@ import numpy as np
 
 from simulator.hardware import HardwareConfig
 from simulator.program import NO_TOKENS, Program
-from vtatune.deploy._errors import DeployError
+from vtatune.deploy.runtime._errors import DeployError
 
 
 @dataclass(eq=False)

@@ -69,8 +69,8 @@ from simulator.isa import (
 )
 from simulator.program import Program, mem_elem_bytes
 from simulator.rows import rows_of
-from vtatune.deploy._errors import DeployError
 from vtatune.deploy.runtime._device import Buffer, Device, bound
+from vtatune.deploy.runtime._errors import DeployError
 from vtatune.deploy.runtime._libvta import (
     CACHED,
     RUNTIME,

@@ -19,8 +19,8 @@ from typing import Any
 import numpy as np
 
 from simulator.hardware import HardwareConfig
-from vtatune.deploy._errors import DeployError
 from vtatune.deploy.runtime._device import Device
+from vtatune.deploy.runtime._errors import DeployError
 from vtatune.deploy.runtime._region import CpuOp, OffloadedCall, Trace
 from vtatune.deploy.runtime._tvm import run_main
 

@@ -11,7 +11,7 @@ with BATCH > 1, say), ``pack_weight`` (a batch_matmul's second operand, an activ
 packed as its weight at run time, head by head), ``border`` (the zero-point border around a
 conv's input whose zero point VTA's zero-padding DMA cannot read:
 :meth:`vtatune.deploy.LayerSpec.border`) and ``requantize`` (the CPU's part of a
-requantization VTA cannot do: ``vtatune.deploy._requantize``).
+requantization VTA cannot do: ``vtatune.deploy.runtime._requantize``).
 
 Channel counts that are not whole blocks run padded with zeros (the workload has the padded
 counts: :func:`vtatune.networks.place` with ``pad_channels``): zero weights for the padded
@@ -31,9 +31,9 @@ from typing import Any
 import numpy as np
 
 from simulator.program import Program
-from vtatune.deploy._errors import DeployError
-from vtatune.deploy._requantize import Requantization
 from vtatune.deploy.runtime._device import Buffer, Device
+from vtatune.deploy.runtime._errors import DeployError
+from vtatune.deploy.runtime._requantize import Requantization
 from vtatune.workloads import (
     AddWorkload,
     Conv2dTransposeWorkload,

@@ -7,8 +7,8 @@ verilated hardware library too)."""
 from __future__ import annotations
 
 from simulator.hardware import HardwareConfig
-from vtatune.deploy._errors import DeployError
 from vtatune.deploy.runtime._device import Device, SimulatedDevice
+from vtatune.deploy.runtime._errors import DeployError
 
 #: The device specs, as ``--device`` lists them.
 SPECS = ("sim", "libvta:PATH")

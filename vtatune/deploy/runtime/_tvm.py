@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from vtatune.deploy._errors import DeployError
+from vtatune.deploy.runtime._errors import DeployError
 
 #: relax.VirtualMachine's constants: a CPU device (DLPack's kDLCPU), the pooled allocator.
 _CPU, _POOLED = 1, 2

@@ -1,4 +1,6 @@
-"""The deployment layer's one error: bad input to a deploy, reported in one line (exit 2)."""
+"""The deployment layer's one error: bad input to a deploy, reported in one line (exit 2).
+It lives in the runtime, which raises it too (a bad bundle, input or device), and the
+compiler imports it from here (``vtatune.deploy.DeployError``)."""
 
 from __future__ import annotations
 

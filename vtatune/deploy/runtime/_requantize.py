@@ -13,7 +13,14 @@ scale). The requantization multiplier is ``acc_scale / out_scale``:
   within one quantization step, rarely (VTA's ALU has no and/or to round ties to even
   within one chain of immediate steps). An ALU-only add has no bias tensor: its rounding
   constant is an immediate.
-- **anything else**: VTA cannot multiply by it (the HLS and Chisel ALUs have no MUL), and it
+- **anything else, per tensor**: VTA's ALU multiplies by a sum of powers of two close
+  enough that every element is within one step of the exact rounding, from shifts and adds
+  on the accumulators and a copy of them (:mod:`vtatune.deploy.runtime._fixed_point`:
+  the design and its proof), the rounding and the zero point folded into the bias: one
+  pass, ``add(bias) save [shr(k) add(saved)]... shr(e) clip(low, 127)``.
+- **per channel** (multipliers that are not all powers of two), with ``exact``, or when the
+  fixed point cannot bound its error (a multiplier of 1/8 or more, an unknown reduction):
+  VTA cannot multiply by it (the HLS and Chisel ALUs have no MUL), and it
   stores int8 only, so it hands the accumulators to the CPU byte by byte: the same program
   runs :attr:`Requantization.planes` times, pass ``j`` storing byte ``j`` of
   ``acc + bias`` (``shr(8j)``, the store keeps the low 8 bits) and the last one the rest,
@@ -28,21 +35,39 @@ Example:
     >>> import numpy as np
     >>> r.fused_bias(np.array([1, -1], np.int32)).tolist()  # the rounding 2^6 folded in
     [65, 63]
-    >>> s = Requantization(acc_scale=4e-4, out_scale=0.03, zero_point=3, relu=False)
+    >>> s = Requantization(acc_scale=4e-4, out_scale=0.03, zero_point=3, relu=False,
+    ...                    exact=True)
     >>> s.shift is None, s.planes, [e.describe() for e in s.epilogues(bias=True)]
     (True, 2, ['add(bias)', 'add(bias) shr(8) clip(-128,127)'])
     >>> acc = np.array([-40_000, -300, 0, 299, 301, 40_000], np.int64)
     >>> planes = [e.apply(acc, {"bias": np.int64(0)}) for e in s.epilogues(bias=True)]
     >>> s.finish(planes).tolist()  # round(acc * 4e-4 / 0.03) + 3, saturated
     [-128, -1, 3, 7, 7, 127]
+    >>> f = Requantization(acc_scale=4e-4, out_scale=0.03, zero_point=3, relu=False,
+    ...                    reduction=576)
+    >>> f.planes, f.fixed_point.digits  # x0.01333 ~ 2^-7 + 2^-8 + 2^-10 + 2^-11 + 2^-13
+    (1, (7, 8, 10, 11, 13))
+    >>> f.epilogues(bias=True)[0].describe()[:48]
+    'add(bias) save shr(2) add(saved) shr(1) add(save'
+    >>> f.epilogues(bias=True)[0].apply(acc, {"bias": f.fused_bias(np.int64(0))}).tolist()
+    [-128, -1, 3, 7, 7, 127]
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
+from vtatune.deploy.runtime._errors import DeployError
+from vtatune.deploy.runtime._fixed_point import (
+    MAX_ACCUMULATOR,
+    PRODUCT_BOUND,
+    TOLERANCE,
+    FixedPoint,
+    fixed_point,
+)
 from vtatune.workloads import Epilogue, EpilogueOp
 
 #: The ALU's shift immediates: 0..31.
@@ -64,7 +89,9 @@ class Requantization:
     rounding). ``offset``: an integer the accumulators take before anything else (an add's
     zero points, ``-(za + zr)``, as an immediate). ``channel_scales``: the accumulator's
     scale per output channel (per-channel weight scales; ``acc_scale`` is the first): VTA
-    computes the integer core and the CPU requantizes each channel by its own multiplier."""
+    computes the integer core and the CPU requantizes each channel by its own multiplier.
+    ``reduction``: the int8 products each accumulator sums (a conv's input channels per group
+    x kernel, a dense's K), which bounds it; 0 when unknown (no fixed point then)."""
 
     acc_scale: float
     out_scale: float
@@ -77,6 +104,7 @@ class Requantization:
     #: What a bias rescaled to accumulator units lost in the rounding, per channel, in real
     #: units: the CPU adds it back after scaling (a fused requantization cannot).
     channel_residuals: tuple[float, ...] | None = None
+    reduction: int = 0
 
     @property
     def shift(self) -> int | None:
@@ -107,6 +135,21 @@ class Requantization:
         return None if any(k is None for k in shifts) else shifts  # type: ignore[return-value]
 
     @property
+    def fixed_point(self) -> FixedPoint | None:
+        """The fixed-point multiply VTA runs when the multiplier is no power of two (per
+        tensor, a GEMM layer's bias to fold the rounding into, not ``exact``, and the
+        accumulators bounded: ``reduction``); else None."""
+        if (self.exact or self.channel_scales is not None or self.rounding != "bias"
+                or self.shift is not None or not self.reduction
+                or self.reduction * PRODUCT_BOUND > MAX_ACCUMULATOR):
+            return None
+        # a bias rescaled to accumulator units loses up to half a unit, which the fixed
+        # point cannot add back: the bound leaves it room
+        lost = max((abs(v) for v in self.channel_residuals or ()), default=0.0)
+        return _fixed_point(float(self.multipliers[0]), self.zero_point,
+                            TOLERANCE - lost / float(np.float32(self.out_scale)))
+
+    @property
     def multiplier(self) -> float:
         """The (smallest, per channel) requantization multiplier."""
         return float(self.multipliers.min())
@@ -120,7 +163,8 @@ class Requantization:
 
     @property
     def on_vta(self) -> bool:
-        return self.shift is not None or self.channel_shifts is not None
+        return (self.shift is not None or self.channel_shifts is not None
+                or self.fixed_point is not None)
 
     @property
     def low(self) -> int:
@@ -141,10 +185,15 @@ class Requantization:
 
     def epilogues(self, bias: bool) -> tuple[Epilogue, ...]:
         """The epilogue of each VTA pass (one when VTA requantizes), reading a per-channel
-        ``bias`` tensor when the layer has one (with :meth:`fused_bias` when fused)."""
+        ``bias`` tensor when the layer has one (with :meth:`fused_bias` when fused). The
+        one decision of how a layer requantizes: deploy builds these programs, and
+        ``network`` counts them (``len``: the VTA passes)."""
         add_bias = (EpilogueOp("add", tensor="bias"),) if bias else ()
         if self.offset:
             add_bias += (EpilogueOp("add", self.offset),)
+        fixed = self.fixed_point
+        if fixed is not None:  # the rounding and the zero point: in the bias
+            return (Epilogue((*add_bias, *fixed.ops(), EpilogueOp("clip", self.low, hi=QMAX))),)
         if self.channel_shifts is not None:  # the rounding per channel: in the bias
             ops = [*add_bias, EpilogueOp("shr", tensor="shift")]
             if self.zero_point:
@@ -176,6 +225,14 @@ class Requantization:
         ``2^(k-1)`` folded in (a GEMM layer's, per channel with :attr:`channel_shifts`; an
         add rounds by an immediate)."""
         bias = np.asarray(bias, np.int64)
+        fixed = self.fixed_point
+        if fixed is not None:
+            if not fixed.check_bias(bias, self.reduction):
+                raise DeployError(
+                    f"a bias up to {int(np.abs(bias).max(initial=0))} with {self.reduction} "
+                    "products per accumulator could overflow VTA's fixed-point "
+                    "requantization: deploy with --exact")
+            return (bias + fixed.offset).astype(np.int32)
         shifts = self.channel_shifts
         if shifts is not None:
             k = np.zeros(bias.shape[-1], np.int64)
@@ -188,7 +245,8 @@ class Requantization:
     def needs_bias(self, has_bias: bool) -> bool:
         """Whether a GEMM layer's passes read a bias tensor: its own, or the rounding."""
         shifts = self.channel_shifts or ()
-        return has_bias or (self.rounding == "bias" and (bool(self.shift) or any(shifts)))
+        return has_bias or (self.rounding == "bias" and (
+            bool(self.shift) or any(shifts) or self.fixed_point is not None))
 
     def finish(self, planes: list[np.ndarray], packed_shape: tuple[int, ...] | None = None
                ) -> np.ndarray:
@@ -224,6 +282,11 @@ class Requantization:
         if shifts is not None:
             return (f"on VTA: shift {min(shifts)}..{max(shifts)} per channel (a per-channel "
                     f"operand){zp}{relu}")
+        fixed = self.fixed_point
+        if fixed is not None:
+            powers = "+".join(f"2^-{e}" for e in fixed.digits)
+            return (f"on VTA: x{self.multiplier:.6g} as {powers} (shifts and adds, within "
+                    f"{fixed.bound:.2f} of a step){zp}{relu}")
         if self.on_vta:
             return f"on VTA: shift {self.shift}{zp}{relu}"
         if self.channel_scales is not None:
@@ -233,6 +296,12 @@ class Requantization:
             times = f"x{self.multiplier:.6g}"
         return (f"on the CPU: {times}{zp}{relu} ({self.planes} VTA passes, "
                 f"one per accumulator byte)")
+
+
+@lru_cache(maxsize=4096)
+def _fixed_point(multiplier: float, zero_point: int, tolerance: float) -> FixedPoint | None:
+    """:func:`fixed_point`, once per layer's values (every property asks for it)."""
+    return fixed_point(multiplier, zero_point, tolerance)
 
 
 def _per_channel(values: tuple[float, ...] | None, packed_shape: tuple[int, ...]

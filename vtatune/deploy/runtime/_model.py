@@ -34,7 +34,9 @@ class DeployResult:
     in order (:class:`CpuOp`: TVM's compiled ops, and vtatune's packing around the VTA
     calls), every reason on the layers VTA could have run; ``vta_cycles``: the offloaded
     layers' cycles in all (timing model); ``output``: the model's output; ``model_macs``:
-    the model's multiply-accumulates (:func:`~vtatune.deploy.model_macs`)."""
+    the model's multiply-accumulates (:func:`~vtatune.deploy.model_macs`); ``tuning``:
+    what the build tuned (trials, workloads, the log: ``vtatune.deploy.Tuning.as_dict``;
+    None for a model loaded from a bundle)."""
 
     model: str
     hw: HardwareConfig
@@ -45,6 +47,13 @@ class DeployResult:
     output: np.ndarray
     seconds: dict[str, float] = field(default_factory=dict)
     model_macs: int = 0
+    tuning: dict[str, Any] | None = None
+
+    @property
+    def default_cycles(self) -> int:
+        """The offloaded layers' cycles with the default schedules (each pass timed from an
+        idle VTA; 0 when a layer's were not recorded)."""
+        return sum(c.default_cycles for c in self.offloaded)
 
     @property
     def vta_ms(self) -> float:
@@ -70,6 +79,7 @@ class DeployResult:
                 "offloaded": [c.as_dict() for c in self.offloaded],
                 "cpu_ops": [c.as_dict() for c in self.cpu_ops],
                 "vta_cycles": self.vta_cycles, "vta_ms": self.vta_ms,
+                "default_cycles": self.default_cycles, "tuning": self.tuning,
                 "vta_macs": self.vta_macs, "model_macs": self.model_macs,
                 "vta_mac_share": self.vta_mac_share,
                 "output_shape": list(self.output.shape), "output_dtype": str(self.output.dtype),
@@ -85,10 +95,11 @@ class DeployResult:
                  f"({self.vta_macs:,} of {self.model_macs:,})"]
         if self.offloaded:
             rows = [("layer", "workload", "schedule from", "requantization", "passes",
-                     "cycles")]
+                     "cycles", "default schedule")]
             rows += [(c.layer, c.workload, c.provenance, c.requantization, str(c.passes),
-                      f"{c.cycles:,}") for c in self.offloaded]
-            lines += _table(rows, right=(4, 5))
+                      f"{c.cycles:,}", f"{c.default_cycles:,}" if c.default_cycles else "-")
+                     for c in self.offloaded]
+            lines += _table(rows, right=(4, 5, 6))
             for c in self.offloaded:
                 notes = list(c.notes) + ([f"padding costs {c.padding_cycles:,} cycles"]
                                          if c.padding_cycles else [])
@@ -101,6 +112,11 @@ class DeployResult:
                      + (f" ({_counts(host)})" if host else ""))
         lines += ["", f"VTA time: {self.vta_cycles:,} cycles = {self.vta_ms:.3f} ms at "
                       f"{self.hw.clock_mhz:g} MHz (timing model)"]
+        if self.default_cycles and self.vta_cycles:
+            lines.append(f"with the default schedules: {self.default_cycles:,} cycles "
+                         f"({self.default_cycles / self.vta_cycles:.2f}x)")
+        if self.tuning is not None:
+            lines.append(self.tuning["summary"])
         return "\n".join(lines)
 
 
@@ -145,6 +161,8 @@ class DeployedModel:
         self.trace = trace
         self.main_ops = main_ops
         self.seconds = seconds
+        #: what the build tuned (a compiled model's; None for a loaded bundle)
+        self.tuning: dict[str, Any] | None = None
 
     def run(self, x: Any = None, seed: int = 0) -> DeployResult:
         """One inference on ``x`` (None: :func:`random_input` with ``seed``)."""
@@ -165,7 +183,8 @@ class DeployedModel:
                 cpu += [h for s, h in self.trace.host_ops if s == symbol]
         calls = tuple(self.trace.calls)
         return DeployResult(self.name, self.hw, self.device.name, calls, tuple(cpu),
-                            sum(c.cycles for c in calls), output, seconds, self.model_macs)
+                            sum(c.cycles for c in calls), output, seconds, self.model_macs,
+                            self.tuning)
 
 
 @contextlib.contextmanager

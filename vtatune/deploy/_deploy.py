@@ -40,6 +40,7 @@ from vtatune.deploy._schedules import NO_LOG, LayerBuilder
 from vtatune.deploy._tvm import tvm
 from vtatune.deploy.runtime import DeployedModel, DeployResult, check_input, reraised
 from vtatune.deploy.runtime._tvm import run_main
+from vtatune.networks import DEFAULT_PATIENCE
 
 #: The op at the core of each layer kind VTA could run (CPU ops VTA refused get a reason).
 _ANCHOR_OPS = ("nn.conv2d", "nn.conv2d_transpose", "matmul", "add", "nn.relu")
@@ -225,7 +226,8 @@ def compile_model(model: Any, *, hw: HardwareConfig | str | None = None,
                   tune_log: str | Path | None = None, calibration: Any = None,
                   exact: bool = False, device: Device | None = None,
                   cpu_target: CpuTarget | str | None = None, seed: int = 0,
-                  progress: bool = False) -> CompiledModel:
+                  progress: bool = False,
+                  tune_patience: int | None = DEFAULT_PATIENCE) -> CompiledModel:
     """Import, partition and build ``model`` (an ONNX path or ModelProto, quantized in QDQ
     format; a float one only with ``calibration`` inputs, quantized by :func:`quantize`)
     for ``hw`` (a preset, a ``vta_config.json`` or a HardwareConfig; default pynq) with the
@@ -233,7 +235,9 @@ def compile_model(model: Any, *, hw: HardwareConfig | str | None = None,
     default: :data:`DEFAULT_TUNE_TRIALS`) first tunes every workload no log holds, that
     many trials a workload on average, into ``tune_log`` (default: the hardware's cache
     log, :func:`cache_log`), seeded by ``seed``, with a progress bar on stderr if
-    ``progress`` (``_tuning``); a layer with no record takes the cost model's pick;
+    ``progress``, a workload leaving the budget to the others after ``tune_patience``
+    rounds without a better schedule (None: never; ``_tuning``); a layer with no record
+    takes the cost model's pick;
     ``exact``: requantize on the CPU wherever VTA's half-up rounding could differ from
     TVM's half-to-even (VTA then runs each such layer once per accumulator byte);
     ``device`` runs the offloaded layers (default: :class:`SimulatedDevice`);
@@ -270,7 +274,8 @@ def compile_model(model: Any, *, hw: HardwareConfig | str | None = None,
     input_spec = model_input(proto)
     mod = _import(proto, input_spec[1], input_spec[0])
     seconds["import"] = time.perf_counter() - t0
-    builder = LayerBuilder(hw, log, tune_trials, tune_log, seed=seed, progress=progress)
+    builder = LayerBuilder(hw, log, tune_trials, tune_log, seed=seed, progress=progress,
+                           patience=tune_patience)
     t0 = time.perf_counter()
     mod, state = partition(mod, hw)
     seconds["partition"] = time.perf_counter() - t0

@@ -32,6 +32,7 @@ from vtatune.builds import (
 from vtatune.deploy._errors import DeployError
 from vtatune.errors import VtatuneError
 from vtatune.lowering import Lowered, lower
+from vtatune.networks import DEFAULT_PATIENCE
 from vtatune.schedule import Schedule
 from vtatune.scoring import score
 from vtatune.workloads import Epilogue, Workload
@@ -93,13 +94,15 @@ class LayerBuilder:
     log) and, with ``tune_trials`` > 0, of ``tune_log`` (default: the hardware's cache log,
     :func:`vtatune.deploy.cache_log`), where :meth:`tune` first tunes the workloads no log
     holds, ``tune_trials`` a workload on average, shared by the network command's task
-    scheduler (``seed``: the studies' and the scheduler's; ``progress``: a bar on stderr).
+    scheduler (``seed``: the studies' and the scheduler's; ``progress``: a bar on stderr;
+    ``patience``: as :func:`vtatune.deploy.tune_workloads`'s).
     A context manager: inside it, the logs are loaded once, as
     :func:`vtatune.builds.apply_history_best` loads them (``log``'s records win)."""
 
     def __init__(self, hw: HardwareConfig, log: str | Path | None = None,
                  tune_trials: int = 0, tune_log: str | Path | None = None, *,
-                 seed: int = 0, progress: bool = False) -> None:
+                 seed: int = 0, progress: bool = False,
+                 patience: int | None = DEFAULT_PATIENCE) -> None:
         from vtatune.deploy._tuning import cache_log
 
         if not isinstance(tune_trials, int) or isinstance(tune_trials, bool) or tune_trials < 0:
@@ -107,7 +110,7 @@ class LayerBuilder:
         self.hw = hw
         self.log = None if log is None else str(log)
         self.tune_trials = tune_trials
-        self.seed, self.progress = seed, progress
+        self.seed, self.progress, self.patience = seed, progress, patience
         self.tune_log = str(tune_log) if tune_log is not None else \
             str(cache_log(hw)) if tune_trials else None
         self.history = None if log is None else \
@@ -151,6 +154,7 @@ class LayerBuilder:
         self.tuning = tune_workloads([(w, b, n) for (w, b), n in new.items()], self.hw,
                                      trials=self.tune_trials, log=self.tune_log,
                                      seed=self.seed, progress=self.progress,
+                                     patience=self.patience,
                                      known=len({(replace(w, name=""), b)
                                                 for w, b, _ in problems}) - len(new))
         self._tuned = set(new)

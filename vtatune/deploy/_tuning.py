@@ -27,6 +27,7 @@ from typing import Any
 
 from simulator.hardware import HardwareConfig
 from vtatune.logging import optuna_verbosity
+from vtatune.networks import DEFAULT_PATIENCE
 from vtatune.workloads import Workload
 
 __all__ = ["CACHE_ENV", "DEFAULT_TUNE_TRIALS", "Tuning", "cache_dir", "cache_log",
@@ -89,12 +90,14 @@ class Tuning:
 @optuna_verbosity()
 def tune_workloads(problems: Sequence[tuple[Workload, bool, int]], hw: HardwareConfig, *,
                    trials: int, log: str | Path, seed: int = 0, progress: bool = False,
-                   known: int = 0) -> Tuning:
+                   known: int = 0, patience: int | None = DEFAULT_PATIENCE) -> Tuning:
     """Tune each ``(workload, bias, weight)`` of ``problems`` (``weight``: how many of the
     model's VTA programs run it) on ``hw`` into ``log``, ``trials`` × workloads in all,
     shared by the gradient task scheduler; ``seed``: the studies' and the scheduler's;
     ``progress``: a tqdm bar on stderr. A workload no schedule can run is left out (it
-    falls back). ``known``: how many workloads the logs held (for the report)."""
+    falls back). ``known``: how many workloads the logs held (for the report);
+    ``patience``: rounds without a better schedule after which a workload takes no more
+    trials (None: never, every workload gets its share of the budget)."""
     from search_spaces import get_template
     from vtatune.networks import share_trials
     from vtatune.networks.schedulers import get_scheduler
@@ -118,7 +121,7 @@ def tune_workloads(problems: Sequence[tuple[Workload, bool, int]], hw: HardwareC
         with RecordWriter(log) as writer, parallel_pool(1) as pool:
             shared = share_trials(studies, [n for _, _, n in tunable],
                                   get_scheduler("gradient", seed), total, writer, pool,
-                                  bar=bar)
+                                  patience=patience, bar=bar)
         bar.close()
         ran = sum(s.search.stats.simulated for s in studies)
         held = sum(s.trials for s in studies)

@@ -122,12 +122,11 @@ class LayerBuilder:
                           LayerPrograms] = {}
 
     def __enter__(self) -> LayerBuilder:
-        self._histories = []
-        if self.tune_log is not None and self.tune_log != self.log and \
-                Path(self.tune_log).is_file():
-            self._histories.append(HistoryBest.load(self.tune_log))
-        if self.log is not None and Path(self.log).is_file():
-            self._histories.append(HistoryBest.load(self.log))  # last: --log wins
+        # a log tuning has not written to yet holds no records; the given log's last: it wins
+        logs = ([self.tune_log] if self.tune_log not in (None, self.log) else []) + \
+            ([self.log] if self.log is not None else [])
+        self._histories = [HistoryBest.load(log) for log in logs
+                           if Path(log).is_file() and Path(log).stat().st_size]
         return self
 
     def __exit__(self, *exc: object) -> None:

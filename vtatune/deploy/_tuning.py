@@ -101,12 +101,13 @@ def tune_workloads(problems: Sequence[tuple[Workload, bool, int]], hw: HardwareC
     from search_spaces import get_template
     from vtatune.networks import share_trials
     from vtatune.networks.schedulers import get_scheduler
-    from vtatune.records import RecordWriter
+    from vtatune.records import RecordWriter, check_log_target
     from vtatune.tuning import DEFAULT_SAMPLER, OpenStudy, Progress, parallel_pool
     from vtatune.tuning.storages import open_storage
 
     t0 = time.perf_counter()
     log = Path(log)
+    check_log_target(log)  # a directory, a file that is not a log: refused before tuning
     tunable = [(w, b, n) for w, b, n in problems
                if get_template(w, hw, bias=b).no_legal_config() is None]
     total = trials * len(tunable)

@@ -159,11 +159,12 @@ def test_two_deploys_sharing_the_cache_log_lose_and_duplicate_nothing(tmp_path):
         "import json, sys\n"
         "from simulator.hardware import PRESETS\n"
         "from vtatune.deploy import tune_workloads\n"
+        "from vtatune.networks import DEFAULT_PATIENCE\n"
         "from vtatune.workloads import GemmWorkload\n"
         "problems = [(GemmWorkload(16, 64, 64), False, 1), (GemmWorkload(16, 128, 64), True, 2),"
         " (GemmWorkload(32, 64, 32), False, 1)]\n"
         "t = tune_workloads(problems, PRESETS['pynq'], trials=8, log=sys.argv[1],"
-        " seed=int(sys.argv[2]))\n"
+        " seed=int(sys.argv[2]), patience=DEFAULT_PATIENCE)\n"
         "print(json.dumps(t.as_dict()))\n")
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     procs = [subprocess.Popen([sys.executable, "-c", script, str(log), str(seed)], env=env,

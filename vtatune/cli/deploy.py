@@ -15,6 +15,7 @@ from vtatune.cli._common import (
     seed_arg,
     warnings_one_line,
 )
+from vtatune.deploy import DEFAULT_TUNE_TRIALS
 
 __all__ = [
     "register",
@@ -72,7 +73,8 @@ def register(sub: Any) -> None:
                         "these inputs: the model's input shape, or several stacked")
     p.add_argument("--tune", type=int, default=None, metavar="N", dest="tune_trials",
                    help="tune the offloaded workloads no log holds first, N trials a "
-                        "workload on average (default 20), into the hardware's cache log "
+                        f"workload on average (default: {DEFAULT_TUNE_TRIALS}), into the "
+                        "hardware's cache log "
                         "(deploy-<hw model>.jsonl in $VTATUNE_CACHE_DIR, else "
                         "$XDG_CACHE_HOME/vtatune or ~/.cache/vtatune); given with --log, "
                         "into that log (created if new); 0: no tuning")
@@ -138,8 +140,6 @@ def _tuning(args: argparse.Namespace) -> dict[str, Any]:
     """compile_model's tuning arguments: tuned by default into the cache log; ``--tune N``
     with ``--log`` into that log; a bar on a terminal only."""
     import sys
-
-    from vtatune.deploy import DEFAULT_TUNE_TRIALS
 
     trials = DEFAULT_TUNE_TRIALS if args.tune_trials is None else args.tune_trials
     tune_log = args.log if args.tune_trials is not None and args.log else None

@@ -27,7 +27,6 @@ from typing import Any
 
 from simulator.hardware import HardwareConfig
 from vtatune.logging import optuna_verbosity
-from vtatune.networks import DEFAULT_PATIENCE
 from vtatune.workloads import Workload
 
 __all__ = ["CACHE_ENV", "DEFAULT_TUNE_TRIALS", "Tuning", "cache_dir", "cache_log",
@@ -90,14 +89,15 @@ class Tuning:
 @optuna_verbosity()
 def tune_workloads(problems: Sequence[tuple[Workload, bool, int]], hw: HardwareConfig, *,
                    trials: int, log: str | Path, seed: int = 0, progress: bool = False,
-                   known: int = 0, patience: int | None = DEFAULT_PATIENCE) -> Tuning:
+                   patience: int | None, known: int = 0) -> Tuning:
     """Tune each ``(workload, bias, weight)`` of ``problems`` (``weight``: how many of the
     model's VTA programs run it) on ``hw`` into ``log``, ``trials`` × workloads in all,
     shared by the gradient task scheduler; ``seed``: the studies' and the scheduler's;
     ``progress``: a tqdm bar on stderr. A workload no schedule can run is left out (it
     falls back). ``known``: how many workloads the logs held (for the report);
     ``patience``: rounds without a better schedule after which a workload takes no more
-    trials (None: never, every workload gets its share of the budget)."""
+    trials (None: never, every workload gets its share of the budget; ``deploy``'s:
+    the network command's, :data:`vtatune.networks.DEFAULT_PATIENCE`)."""
     from search_spaces import get_template
     from vtatune.networks import share_trials
     from vtatune.networks.schedulers import get_scheduler

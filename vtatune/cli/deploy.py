@@ -88,8 +88,9 @@ def register(sub: Any) -> None:
                         "inputs have the same top-1 class (the largest score, the first of "
                         "equal ones)")
     p.add_argument("--json", action="store_true",
-                   help="print one JSON object: offloaded, cpu_ops, vta_cycles, the output's "
-                        "shape, dtype, SHA-256 and file, ...")
+                   help="print one JSON object: offloaded, cpu_ops, vta_cycles, "
+                        "default_cycles, tuning, the output's shape, dtype, SHA-256 and "
+                        "file, ...")
     p.add_argument("--json-values", action="store_true",
                    help="--json with the output's values too (output: nested lists)")
     p.add_argument("--save", metavar="DIR",
@@ -256,10 +257,13 @@ def _deploy_for_another_cpu(args: argparse.Namespace, cpu: Any) -> int:
     if args.json:
         print(json.dumps({"model": compiled.name, "hw": compiled.hw.target_model,
                           "cpu": cpu.as_dict(), "bundle": args.save,
-                          "offloaded": sorted(compiled.regions), "seconds": compiled.seconds}))
+                          "offloaded": sorted(compiled.regions), "seconds": compiled.seconds,
+                          "tuning": compiled.tuning}))
         return 0
     print(f"{compiled.name} built for {compiled.hw.target_model} with its CPU part for "
           f"{cpu.describe()} ({len(compiled.regions)} offloaded region(s)); bundle saved to "
           f"{args.save}: it does not run here; on the board: python -m "
           f"vtatune.deploy.runtime {args.save} --device libvta:PATH")
+    if compiled.tuning is not None:
+        print(compiled.tuning["summary"])
     return 0

@@ -177,8 +177,9 @@ class LayerBuilder:
 
     def _programs(self, workload: Workload, epilogues: tuple[Epilogue, ...],
                   bias: bool, runs_as: Workload | None) -> LayerPrograms:
-        tuned = (workload, bias) in self._tuned
         first = self._first(workload, bias)
+        # tuned here, and a record found (a workload no schedule can run falls back)
+        tuned = (workload, bias) in self._tuned and first.provenance.source == "log"
         if runs_as is not None and runs_as != workload:
             wl = replace(runs_as, epilogue=workload.epilogue)
             try:

@@ -115,7 +115,30 @@ def main() -> None:
         if "check" in runs:
             line += f"; --check run {runs['check']['wall']:.1f} s"
         print(line, flush=True)
-        write_whole({out: (json.dumps(results, indent=1) + "\n").encode()})
+        write_whole({out: (json.dumps(results, indent=1) + "\n").encode(),
+                     out.with_suffix(".md"): table(results).encode()})
+
+
+def table(results: dict) -> str:
+    """The runs as docs/deploy.md's table (markdown)."""
+    rows = ["| model | VTA cycles: default schedules | `--tune 0` (cost model's pick) | "
+            "default flags (tuned) | 200 trials a workload | default / 200 | trials "
+            "(workloads) | wall: cold / warm / warm `--check` (load) |",
+            "|---|---:|---:|---:|---:|---:|---:|---|"]
+    for name, runs in results.items():
+        cold = runs["cold"]
+        ref = runs.get("reference", {}).get("vta_cycles")
+        ratio = f"{cold['vta_cycles'] / ref:.4f}" if ref else "-"
+        walls = [f"{runs[k]['wall']:.0f} s" for k in ("cold", "warm", "check") if k in runs]
+        loads = sorted(runs[k]["load"] for k in ("cold", "warm", "check") if k in runs)
+        rows.append(
+            f"| {name.split('.')[0]} | {cold['default_cycles']:,} | "
+            f"{runs['tune0']['vta_cycles']:,} | **{cold['vta_cycles']:,}** | "
+            f"{f'{ref:,}' if ref else '-'} | "
+            f"{ratio} | "
+            f"{cold['tuning']['trials']} ({cold['tuning']['workloads']}) | "
+            f"{' / '.join(walls)} ({loads[0]:.0f}-{loads[-1]:.0f}) |")
+    return "\n".join(rows) + "\n"
 
 
 if __name__ == "__main__":

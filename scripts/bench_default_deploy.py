@@ -84,6 +84,7 @@ def main() -> None:
     ap.add_argument("--check", action="store_true", help="time a warm run with --check too")
     ap.add_argument("--reference", type=int, default=0, metavar="N",
                     help="also tune N trials every workload (no early stop) and deploy it")
+    ap.add_argument("--no-tune0", action="store_true", help="leave out the --tune 0 run")
     ap.add_argument("--out", default=str(ROOT / "scripts/results/bench_default_deploy.json"))
     args = ap.parse_args()
     results = {}
@@ -95,15 +96,17 @@ def main() -> None:
                     "warm": _deploy(model, Path(cache), args.hw)}
             if args.check:
                 runs["check"] = _deploy(model, Path(cache), args.hw, "--check")
-            runs["tune0"] = _deploy(model, Path(cache), args.hw, "--tune", "0")
+            if not args.no_tune0:
+                runs["tune0"] = _deploy(model, Path(cache), args.hw, "--tune", "0")
             if args.reference:
                 runs["reference"] = _reference(model, args.hw, args.reference,
                                                Path(cache) / "reference.jsonl")
         results[name] = runs
         cold, warm = runs["cold"], runs["warm"]
         line = (f"{name}: default flags {cold['vta_cycles']:,} cycles (warm "
-                f"{warm['vta_cycles']:,}), default schedules {cold['default_cycles']:,}, "
-                f"--tune 0 {runs['tune0']['vta_cycles']:,}")
+                f"{warm['vta_cycles']:,}), default schedules {cold['default_cycles']:,}")
+        if "tune0" in runs:
+            line += f", --tune 0 {runs['tune0']['vta_cycles']:,}"
         if "reference" in runs:
             ref = runs["reference"]["vta_cycles"]
             line += f", --reference {ref:,} (default flags {cold['vta_cycles'] / ref:.4f}x)"
@@ -133,7 +136,8 @@ def table(results: dict) -> str:
         loads = sorted(runs[k]["load"] for k in ("cold", "warm", "check") if k in runs)
         rows.append(
             f"| {name.split('.')[0]} | {cold['default_cycles']:,} | "
-            f"{runs['tune0']['vta_cycles']:,} | **{cold['vta_cycles']:,}** | "
+            f"{format(runs['tune0']['vta_cycles'], ',') if 'tune0' in runs else '-'} | "
+            f"**{cold['vta_cycles']:,}** | "
             f"{f'{ref:,}' if ref else '-'} | "
             f"{ratio} | "
             f"{cold['tuning']['trials']} ({cold['tuning']['workloads']}) | "

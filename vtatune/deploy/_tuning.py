@@ -74,8 +74,8 @@ class Tuning:
     def summary(self) -> str:
         """One line for the report."""
         if not self.workloads:
-            return (f"tuning: every one of the {self.known} workload(s) in the logs already "
-                    f"({self.log}); no trial run")
+            return (f"tuning: no trial run, {self.known} workload(s) in the logs already "
+                    f"({self.log})")
         return (f"tuning: {self.trials} trial(s) over {self.workloads} new workload(s) "
                 f"({self.known} in the logs already; {self.stopped}) in {self.seconds:.1f} s, "
                 f"recorded in {self.log}")

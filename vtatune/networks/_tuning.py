@@ -9,6 +9,9 @@ exhausted (its whole legal space tuned) or converged (no better config in its la
 ``patience`` rounds). The objective is the network's VTA time, Σ multiplicity × best
 cycles.
 
+The round loop is :func:`share_trials`, over any studies and weights: ``deploy`` shares
+its tuning budget over a model's new workloads with it (:mod:`vtatune.deploy`).
+
 ``resume=True`` continues the network: each task's newest study in the storage, with the
 trials they hold counting towards ``trials``. ``jobs`` and ``storage`` work as for one
 layer (:func:`vtatune.tune`): the trials of a round run in ``jobs`` processes, and workers

@@ -20,3 +20,11 @@ def compiled_engines(tmp_path_factory):
     from vtatune.tuning import tune
 
     tune("gemm", trials=14, seed=0, log=tmp_path_factory.mktemp("engines") / "warm.jsonl")
+
+
+@pytest.fixture(autouse=True)
+def deploy_cache(tmp_path_factory, monkeypatch):
+    """Each test's ``deploy`` tunes into a cache log of its own (``$VTATUNE_CACHE_DIR``:
+    subprocesses inherit it), never the user's ``~/.cache/vtatune``, and no test sees the
+    records another one tuned."""
+    monkeypatch.setenv("VTATUNE_CACHE_DIR", str(tmp_path_factory.mktemp("vtatune-cache")))

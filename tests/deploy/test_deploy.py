@@ -258,7 +258,7 @@ def test_schedules_come_from_the_log_else_the_default_with_one_warning(residual,
     # both convs (each with its own epilogue) take the record of their shape
     assert [(c.source, c.provenance, c.schedule) for c in r.offloaded[:2]] == \
         [("log", f"{log}:{best + 1}", want)] * 2
-    # the add is not in the log: the default schedule, and one warning for it
+    # the add is not in the log: the cost model's pick, and one warning for it
     assert r.offloaded[2].source == "fallback"
     fallback = [str(w.message) for w in caught if issubclass(w.category, FallbackWarning)]
     # named by its workload's key (operator, shapes, epilogue), not by its layer (add_1)
@@ -280,7 +280,7 @@ def test_the_layers_of_one_workload_are_built_and_warned_about_once():
     assert again is first and first.source == "fallback"
     fallback = [str(w.message) for w in caught if issubclass(w.category, FallbackWarning)]
     assert fallback == [f"vtatune.build: no ok record for {wl.key()} on {hw.target_model} in "
-                        f"{ROOT / 'logs' / 'resnet18-pynq.jsonl'}; using the default schedule"]
+                        f"{ROOT / 'logs' / 'resnet18-pynq.jsonl'}; using the cost model's pick"]
 
 
 def test_a_workload_the_log_lacks_is_tuned_on_the_spot_when_asked(tmp_path):

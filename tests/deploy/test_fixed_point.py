@@ -112,6 +112,9 @@ def test_a_logged_schedule_the_copy_no_longer_fits_is_tuned_again(tmp_path):
     said = [str(w.message) for w in caught if issubclass(w.category, FallbackWarning)]
     assert fallback.source == "fallback" and len(said) == 1
     assert "(with the copy of the tile a fixed-point requantization keeps)" in said[0]
-    with LayerBuilder(hw, log, 2, tmp_path / "tuned.jsonl") as builder:
+    builder = LayerBuilder(hw, log, 2, tmp_path / "tuned.jsonl")
+    assert not builder.known(wl, True)  # a record, but one that does not lower
+    builder.tune([(wl, True, 1)])
+    with builder:
         tuned = builder.programs(wl, (epilogue,), True)
     assert tuned.source == "tuned" and tuned.passes[0].workload.epilogue == epilogue

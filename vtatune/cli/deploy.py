@@ -15,6 +15,7 @@ from vtatune.cli._common import (
     seed_arg,
     warnings_one_line,
 )
+from vtatune.deploy import DEFAULT_TUNE_TRIALS
 
 __all__ = [
     "register",
@@ -27,7 +28,10 @@ _DESCRIPTION = (
     "placed as the network command places layers) to vtatune's programs with the schedules "
     "of a tuned log, build the rest for the CPU, and run it once on the functional VTA (a "
     "seeded random input unless --input). Prints what ran where, the cycles of each "
-    "offloaded layer and the VTA time at the board's clock, and saves the output. VTA "
+    "offloaded layer and the VTA time at the board's clock, and saves the output. Every "
+    "offloaded workload no log holds is tuned first (--tune: trials a workload, shared by "
+    "the network command's task scheduler) into a log per hardware kept across runs and "
+    "models ($VTATUNE_CACHE_DIR, else ~/.cache/vtatune); --tune 0 tunes nothing. VTA "
     "requantizes each layer in its one pass: by a shift (a power-of-two multiplier, rounding "
     "half up) or a fixed-point multiply from shifts and adds (any other per-tensor "
     "multiplier, every element within one step of the exact rounding); per-channel "
@@ -47,8 +51,9 @@ def register(sub: Any) -> None:
                     _DESCRIPTION, _EXAMPLES)
     p.add_argument("model", metavar="MODEL.onnx", help="an ONNX model quantized in QDQ format")
     p.add_argument("--log", metavar="FILE",
-                   help="the tuned log whose schedules the offloaded layers take (a layer it "
-                        "lacks takes the default schedule, with a warning); default: none")
+                   help="a tuned log whose schedules the offloaded layers take first (a "
+                        "workload it lacks is tuned, or with --tune 0 takes the cost model's "
+                        "pick, with a warning); default: none")
     add_hw_flag(p)
     p.add_argument("--device", default="sim", metavar="sim|libvta:PATH",
                    help="what runs the offloaded layers: sim (vtatune's functional VTA) or "
@@ -62,17 +67,21 @@ def register(sub: Any) -> None:
                         "saved is N x the output shape), or a folder of .npy files (each one "
                         "input, in the order of their names: a batch)")
     p.add_argument("--seed", type=seed_arg, default=0, metavar="N",
-                   help="seed of the random input")
+                   help="seed of the random input and of tuning (the same seed and log give "
+                        "the same schedules)")
     p.add_argument("--output", metavar="Y.npy",
                    help="the file to save the output to, as named (NumPy's .npy format; "
                         "checked before the build; default: runs/<model>.output.npy)")
     p.add_argument("--calibration", metavar="C.npy",
                    help="quantize a float model first (onnxruntime, power-of-two scales) on "
                         "these inputs: the model's input shape, or several stacked")
-    p.add_argument("--tune", type=int, default=0, metavar="N", dest="tune_trials",
-                   help="tune each offloaded workload the log lacks for N trials first "
-                        "(appended to --log, created if new, else "
-                        "runs/deploy-<hw model>.jsonl)")
+    p.add_argument("--tune", type=int, default=None, metavar="N", dest="tune_trials",
+                   help="tune the offloaded workloads no log holds first, N trials a "
+                        f"workload on average (default: {DEFAULT_TUNE_TRIALS}), into the "
+                        "hardware's cache log "
+                        "(deploy-<hw model>.jsonl in $VTATUNE_CACHE_DIR, else "
+                        "$XDG_CACHE_HOME/vtatune or ~/.cache/vtatune); given with --log, "
+                        "into that log (created if new); 0: no tuning")
     p.add_argument("--exact", action="store_true",
                    help="requantize on the CPU wherever VTA's rounding could differ from "
                         "TVM's (its half-up shift, its fixed-point multiply: VTA then runs "
@@ -83,8 +92,9 @@ def register(sub: Any) -> None:
                         "inputs have the same top-1 class (the largest score, the first of "
                         "equal ones)")
     p.add_argument("--json", action="store_true",
-                   help="print one JSON object: offloaded, cpu_ops, vta_cycles, the output's "
-                        "shape, dtype, SHA-256 and file, ...")
+                   help="print one JSON object: offloaded, cpu_ops, vta_cycles, "
+                        "default_cycles, tuning, the output's shape, dtype, SHA-256 and "
+                        "file, ...")
     p.add_argument("--json-values", action="store_true",
                    help="--json with the output's values too (output: nested lists)")
     p.add_argument("--save", metavar="DIR",
@@ -131,6 +141,17 @@ def _load_inputs(path: str) -> Any:
 _ENGINES = {"tvm": "TVM (CPU only)", "onnxruntime": "onnxruntime"}
 
 
+def _tuning(args: argparse.Namespace) -> dict[str, Any]:
+    """compile_model's tuning arguments: tuned by default into the cache log; ``--tune N``
+    with ``--log`` into that log; a bar on a terminal only."""
+    import sys
+
+    trials = DEFAULT_TUNE_TRIALS if args.tune_trials is None else args.tune_trials
+    tune_log = args.log if args.tune_trials is not None and args.log else None
+    return {"tune_trials": trials, "tune_log": tune_log, "seed": args.seed,
+            "progress": sys.stderr.isatty()}
+
+
 def cmd_deploy(args: argparse.Namespace) -> int:
     import time
 
@@ -150,7 +171,7 @@ def cmd_deploy(args: argparse.Namespace) -> int:
     )
 
     warnings_one_line()
-    if args.tune_trials < 0:
+    if args.tune_trials is not None and args.tune_trials < 0:
         raise UsageError(f"--tune must be at least 0, got {args.tune_trials}")
     cpu = resolve_cpu_target(args.cpu_target)
     if not cpu.runs_here:
@@ -171,9 +192,9 @@ def cmd_deploy(args: argparse.Namespace) -> int:
         from vtatune.deploy import device_from_spec
 
         device = device_from_spec(args.device, HardwareConfig.resolve(args.hw))
-    compiled = compile_model(args.model, hw=args.hw, log=args.log, tune_trials=args.tune_trials,
-                             calibration=calibration, exact=args.exact, device=device,
-                             cpu_target=cpu)
+    compiled = compile_model(args.model, hw=args.hw, log=args.log, calibration=calibration,
+                             exact=args.exact, device=device, cpu_target=cpu,
+                             **_tuning(args))
     if batch is None:
         batch = random_input(compiled.input_shape, compiled.input_dtype, args.seed)[None]
     t0 = time.perf_counter()
@@ -234,16 +255,19 @@ def _deploy_for_another_cpu(args: argparse.Namespace, cpu: Any) -> int:
         raise UsageError(f"{what}: it is saved, not run here ({', '.join(running)} would run "
                          "it): run the bundle on the board")
     calibration = _load_npy(args.calibration, "--calibration") if args.calibration else None
-    compiled = compile_model(args.model, hw=args.hw, log=args.log, tune_trials=args.tune_trials,
-                             calibration=calibration, exact=args.exact, cpu_target=cpu)
+    compiled = compile_model(args.model, hw=args.hw, log=args.log, calibration=calibration,
+                             exact=args.exact, cpu_target=cpu, **_tuning(args))
     compiled.save(args.save)
     if args.json:
         print(json.dumps({"model": compiled.name, "hw": compiled.hw.target_model,
                           "cpu": cpu.as_dict(), "bundle": args.save,
-                          "offloaded": sorted(compiled.regions), "seconds": compiled.seconds}))
+                          "offloaded": sorted(compiled.regions), "seconds": compiled.seconds,
+                          "tuning": compiled.tuning}))
         return 0
     print(f"{compiled.name} built for {compiled.hw.target_model} with its CPU part for "
           f"{cpu.describe()} ({len(compiled.regions)} offloaded region(s)); bundle saved to "
           f"{args.save}: it does not run here; on the board: python -m "
           f"vtatune.deploy.runtime {args.save} --device libvta:PATH")
+    if compiled.tuning is not None:
+        print(compiled.tuning["summary"])
     return 0

@@ -19,7 +19,10 @@ loaded on first use (as ``vtatune``'s are), so that ``vtatune.deploy.runtime`` a
 - ``_partition``: the partitioning passes (:func:`partition`);
 - ``_requantize``: requantization on VTA (a power-of-two shift in the fused epilogue) or on
   the CPU (:class:`Requantization`);
-- ``_schedules``: the schedule of each offloaded layer, from a log or the fallback;
+- ``_schedules``: the schedule of each offloaded layer, from a log or the fallback (the
+  cost model's pick: :func:`cost_model_pick`);
+- ``_tuning``: what ``deploy`` tunes by default before it builds (:func:`tune_workloads`,
+  into the hardware's cache log: :func:`cache_log`);
 - ``_region``, ``_codegen``: the code generator and the offloaded calls;
 - ``_bundle``: a compiled model saved as a bundle (:func:`save`);
 - ``_cpu_target``: the CPU the CPU part is compiled for (:func:`resolve_cpu_target`: this
@@ -66,7 +69,10 @@ _API = {
                     "vtatune.deploy._patterns"),
     "quantize": "vtatune.deploy._quantize",
     "Requantization": "vtatune.deploy.runtime._requantize",
-    **dict.fromkeys(("LayerBuilder", "LayerPrograms"), "vtatune.deploy._schedules"),
+    **dict.fromkeys(("LayerBuilder", "LayerPrograms", "cost_model_pick"),
+                    "vtatune.deploy._schedules"),
+    **dict.fromkeys(("CACHE_ENV", "DEFAULT_TUNE_TRIALS", "Tuning", "cache_dir", "cache_log",
+                     "tune_workloads"), "vtatune.deploy._tuning"),
     "TVM_VERSION": "vtatune.deploy._tvm",
     **dict.fromkeys(("FixedPoint", "fixed_point"), "vtatune.deploy.runtime"),
     **dict.fromkeys(("Buffer", "CpuOp", "DeployResult", "DeployedModel", "Device",
@@ -88,7 +94,8 @@ __all__ = [
     "load", "load_model", "model_input", "model_macs", "output_sha256", "output_step",
     "partition", "pattern_entries", "program_words", "quantize", "random_input", "reference",
     "refusal", "refusals", "register", "same_memory", "save", "spec_of", "workload_of",
-    "output_file", "save_output",
+    "output_file", "save_output", "CACHE_ENV", "DEFAULT_TUNE_TRIALS", "Tuning", "cache_dir",
+    "cache_log", "cost_model_pick", "tune_workloads",
 ]
 
 if TYPE_CHECKING:
@@ -125,7 +132,15 @@ if TYPE_CHECKING:
     from vtatune.deploy._partition import external_functions, partition
     from vtatune.deploy._patterns import PREFIX, Partitioning, Refusal, pattern_entries, register
     from vtatune.deploy._quantize import quantize
-    from vtatune.deploy._schedules import LayerBuilder, LayerPrograms
+    from vtatune.deploy._schedules import LayerBuilder, LayerPrograms, cost_model_pick
+    from vtatune.deploy._tuning import (
+        CACHE_ENV,
+        DEFAULT_TUNE_TRIALS,
+        Tuning,
+        cache_dir,
+        cache_log,
+        tune_workloads,
+    )
     from vtatune.deploy._tvm import TVM_VERSION
     from vtatune.deploy.runtime import (
         Buffer,

@@ -71,7 +71,7 @@ def _layer(built: BuiltLayer, runtime: RegionLayer, device: Device,
         "padded_macs": runtime.padded_macs, "notes": list(runtime.notes),
         "description": runtime.description,
         "operands": [[list(shape), zp] for shape, zp in runtime.operands],
-        "cycles": list(runtime.cycles),
+        "cycles": list(runtime.cycles), "default_cycles": runtime.default_cycles,
     }
 
 

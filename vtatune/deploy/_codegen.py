@@ -148,6 +148,24 @@ def plan_region(symbol: str, func: Any, state: Session) -> RegionPlan:
     return RegionPlan(symbol, tuple(params), tuple(layers), outputs)
 
 
+def tuning_problems(mod: Any, state: Session) -> list[tuple[Any, bool, int]]:
+    """What the code generator will ask ``state``'s builder for, before it runs: each
+    offloaded layer of the partitioned ``mod`` as ``(workload, bias, programs run per
+    inference)`` (:func:`vtatune.deploy._region.layer_problem`), planned with a session of
+    its own (the layers' names are not used up)."""
+    from vtatune.deploy._partition import external_functions
+    from vtatune.deploy._region import layer_problem
+
+    planner = Session(state.device, state.builder, state.exact)
+    out = []
+    for symbol, func in external_functions(mod):
+        for layer in plan_region(symbol, func, planner).layers:
+            problem = layer_problem(layer, state.device.hw, state.exact)
+            out.append((problem.workload, problem.bias,
+                        len(problem.epilogues) * problem.calls))
+    return out
+
+
 def vta_codegen(functions: Any, options: Any, constant_names: Any) -> list[Any]:
     """``relax.ext.vta(functions, options, constant_names) -> [runtime.Module]``: builds and
     registers each function for the active session; no runtime module."""

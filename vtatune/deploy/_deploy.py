@@ -40,6 +40,7 @@ from vtatune.deploy.runtime import DeployedModel, DeployResult, check_input, rer
 from vtatune.deploy.runtime._device import Device, SimulatedDevice
 from vtatune.deploy.runtime._errors import DeployError
 from vtatune.deploy.runtime._tvm import run_main
+from vtatune.networks import DEFAULT_PATIENCE
 
 #: The op at the core of each layer kind VTA could run (CPU ops VTA refused get a reason).
 _ANCHOR_OPS = ("nn.conv2d", "nn.conv2d_transpose", "matmul", "add", "nn.relu")
@@ -74,9 +75,13 @@ def _build_cpu(mod: Any, cpu: CpuTarget) -> Any:
     from tvm.tirx import IterVar, PrimFunc
 
     target = cpu.tvm_target()
+    # FoldConstant left out: it evaluates every call on constants (each weight's
+    # dequantize) by building that one function with LLVM, one build each (160 for
+    # MobileNet-v2: half its CPU build); the same functions then run at each inference
+    # instead, the same code on the same values (tests compare the outputs)
+    passes = [p for p in cpu_generic.legalize_passes(target) if p.info.name != "FoldConstant"]
     with target:
-        mod = t.transform.Sequential(cpu_generic.library_dispatch_passes(target)
-                                     + cpu_generic.legalize_passes(target))(mod)
+        mod = t.transform.Sequential(cpu_generic.library_dispatch_passes(target) + passes)(mod)
     for gv, func in list(mod.functions.items()):
         if not isinstance(func, PrimFunc):
             continue
@@ -224,11 +229,19 @@ def compile_model(model: Any, *, hw: HardwareConfig | str | None = None,
                   log: str | Path | None = None, tune_trials: int = 0,
                   tune_log: str | Path | None = None, calibration: Any = None,
                   exact: bool = False, device: Device | None = None,
-                  cpu_target: CpuTarget | str | None = None) -> CompiledModel:
+                  cpu_target: CpuTarget | str | None = None, seed: int = 0,
+                  progress: bool = False,
+                  tune_patience: int | None = DEFAULT_PATIENCE) -> CompiledModel:
     """Import, partition and build ``model`` (an ONNX path or ModelProto, quantized in QDQ
     format; a float one only with ``calibration`` inputs, quantized by :func:`quantize`)
     for ``hw`` (a preset, a ``vta_config.json`` or a HardwareConfig; default pynq) with the
-    schedules of ``log`` (see ``_schedules``; ``tune_trials`` > 0 tunes what it lacks);
+    schedules of ``log`` (see ``_schedules``); ``tune_trials`` > 0 (the ``deploy`` command's
+    default: :data:`DEFAULT_TUNE_TRIALS`) first tunes every workload no log holds, that
+    many trials a workload on average, into ``tune_log`` (default: the hardware's cache
+    log, :func:`cache_log`), seeded by ``seed``, with a progress bar on stderr if
+    ``progress``, a workload leaving the budget to the others after ``tune_patience``
+    rounds without a better schedule (None: never; ``_tuning``); a layer with no record
+    takes the cost model's pick;
     ``exact``: requantize on the CPU wherever VTA's half-up rounding could differ from
     TVM's half-to-even (VTA then runs each such layer once per accumulator byte);
     ``device`` runs the offloaded layers (default: :class:`SimulatedDevice`);
@@ -236,7 +249,7 @@ def compile_model(model: Any, *, hw: HardwareConfig | str | None = None,
     the default, a board's name, or a TVM llvm target): for another machine's CPU the model
     is built to be saved (its cross compiler, checked first, links the bundle's library),
     not run here."""
-    from vtatune.deploy._codegen import Session, session
+    from vtatune.deploy._codegen import Session, session, tuning_problems
     from vtatune.deploy._quantize import quantize
 
     t = tvm()
@@ -265,12 +278,17 @@ def compile_model(model: Any, *, hw: HardwareConfig | str | None = None,
     input_spec = model_input(proto)
     mod = _import(proto, input_spec[1], input_spec[0])
     seconds["import"] = time.perf_counter() - t0
-    builder = LayerBuilder(hw, log, tune_trials, tune_log)
+    builder = LayerBuilder(hw, log, tune_trials, tune_log, seed=seed, progress=progress,
+                           patience=tune_patience)
     t0 = time.perf_counter()
     mod, state = partition(mod, hw)
     seconds["partition"] = time.perf_counter() - t0
-    t0 = time.perf_counter()
     codegen = Session(device, builder, exact)
+    if builder.tune_trials:
+        t0 = time.perf_counter()
+        builder.tune(tuning_problems(mod, codegen))
+        seconds["tune"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
     with builder, session(codegen), reraised(codegen.trace):
         mod = relax.transform.RunCodegen()(mod)
     # RunCodegen keeps the offloaded functions' constants for codegens whose runtime modules
@@ -287,10 +305,12 @@ def compile_model(model: Any, *, hw: HardwareConfig | str | None = None,
     executable = _build(mod, cpu)
     vm = relax.VirtualMachine(executable, t.cpu()) if cpu.runs_here else None
     seconds["build"] = time.perf_counter() - t0
-    return CompiledModel(name, proto, hw, device, input_spec, vm, codegen.trace,
-                         main_ops, state, seconds, model_sha256=digest,
-                         executable=executable, regions=codegen.regions,
-                         output_spec=_output_spec(mod), cpu_target=cpu)
+    compiled = CompiledModel(name, proto, hw, device, input_spec, vm, codegen.trace,
+                             main_ops, state, seconds, model_sha256=digest,
+                             executable=executable, regions=codegen.regions,
+                             output_spec=_output_spec(mod), cpu_target=cpu)
+    compiled.tuning = builder.tuning.as_dict() if builder.tuning is not None else None
+    return compiled
 
 
 def _model_sha256(model: Any, proto: Any) -> str:
@@ -315,10 +335,10 @@ def deploy(model: Any, *, log: str | Path | None = None, hw: HardwareConfig | st
            input: Any = None, seed: int = 0, tune_trials: int = 0,
            tune_log: str | Path | None = None, calibration: Any = None,
            exact: bool = False, device: Device | None = None) -> DeployResult:
-    """Build ``model`` (:func:`compile_model`) and run it once on ``input`` (None: a seeded
-    random input)."""
+    """Build ``model`` (:func:`compile_model`, ``seed`` seeding its tuning) and run it once
+    on ``input`` (None: a random input of ``seed``)."""
     compiled = compile_model(model, hw=hw, log=log, tune_trials=tune_trials, tune_log=tune_log,
-                             calibration=calibration, exact=exact, device=device)
+                             calibration=calibration, exact=exact, device=device, seed=seed)
     return compiled.run(input, seed)
 
 

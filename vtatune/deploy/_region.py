@@ -10,6 +10,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from simulator.hardware import HardwareConfig
 from simulator.timing import time_program
 from vtatune.deploy._match import LayerSpec, workload_of
 from vtatune.deploy._schedules import LayerBuilder, LayerPrograms
@@ -29,6 +30,7 @@ from vtatune.deploy.runtime._errors import DeployError
 from vtatune.deploy.runtime._requantize import Requantization
 from vtatune.workloads import (
     AddWorkload,
+    Epilogue,
     GemmWorkload,
     Workload,
     operand_shapes,
@@ -37,8 +39,9 @@ from vtatune.workloads import (
 )
 
 # the run-time names too, where the compiler side has always found them
-__all__ = ["BuiltLayer", "CpuOp", "OffloadedCall", "Region", "RegionPlan", "Trace", "VtaLayer",
-           "build_layer", "dilate_packed", "region_layer", "same_memory"]
+__all__ = ["BuiltLayer", "CpuOp", "LayerProblem", "OffloadedCall", "Region", "RegionPlan", "Trace",
+           "VtaLayer", "build_layer", "dilate_packed", "layer_problem", "region_layer",
+           "same_memory"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -79,6 +82,8 @@ class BuiltLayer:
     runs: Workload | None = None
     #: the per-channel shifts of a requantization by a power of two per channel
     shift: Buffer | None = None
+    #: how many times one inference runs the programs (a batch_matmul: once per head)
+    calls: int = 1
 
     @property
     def macs(self) -> tuple[int, int]:
@@ -104,6 +109,36 @@ class BuiltLayer:
         return tuple(notes)
 
 
+@dataclass(frozen=True)
+class LayerProblem:
+    """What a layer asks of the schedules' builder: its workload (as placed), one epilogue
+    per VTA pass, whether a bias is loaded, the workload VTA runs instead (``runs_as``: a
+    conv unpadded on a zero-point border; None: the same) and how many times one
+    inference runs its programs (``calls``: a batch_matmul's heads)."""
+
+    workload: Workload
+    epilogues: tuple[Epilogue, ...]
+    bias: bool
+    runs_as: Workload | None = None
+    calls: int = 1
+
+
+def layer_problem(layer: VtaLayer, hw: HardwareConfig, exact: bool = False) -> LayerProblem:
+    """The :class:`LayerProblem` of ``layer`` on ``hw`` (``exact``: as :func:`build_layer`)."""
+    spec = layer.spec
+    requant = spec.requantization(exact)
+    workload = workload_of(spec, hw, layer.name, exact)
+    if isinstance(workload, AddWorkload):
+        return LayerProblem(workload, requant.epilogues(bias=False), False)
+    if spec.kind == "batch_matmul":  # weight and bias packed at run time, per head
+        has_bias = requant.needs_bias(spec.has_bias)
+        heads = int(np.prod(spec.inputs[0][0][:-2]))
+        return LayerProblem(workload, requant.epilogues(bias=has_bias), has_bias, calls=heads)
+    has_bias = requant.needs_bias(spec.accumulator_bias() is not None)
+    return LayerProblem(workload, requant.epilogues(bias=has_bias), has_bias,
+                        spec.run_workload(workload))
+
+
 def build_layer(layer: VtaLayer, device: Device, builder: LayerBuilder,
                 exact: bool = False) -> BuiltLayer:
     """``layer``'s programs (schedules from the builder's log) and its constants on the
@@ -111,18 +146,14 @@ def build_layer(layer: VtaLayer, device: Device, builder: LayerBuilder,
     hw = device.hw
     spec = layer.spec
     requant = spec.requantization(exact)
-    workload = workload_of(spec, hw, layer.name, exact)
-    if isinstance(workload, AddWorkload):
-        programs = builder.programs(workload, requant.epilogues(bias=False), bias=False)
-        return BuiltLayer(layer, workload, requant, programs, None, None, workload)
-    if spec.kind == "batch_matmul":  # weight and bias packed at run time, per head
-        has_bias = requant.needs_bias(spec.has_bias)
-        programs = builder.programs(workload, requant.epilogues(bias=has_bias), bias=has_bias)
-        return BuiltLayer(layer, workload, requant, programs, None, None, workload)
+    problem = layer_problem(layer, hw, exact)
+    workload, has_bias = problem.workload, problem.bias
+    programs = builder.programs(workload, problem.epilogues, bias=has_bias,
+                                runs_as=problem.runs_as)
+    if isinstance(workload, AddWorkload) or spec.kind == "batch_matmul":
+        return BuiltLayer(layer, workload, requant, programs, None, None, workload,
+                          calls=problem.calls)
     acc_bias = spec.accumulator_bias()
-    has_bias = requant.needs_bias(acc_bias is not None)
-    programs = builder.programs(workload, requant.epilogues(bias=has_bias), bias=has_bias,
-                                runs_as=spec.run_workload(workload))
     first = programs.passes[0].program
     runs = programs.passes[0].workload
     weight = device.upload(pack_weight(runs, pad_channels(spec.run_weight(runs),
@@ -182,4 +213,4 @@ def region_layer(built: BuiltLayer) -> RegionLayer:
                        tuple((tuple(shape), q.zero_point) for shape, q in spec.inputs)
                        if spec.kind == "batch_matmul" else (),
                        tuple(time_program(p.program, p.hw).cycles for p in programs.passes),
-                       built.shift)
+                       built.shift, programs.default_cycles * built.calls)

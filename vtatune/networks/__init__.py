@@ -48,9 +48,11 @@ from vtatune.networks._tuning import (
     DEFAULT_TRIALS_PER_TASK,
     DEFAULT_WARMUP,
     NetworkResult,
+    SharedTrials,
     TaskResult,
     default_network_log,
     network_from_logs,
+    share_trials,
     tune_network,
 )
 
@@ -58,8 +60,8 @@ __all__ = [
     "ALU_TARGETS", "Applied", "CpuLayer", "CpuOp", "DEFAULT_PATIENCE", "DEFAULT_ROUND",
     "DEFAULT_TRIALS_PER_TASK", "DEFAULT_WARMUP", "DEPLOYED_SHIFT", "PLACEMENTS", "DeployedRun",
     "KernelRun", "Layer", "NETWORKS", "Network", "NetworkError", "NetworkResult",
-    "NetworkSpec", "OnnxGraph", "OnnxModel", "Step", "TASK_KINDS", "Task", "TaskResult",
-    "check_matplotlib", "default_network_log", "deployed_run", "draw_network",
+    "NetworkSpec", "OnnxGraph", "OnnxModel", "SharedTrials", "Step", "TASK_KINDS", "Task",
+    "TaskResult", "check_matplotlib", "default_network_log", "deployed_run", "draw_network",
     "layers_from_model", "load_network", "network_from_logs", "network_names", "padded",
-    "place", "read_onnx", "schedules_from_logs", "tasks_of", "tune_network",
+    "place", "read_onnx", "schedules_from_logs", "share_trials", "tasks_of", "tune_network",
 ]

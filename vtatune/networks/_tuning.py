@@ -9,6 +9,9 @@ exhausted (its whole legal space tuned) or converged (no better config in its la
 ``patience`` rounds). The objective is the network's VTA time, Σ multiplicity × best
 cycles.
 
+The round loop is :func:`share_trials`, over any studies and weights: ``deploy`` shares
+its tuning budget over a model's new workloads with it (:mod:`vtatune.deploy`).
+
 ``resume=True`` continues the network: each task's newest study in the storage, with the
 trials they hold counting towards ``trials``. ``jobs`` and ``storage`` work as for one
 layer (:func:`vtatune.tune`): the trials of a round run in ``jobs`` processes, and workers
@@ -29,7 +32,7 @@ from __future__ import annotations
 import math
 import secrets
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -49,8 +52,10 @@ from vtatune.tuning import (
     check_log_belongs,
     check_seed,
 )
+from vtatune.workloads import Workload
 
-__all__ = ["NetworkResult", "TaskResult", "default_network_log", "tune_network"]
+__all__ = ["NetworkResult", "SharedTrials", "TaskResult", "default_network_log",
+           "share_trials", "tune_network"]
 
 DEFAULT_TRIALS_PER_TASK = 20
 # Two trials a turn, converged after six turns without a better config (12 trials): on
@@ -219,9 +224,8 @@ def default_network_log(network: Network, space: str = "full", bias: bool = Fals
     return Path(directory) / ("-".join(parts) + ".jsonl")
 
 
-def _tag(task: Task) -> str:
+def _tag(wl: Workload) -> str:
     """Ansor's similarity tag: the operator and kernel, and log_1.618 of the work."""
-    wl = task.workload
     kernel = getattr(wl, "kernel", 1)
     return f"{wl.operator}.k{kernel}.{int(math.log(wl.macs + 1, 1.618))}"
 
@@ -311,8 +315,44 @@ def _tune(net: Network, tunable: list[Task], store: Any, policy: Any, total: int
                          allow_others=True, progress=False) for t in tunable]
     seeds = {study.search.seed for study in studies}
     seed = seeds.pop() if len(seeds) == 1 else None  # None: each study has its own
-    states = [TaskState(t.multiplicity, t.workload.macs, _tag(t)) for t in tunable]
-    per_round = max(1, min(round_trials, total // len(tunable)))
+    bar = Progress(net.name, total, sum(s.trials for s in studies), enabled=progress)
+    with RecordWriter(log_path) as writer, parallel_pool(jobs) as pool:
+        shared = share_trials(studies, [t.multiplicity for t in tunable], policy, total,
+                              writer, pool, round_trials=round_trials,
+                              warmup_trials=warmup_trials, patience=patience, bar=bar)
+    bar.close()
+    wall = time.perf_counter() - t0
+    tuned = {t.name: (study, st) for t, study, st in zip(tunable, studies, shared.states,
+                                                         strict=True)}
+    return _result(net, policy.name, total, tunable, tuned, str(log_path), store.desc, sampler,
+                   seed, shared.stopped, shared.interrupted, shared.history, t0, wall)
+
+
+@dataclass(frozen=True)
+class SharedTrials:
+    """How :func:`share_trials` spent a budget: each study's :class:`TaskState` (trials,
+    rounds, best, why it died), why it stopped, and ``(trials, objective)`` after every
+    round."""
+
+    states: tuple[TaskState, ...]
+    stopped: str
+    interrupted: bool
+    history: tuple[tuple[int, float], ...]
+
+
+def share_trials(studies: Sequence[OpenStudy], weights: Sequence[int], policy: Any,
+                 total: int, writer: RecordWriter, pool: Any, *,
+                 round_trials: int = DEFAULT_ROUND, warmup_trials: int = DEFAULT_WARMUP,
+                 patience: int | None = DEFAULT_PATIENCE, bar: Any = None) -> SharedTrials:
+    """Run ``studies`` (one per task, each counted ``weights`` times in the objective) round
+    by round until they hold ``total`` trials or every one is dead: each study a warm-up
+    round first, then the task ``policy`` (a :mod:`.schedulers` scheduler) picks (see the
+    module docstring). A study holding trials already (resumed, or joined in a shared
+    storage) counts them as rounds run. ``bar``: a :class:`vtatune.tuning.Progress` to
+    update after each round."""
+    states = [TaskState(w, s.workload.macs, _tag(s.workload)) for s, w in
+              zip(studies, weights, strict=True)]
+    per_round = max(1, min(round_trials, total // max(1, len(studies))))
     for st, study in zip(states, studies, strict=True):
         if study.trials:  # resumed: its trials count as rounds already run
             st.trials, st.rounds, st.best = study.trials, -(-study.trials // per_round), \
@@ -321,49 +361,44 @@ def _tune(net: Network, tunable: list[Task], store: Any, policy: Any, total: int
             if study.exhausted:
                 st.dead = "exhausted"
     history: list[tuple[int, float]] = []
-    bar = Progress(net.name, total, sum(s.trials for s in states), enabled=progress)
     stopped, interrupted = "", False
 
     def spent() -> int:
         return sum(s.trials for s in states)
 
-    with RecordWriter(log_path) as writer, parallel_pool(jobs) as pool:
-        warmup = [i for i, s in enumerate(states) if s.rounds == 0]
-        while True:
-            if spent() >= total:
-                stopped = "budget spent"
-                break
-            if all(s.dead for s in states):
-                stopped = "every task " + ("exhausted" if all(s.dead == "exhausted"
-                                                              for s in states) else
-                                           "converged or exhausted")
-                break
-            first = bool(warmup)
-            i = warmup.pop(0) if warmup else policy.pick(states)
-            st, study = states[i], studies[i]
-            before = study.trials
-            size = max(per_round, min(warmup_trials, total // len(tunable))) if first \
-                else per_round
-            study.run(before + min(size, total - spent()), writer, pool)
-            st.record_round(study.trials - before, study.best_cycles)
-            st.trials = study.trials  # other workers' trials on a shared storage count too
-            if study.interrupted:
-                stopped, interrupted = "interrupted", True
-                break
-            if study.exhausted or study.trials == before:
-                st.dead = "exhausted"
-            elif patience is not None and st.flat(patience):
-                st.dead = "converged"
-            policy.observe(states, i)
-            history.append((spent(), objective(states)))
+    warmup = [i for i, s in enumerate(states) if s.rounds == 0]
+    while True:
+        if spent() >= total:
+            stopped = "budget spent"
+            break
+        if all(s.dead for s in states):
+            stopped = "every task " + ("exhausted" if all(s.dead == "exhausted"
+                                                          for s in states) else
+                                       "converged or exhausted")
+            break
+        first = bool(warmup)
+        i = warmup.pop(0) if warmup else policy.pick(states)
+        st, study = states[i], studies[i]
+        before = study.trials
+        size = max(per_round, min(warmup_trials, total // len(studies))) if first \
+            else per_round
+        study.run(before + min(size, total - spent()), writer, pool)
+        st.record_round(study.trials - before, study.best_cycles)
+        st.trials = study.trials  # other workers' trials on a shared storage count too
+        if study.interrupted:
+            stopped, interrupted = "interrupted", True
+            break
+        if study.exhausted or study.trials == before:
+            st.dead = "exhausted"
+        elif patience is not None and st.flat(patience):
+            st.dead = "converged"
+        policy.observe(states, i)
+        history.append((spent(), objective(states)))
+        if bar is not None:
             finite = [s.best for s in states if math.isfinite(s.best)]
             bar.update(spent(), int(sum(s.weight * s.best for s in states
                                         if math.isfinite(s.best))) if finite else None)
-    bar.close()
-    wall = time.perf_counter() - t0
-    tuned = {t.name: (study, st) for t, study, st in zip(tunable, studies, states, strict=True)}
-    return _result(net, policy.name, total, tunable, tuned, str(log_path), store.desc, sampler,
-                   seed, stopped, interrupted, tuple(history), t0, wall)
+    return SharedTrials(tuple(states), stopped, interrupted, tuple(history))
 
 
 def _result(net: Network, scheduler: str, total: int, tunable: list[Task],

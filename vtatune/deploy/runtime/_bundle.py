@@ -201,7 +201,7 @@ def _layer(path: Path, files: dict[str, bytes], d: dict[str, Any], device: Devic
         int(d["macs"]), int(d["padded_macs"]), tuple(d["notes"]), d["description"],
         tuple((tuple(shape), int(zp)) for shape, zp in d["operands"]),
         tuple(int(c) for c in d["cycles"]),
-        None if shift is None else device.upload(shift))
+        None if shift is None else device.upload(shift), int(d.get("default_cycles", 0)))
 
 
 def _main_op(d: dict[str, Any]) -> tuple[str, CpuOp | None]:

@@ -36,7 +36,9 @@ class DeployResult:
     layers' cycles in all (the timing model's, or, when ``cycle_counter`` names one, the
     device's own: ``RTL``, with the timing model's beside them, :attr:`vta_model_cycles`);
     ``output``: the model's output; ``model_macs``: the model's multiply-accumulates
-    (:func:`~vtatune.deploy.model_macs`)."""
+    (:func:`~vtatune.deploy.model_macs`); ``tuning``: what the build tuned (trials,
+    workloads, the log: ``vtatune.deploy.Tuning.as_dict``; None for a model loaded from a
+    bundle)."""
 
     model: str
     hw: HardwareConfig
@@ -48,6 +50,7 @@ class DeployResult:
     seconds: dict[str, float] = field(default_factory=dict)
     model_macs: int = 0
     cycle_counter: str | None = None
+    tuning: dict[str, Any] | None = None
 
     @property
     def vta_model_cycles(self) -> int | None:
@@ -55,6 +58,12 @@ class DeployResult:
         own (``cycle_counter``); else None."""
         model = [c.model_cycles for c in self.offloaded]
         return sum(model) if self.cycle_counter and None not in model else None
+
+    @property
+    def default_cycles(self) -> int:
+        """The offloaded layers' cycles with the default schedules (each pass timed from an
+        idle VTA; 0 when a layer's were not recorded)."""
+        return sum(c.default_cycles for c in self.offloaded)
 
     @property
     def vta_ms(self) -> float:
@@ -82,6 +91,7 @@ class DeployResult:
                 "vta_cycles": self.vta_cycles, "vta_ms": self.vta_ms,
                 **({"cycle_counter": self.cycle_counter,
                     "vta_model_cycles": self.vta_model_cycles} if self.cycle_counter else {}),
+                "default_cycles": self.default_cycles, "tuning": self.tuning,
                 "vta_macs": self.vta_macs, "model_macs": self.model_macs,
                 "vta_mac_share": self.vta_mac_share,
                 "output_shape": list(self.output.shape), "output_dtype": str(self.output.dtype),
@@ -96,16 +106,23 @@ class DeployResult:
                  f"{100 * self.vta_mac_share:.1f} % of the model's multiply-accumulates "
                  f"({self.vta_macs:,} of {self.model_macs:,})"]
         counted = self.vta_model_cycles is not None
+        # the default schedules' column where they were recorded (not in older bundles)
+        defaults = any(c.default_cycles for c in self.offloaded)
         if self.offloaded:
             rows = [("layer", "workload", "schedule from", "requantization", "passes",
                      f"cycles ({self.cycle_counter})" if counted else "cycles")
-                    + (("timing model", "difference") if counted else ())]
-            rows += [(c.layer, c.workload, c.provenance, c.requantization, str(c.passes),
-                      f"{c.cycles:,}") + ((f"{c.model_cycles:,}",
-                                           _difference(c.cycles, c.model_cycles))
-                                          if counted and c.model_cycles is not None else ())
-                     for c in self.offloaded]
-            lines += _table(rows, right=(4, 5, 6, 7))
+                    + (("timing model", "difference") if counted else ())
+                    + (("default schedule",) if defaults else ())]
+            for c in self.offloaded:
+                model = ()
+                if counted:
+                    model = ((f"{c.model_cycles:,}", _difference(c.cycles, c.model_cycles))
+                             if c.model_cycles is not None else ("-", "-"))
+                rows.append((c.layer, c.workload, c.provenance, c.requantization, str(c.passes),
+                             f"{c.cycles:,}") + model
+                            + ((f"{c.default_cycles:,}" if c.default_cycles else "-",)
+                               if defaults else ()))
+            lines += _table(rows, right=tuple(range(4, len(rows[0]))))
             for c in self.offloaded:
                 notes = list(c.notes) + ([f"padding costs {c.padding_cycles:,} cycles"]
                                          if c.padding_cycles else [])
@@ -122,6 +139,11 @@ class DeployResult:
             lines.append(f"timing model: {self.vta_model_cycles:,} cycles (the "
                          f"{self.cycle_counter}: "
                          f"{_difference(self.vta_cycles, self.vta_model_cycles)})")
+        if self.default_cycles and self.vta_cycles:
+            lines.append(f"with the default schedules: {self.default_cycles:,} cycles "
+                         f"({self.default_cycles / self.vta_cycles:.2f}x)")
+        if self.tuning is not None:
+            lines.append(self.tuning["summary"])
         return "\n".join(lines)
 
 
@@ -172,6 +194,8 @@ class DeployedModel:
         self.trace = trace
         self.main_ops = main_ops
         self.seconds = seconds
+        #: what the build tuned (a compiled model's; None for a loaded bundle)
+        self.tuning: dict[str, Any] | None = None
 
     def run(self, x: Any = None, seed: int = 0) -> DeployResult:
         """One inference on ``x`` (None: :func:`random_input` with ``seed``)."""
@@ -193,7 +217,7 @@ class DeployedModel:
         calls = tuple(self.trace.calls)
         return DeployResult(self.name, self.hw, self.device.name, calls, tuple(cpu),
                             sum(c.cycles for c in calls), output, seconds, self.model_macs,
-                            self.device.cycle_counter)
+                            cycle_counter=self.device.cycle_counter, tuning=self.tuning)
 
 
 @contextlib.contextmanager

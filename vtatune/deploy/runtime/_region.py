@@ -71,6 +71,9 @@ class OffloadedCall:
     padding_cycles: int = 0
     notes: tuple[str, ...] = ()
     model_cycles: int | None = None
+    #: the same passes' cycles with the default schedule (timed from an idle VTA; 0: not
+    #: known, a bundle saved before they were recorded)
+    default_cycles: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         d = dict(vars(self))
@@ -169,6 +172,8 @@ class RegionLayer:
     #: The per-channel shifts on the device (a requantization by a power of two per
     #: channel: the epilogue's ``shr(shift)``).
     shift: Buffer | None = None
+    #: The cycles of one inference's passes with the default schedule (what tuning gained).
+    default_cycles: int = 0
 
     @property
     def executed(self) -> Workload:
@@ -330,7 +335,7 @@ class RegionRunner:
         self.trace.calls.append(OffloadedCall(
             layer.name, layer.kind, self._described(layer), layer.schedule, layer.source,
             layer.provenance, layer.requant.describe(), len(outs), cycles, layer.macs,
-            padding, layer.notes, model))
+            padding, layer.notes, model, layer.default_cycles))
         packed = _Packed(out_shape, layer.executed, layer.out_shape)
         if layer.requant.on_vta:
             packed.buffer = outs[0]
@@ -451,7 +456,8 @@ class RegionRunner:
         self.trace.calls.append(OffloadedCall(
             layer.name, layer.kind, f"{n_heads}x " + self._described(layer), layer.schedule,
             layer.source, layer.provenance, requant.describe(), len(layer.passes), cycles,
-            layer.macs, 0, layer.notes, _model_cycles(device, layer, range(len(layer.passes)))))
+            layer.macs, 0, layer.notes, _model_cycles(device, layer, range(len(layer.passes))),
+            layer.default_cycles))
         return np.stack(ys).reshape(layer.out_shape)
 
 

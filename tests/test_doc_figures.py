@@ -110,3 +110,17 @@ def test_the_table_reader_reads_a_table():
     rows = table_after(TVM014, "| workload | tuned (full space) |")
     assert rows[0][0] == "resnet18.C2" and all(len(r) == 3 for r in rows)
     assert all(re.fullmatch(r"[\d,]+", r[1]) for r in rows)
+
+
+def test_tvms_own_streams_against_vtatunes_over_resnet18():
+    """docs/tvm014.md: TVM's instruction streams of the deployed ResNet-18 (the reference)
+    against vtatune's, timed by today's model, over the network."""
+    from tests._data import DEPLOYED
+    from vtatune.networks import network_from_logs
+
+    ref = json.loads(DEPLOYED.read_text())
+    tvm = sum(n["tvm_stream_cycles"] for n in ref["nodes"] if n["device"] == "VTA")
+    ours = network_from_logs("resnet18", [ROOT / "tests/networks/data/resnet18-f4385aa"
+                                          ".autotvm.log"], "sim").vta_cycles
+    text = " ".join(TVM014.read_text().split())
+    assert f"{tvm:,} cycles over the network against {ours:,})" in text

@@ -62,6 +62,15 @@ def test_what_tvm_runs_from_the_shipped_logs():
         ratio = runs / tuned
         change = f"{ratio:.1f}x" if ratio >= 2 else f"+{(ratio - 1) * 100:.1f}%"
         assert shown[name] == [f"{tuned:,}", f"{runs:,} ({change})"], name
+    # and over the network: each conv times its multiplicity, at pynq's 100 MHz
+    from vtatune.networks import load_network
+
+    layers = {t.name: t.multiplicity for t in load_network("resnet18").tasks}
+    tuned, runs = (sum(n * found[name][i] for name, n in layers.items()) / 1e5
+                   for i in (0, 1))
+    text = " ".join(TVM014.read_text().split())
+    assert (f"that is {tuned:.2f} ms as tuned in vtatune's full space and {runs:.2f} ms for "
+            f"what TVM runs from that log (+{(runs / tuned - 1) * 100:.1f}%)") in text
 
 
 def test_the_autotvm_optimum_table_is_the_scripts():

@@ -349,7 +349,7 @@ def _nsga(search: _Search, candidates: int) -> None:
         values = sorted({shape[i] for shape in found})
         if values:
             dists[knob] = optuna.distributions.IntDistribution(values[0], values[-1])
-    maximal: dict[Any, list[HardwareConfig]] = {}
+    maximal: dict[Any, tuple[HardwareConfig, ...]] = {}
     asks = 0
     while search.candidates_tuned < candidates and asks < 50 * candidates:
         batch = []

@@ -305,6 +305,10 @@ def _exhaustive(search: _Search, skipped: list[str], candidates: int) -> None:
         if floor >= best:
             skipped.append(f"{label}: compute floor {floor} cycles >= best {best}")
             continue
+        if search.candidates_tuned >= candidates:  # its configurations need not be found
+            skipped.append(f"{label}: not tuned: the candidate limit ({candidates}) is "
+                           "reached")
+            continue
         configs = maximal_configs(search.board, search.device, shape)
         if not configs:
             probe = smallest(search.board, shape)

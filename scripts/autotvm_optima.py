@@ -186,20 +186,24 @@ def main() -> int:
     ap.add_argument("--out", default=str(RESULTS / "autotvm_optima.json"))
     args = ap.parse_args()
     out = Path(args.out)
-    cached = None if args.recompute or not out.exists() else json.loads(out.read_text())
+    previous = json.loads(out.read_text()) if out.exists() else None
+    cached = None if args.recompute else previous
     from simulator.hardware import HardwareConfig
 
     t0 = time.perf_counter()
     found = optima(args.hw, args.jobs, cached)
     runs = [] if args.no_runs else paths(args.hw, args.seeds)
-    if args.no_runs and cached:
-        runs = cached.get("runs", [])
+    if args.no_runs and previous:  # the runs of the file, with when they were made
+        runs = previous.get("runs", [])
+    runs_date = previous.get("runs_date", previous["date"]) if args.no_runs and previous \
+        else time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     result = {"command": ("python scripts/autotvm_optima.py " + " ".join(sys.argv[1:])).strip(),
               "hw": HardwareConfig.resolve(args.hw).target_model, "trials": TRIALS,
               "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
               "wall_seconds": round(time.perf_counter() - t0, 1),
               "load_average": round(os.getloadavg()[0], 1),
-              "optima": found, "runs": runs, "table": table(found, runs)}
+              "optima": found, "runs": runs, "runs_date": runs_date,
+              "table": table(found, runs)}
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=1) + "\n")
     print(result["table"])

@@ -46,7 +46,7 @@ def _compile(module_name: str) -> dict[str, Any]:
     from numba import njit as numba_njit
 
     _listen()
-    _init_target()
+    _load_lightly()
     namespace = vars(sys.modules[module_name])
     for lazy in _PENDING.pop(module_name, ()):
         dispatcher = numba_njit(**lazy.options)(lazy.py_func)
@@ -102,8 +102,8 @@ class _NoScipyLinalg:
 
 def _init_target() -> None:
     """numba's one-time initialisation of its CPU target (its function registries: about
-    0.3 s, which the first engine to run, compiled or loaded, would pay), without the BLAS
-    probe if :func:`skip_blas_probe` asked."""
+    0.3 s, which the first compilation pays; loading cached engines does not need it:
+    :func:`_load_lightly`), without the BLAS probe if :func:`skip_blas_probe` asked."""
     global _target_ready
     if _target_ready:
         return
@@ -118,6 +118,42 @@ def _init_target() -> None:
         if finder is not None:
             sys.meta_path.remove(finder)
     _target_ready = True
+
+
+def _load_lightly() -> None:
+    """Let numba load a cached engine without initialising its whole CPU target first.
+    numba's cache loader refreshes the target before each load (``Cache.load_overload`` in
+    ``numba/core/caching.py``, numba 0.68: every typing and lowering registry, 0.2-0.3 s of
+    CPU, a fifth of a warm command), which only compiling needs: loading a compiled engine
+    needs numba's runtime (NRT), which it initialises here. A compilation still finds the
+    target whole: the compile event initialises it first (:func:`_listen`), and numba's
+    compiler refreshes it too (``CompilerBase.__init__``). A numba whose cache loader is
+    not this one's has the target initialised as before."""
+    global _light_loads
+    if _light_loads:
+        return
+    _light_loads = True
+    from numba.core.caching import Cache
+
+    if not all(hasattr(Cache, name) for name in (
+            "load_overload", "_load_overload", "_guard_against_spurious_io_errors")):
+        _init_target()
+        return
+    from numba.core.runtime import rtsys
+
+    whole = Cache.load_overload
+
+    def load_overload(self: Any, sig: Any, target_context: Any) -> Any:
+        if _target_ready:
+            return whole(self, sig, target_context)
+        rtsys.initialize(target_context)
+        with self._guard_against_spurious_io_errors():
+            return self._load_overload(sig, target_context)
+
+    Cache.load_overload = load_overload
+
+
+_light_loads = False  # numba's cache loader replaced by the light one (_load_lightly)
 
 
 def interpret(module_name: str) -> None:
@@ -172,6 +208,7 @@ def _listen() -> None:
     class _FirstCompile(event.Listener):
         def on_start(self, _: Any) -> None:
             global _notice
+            _init_target()  # compiling needs the whole target (without the BLAS probe)
             callback, _notice = _notice, None
             if callback is not None:
                 callback()

@@ -5,6 +5,7 @@ before it needs TVM, and the sections the page and its readers cite exist."""
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -65,3 +66,63 @@ def test_the_sections_cited_exist():
               ROOT / "tests" / "networks" / "data" / "README.md"]
     cites = [c for f in citing for c in re.findall(r'docs/tvm014\.md, "([^"]+)"', _flat(f))]
     assert len(cites) >= 3 and [c for c in cites if c not in page] == []
+
+
+def _without_tvm014() -> dict[str, str]:
+    """This environment without TVM v0.14's variables (the test machine has none of it)."""
+    drop = {"TVM_HOME", "VTA_HW_PATH", "VTA_HW_PATH_PYNQ", "TVM_LIBRARY_PATH"}
+    return {k: v for k, v in os.environ.items() if k not in drop}
+
+
+def test_the_deploy_script_has_help_without_tvm():
+    done = subprocess.run([sys.executable, str(ROOT / "scripts/tvm014/deploy.py"), "--help"],
+                          env=_without_tvm014(), capture_output=True, text=True)
+    assert (done.returncode, done.stderr) == (0, "")
+    assert done.stdout.startswith("usage: deploy.py")
+
+
+def test_the_deploy_script_says_what_to_set_in_one_line(tmp_path):
+    done = subprocess.run([sys.executable, str(ROOT / "scripts/tvm014/deploy.py"),
+                           "--out", "x.json"], cwd=tmp_path, env=_without_tvm014(),
+                          capture_output=True, text=True)
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr.startswith("deploy.py: error: TVM_HOME is not set: ")
+    assert done.stderr.count("\n") == 1 and "scripts/tvm014/build_tvm.sh" in done.stderr
+
+
+def test_the_compile_script_says_what_to_install_without_tvm014(tmp_path):
+    """Here `vta` (TVM v0.14's) cannot be imported: one line naming what to build and set."""
+    (tmp_path / "r.log").write_text("")
+    done = subprocess.run([sys.executable, str(ROOT / COMPILE), "--log", "r.log"],
+                          cwd=tmp_path, env=_without_tvm014(), capture_output=True, text=True)
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr.startswith("compile_with_log.py: error: No module named ")
+    assert done.stderr.count("\n") == 1
+    assert "scripts/tvm014/build_tvm.sh" in done.stderr and "PYTHONPATH" in done.stderr
+
+
+def _exports(text: str) -> set[str]:
+    return set(re.findall(r"^export (\w+)=", text, re.M))
+
+
+def test_the_page_exports_what_the_build_prints_and_the_scripts_read():
+    """The page's environment block sets every variable build_tvm.sh prints (TVM_HOME,
+    which deploy.py reads, was missing)."""
+    printed = _exports((ROOT / PATH_SCRIPTS[0]).read_text())
+    assert {"TVM_HOME", "PYTHONPATH", "VTA_HW_PATH"} <= printed
+    assert printed - _exports(PAGE.read_text()) == set()
+
+
+def test_the_fsim_driver_recipe_fetches_its_sources_and_quotes_the_script():
+    """docs/deploy.md's recipe: commands that get the sources, no path of this machine, and
+    the build's time as the script's header says it."""
+    deploy = (ROOT / "docs" / "deploy.md").read_text()
+    section = deploy.split("### Building TVM v0.14's fsim driver")[1].split("\n### ")[0]
+    block = section.split("```text\n")[1].split("```")[0]
+    assert "git clone" in block and "submodule update --init" in block
+    assert "/work/" not in block
+    script = (ROOT / "scripts/tvm014/build_libvta_fsim.sh").read_text()
+    (minutes,) = re.findall(r"About (\d+) minutes", script)
+    assert re.findall(r"About (\d+) minutes", section) == [minutes]
+    for pinned in re.findall(r"= \S+ ([0-9a-f]{10})", section):
+        assert pinned in script

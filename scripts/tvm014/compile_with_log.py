@@ -77,13 +77,20 @@ def main(argv: list[str] | None = None) -> int:
         print(f"compile_with_log.py: error: {args.log}: no such file", file=sys.stderr)
         return 2
 
-    import numpy as np
-    import tvm
-    import vta
-    from tvm import autotvm, relay, rpc
-    from tvm.contrib import graph_executor, utils
-    from vta.testing import simulator
-    from vta.top import graph_pack
+    try:
+        import numpy as np
+        import torchvision  # noqa: F401  (import_resnet's; missing, say so before the build)
+        import tvm
+        import vta
+        from tvm import autotvm, relay, rpc
+        from tvm.contrib import graph_executor, utils
+        from vta.testing import simulator
+        from vta.top import graph_pack
+    except ImportError as exc:
+        print(f"compile_with_log.py: error: {exc}: this script needs torch, torchvision and "
+              "TVM v0.14 with VTA (scripts/tvm014/build_tvm.sh builds it; export the "
+              "PYTHONPATH, TVM_LIBRARY_PATH and VTA_HW_PATH it prints)", file=sys.stderr)
+        return 2
 
     env = vta.get_env()  # $VTA_HW_PATH/config/vta_config.json
     if env.BLOCK_IN != env.BLOCK_OUT:

@@ -39,11 +39,8 @@ import sys
 import tempfile
 import time
 
-TVM_HOME = os.environ["TVM_HOME"]
-VTA_HW = {
-    "sim": os.path.join(TVM_HOME, "3rdparty", "vta-hw"),
-    "pynq": os.environ.get("VTA_HW_PATH_PYNQ", ""),
-}
+ENVIRONMENT = ("the TVM v0.14 that scripts/tvm014/build_tvm.sh builds, with the variables it "
+               'prints exported (docs/tvm014.md, "Building TVM v0.14 with VTA")')
 COUNTER_KEYS = [
     "inp_load_nbytes",
     "wgt_load_nbytes",
@@ -102,20 +99,38 @@ def parse_args():
     return ap.parse_args()
 
 
+def refuse(why):
+    """One line and exit 2, as the command line does (--help works without TVM)."""
+    print(f"deploy.py: error: {why}", file=sys.stderr)
+    sys.exit(2)
+
+
 args = parse_args()
+if not os.environ.get("TVM_HOME"):
+    refuse(f"TVM_HOME is not set: the source tree of {ENVIRONMENT}")
+VTA_HW = {
+    "sim": os.path.join(os.environ["TVM_HOME"], "3rdparty", "vta-hw"),
+    "pynq": os.environ.get("VTA_HW_PATH_PYNQ", ""),
+}
+if not VTA_HW[args.target]:
+    refuse("VTA_HW_PATH_PYNQ is not set: the vta-hw tree whose vta_config.json says "
+           '"TARGET": "pynq" ($TVM_HOME/build/vta-hw-pynq, made by build_tvm.sh)')
 os.environ["VTA_HW_PATH"] = VTA_HW[args.target]
 os.environ.setdefault("TOPHUB_LOCATION", "NONE")  # never try to download TopHub
 
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
-import torchvision  # noqa: E402
-import tvm  # noqa: E402
-import vta  # noqa: E402
-import vta.testing.simulator  # noqa: E402,F401  (loads libvta_fsim)
-from tvm import autotvm, relay  # noqa: E402
-from tvm.contrib.debugger import debug_executor  # noqa: E402
-from vta.libinfo import find_libvta  # noqa: E402
-from vta.top import graph_pack  # noqa: E402
+try:
+    import numpy as np
+    import torch
+    import torchvision
+    import tvm
+    import vta
+    import vta.testing.simulator  # noqa: F401  (loads libvta_fsim)
+    from tvm import autotvm, relay
+    from tvm.contrib.debugger import debug_executor
+    from vta.libinfo import find_libvta
+    from vta.top import graph_pack
+except ImportError as exc:
+    refuse(f"{exc}: this script needs torch, torchvision and {ENVIRONMENT}")
 
 env = vta.get_env()
 assert env.TARGET == args.target, (env.TARGET, args.target)

@@ -4,6 +4,7 @@ pages, the Python API's names and quiet, pandas frames, progress output, program
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -366,6 +367,46 @@ def test_the_main_command_imports_no_database_driver_nor_scipy_linalg(tmp_path):
     out = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True,
                          text=True, cwd=ROOT, check=True)
     assert out.stdout.splitlines()[-1] == "[]"
+
+
+def test_a_warm_main_command_loads_its_engines_without_numbas_whole_target(tmp_path):
+    """numba's cache loader initialised its whole CPU target (every typing and lowering
+    registry, 0.2-0.3 s of CPU) before loading each cached engine; only compiling needs it
+    (issue 41 item 14). The engines are cached (the session's fixture compiled them)."""
+    code = ("import sys\n"
+            "from simulator import jit\n"
+            "from vtatune.cli import main\n"
+            "assert main(['conv2d', '--trials', '3', '--seed', '1', '--quiet',\n"
+            "             '--log', sys.argv[1] + '/t.jsonl']) == 0\n"
+            "print(jit._target_ready, 'numba.np.npyimpl' in sys.modules,\n"
+            "      sum(len(d.signatures) for d in jit._COMPILED.values()) > 0)\n")
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True,
+                         text=True, cwd=ROOT, check=True)
+    assert out.stdout.splitlines()[-1] == "False False True"
+
+
+def test_a_compilation_still_finds_numbas_whole_target(tmp_path):
+    """A cache miss after light loads compiles as before: the compile event initialises
+    the target first (a new engine, compiled in a fresh process)."""
+    (tmp_path / "fresh_engine.py").write_text(
+        "import numpy as np\n\nfrom simulator.jit import njit\n\n\n"
+        "@njit(cache=False)\ndef total(a):\n    return np.sum(a * 2)\n")
+    code = ("import numpy as np\n"
+            "from simulator import jit\n"
+            "from vtatune.scoring import score\n"
+            "from vtatune.workloads import get_workload\n"
+            "from search_spaces import get_template\n"
+            "from simulator.hardware import DEFAULT\n"
+            "wl = get_workload('gemm', 'tutorial')\n"
+            "t = get_template(wl, DEFAULT)\n"
+            "score(wl, t.to_schedule(t.default_config()), DEFAULT)\n"
+            "before = jit._target_ready\n"
+            "import fresh_engine\n"
+            "print(before, fresh_engine.total(np.arange(4)), jit._target_ready)\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)])}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=ROOT, env=env, check=True)
+    assert out.stdout.splitlines()[-1] == "False 12 True"
 
 
 def test_a_helper_is_compiled_once_whatever_constants_it_is_called_with(tmp_path,

@@ -32,6 +32,7 @@ from vtatune.design import (
     placed,
     placement_difference,
     runnable_shapes,
+    shape_label,
     shapes,
     smallest,
     stock,
@@ -328,3 +329,18 @@ def test_design_on_a_read_only_file_system_is_one_line(tmp_path, capsys, monkeyp
     err = capsys.readouterr().err
     assert err == f"vtatune: error: cannot create {out}: Read-only file system\n"
     assert not out.exists()
+
+
+def test_the_candidate_limit_says_what_it_left(tmp_path, monkeypatch):
+    """A shape whose first configuration was tuned before the limit was reached (it may be
+    the design chosen) is not reported as skipped whole (issue 41 item 10)."""
+    _fake_tuning(monkeypatch)
+    walk = [hw for hw in maximal_configs("pynq", DEVICES["pynq"], (0, 4, 4))
+            if hw != stock("pynq")]
+    r = co_design("resnet18", "pynq", trials_per_task=1, candidates=1, out=tmp_path)
+    label = shape_label((0, 4, 4))
+    limit = [line for line in r.skipped if "candidate limit" in line]
+    assert limit[0] == (f"{label}: {len(walk) - 1} of its {len(walk)} configurations not "
+                        "tuned: the candidate limit (1) is reached")
+    assert limit[1:] and all(
+        line.endswith(": not tuned: the candidate limit (1) is reached") for line in limit[1:])

@@ -25,6 +25,7 @@ pytestmark = pytest.mark.usefixtures("compiled_engines")
 ROOT = Path(__file__).resolve().parents[2]
 CONV2D = resolve("conv2d")[0]  # the main command's workload (the tutorial's)
 REAL_POPEN = subprocess.Popen
+CORE_FREE = _warmup._core_free
 SAMPLER_ENGINES = [f"{_warmup.SAMPLER_ENGINES}.{name}"
                    for name in ("_space_table", "_model", "_log_pdf", "_draw", "_log_ratio")]
 
@@ -45,6 +46,7 @@ def spawned(monkeypatch):
     """A fresh process's state (no helper started yet) with Popen recorded."""
     recorder = Spawned()
     monkeypatch.setattr(_warmup, "_started", [])
+    monkeypatch.setattr(_warmup, "_core_free", lambda: True)  # whatever the machine's load
     monkeypatch.setattr(_warmup.subprocess, "Popen", recorder)
     return recorder
 
@@ -90,6 +92,19 @@ def test_not_started_on_a_warm_cache(spawned, monkeypatch):
     assert spawned.commands == []
 
 
+@pytest.mark.parametrize(("cores", "load", "started"), [
+    ({0, 1}, 0.8, True), ({0, 1}, 1.0, False), ({0, 1}, 3.5, False), ({0}, 0.0, False),
+    ({0, 1, 2}, 1.9, True), (set(range(8)), 6.5, True)])
+def test_started_only_with_a_core_free(spawned, monkeypatch, cores, load, started):
+    """On a busy machine the helper would take the command's core (issue 41 item 14)."""
+    cold(monkeypatch, True)
+    monkeypatch.setattr(_warmup, "_core_free", CORE_FREE)  # the check itself, this time
+    monkeypatch.setattr(_warmup.os, "sched_getaffinity", lambda _: cores, raising=False)
+    monkeypatch.setattr(_warmup.os, "getloadavg", lambda: (load, load, load))
+    helper = _warmup.start_sampler_warmup(CONV2D, DEFAULT, space="full", bias=False)
+    assert (helper is not None, len(spawned.commands)) == (started, int(started))
+
+
 def test_the_tuning_command_starts_it_library_use_other_samplers_and_jobs_do_not(
         spawned, monkeypatch, tmp_path, capsys):
     cold(monkeypatch, True)
@@ -115,6 +130,7 @@ def test_a_failing_helper_leaves_the_command_intact(helper, monkeypatch, tmp_pat
     assert run_conv2d(tmp_path / "alone.jsonl") == 0
     alone = capsys.readouterr().out
     cold(monkeypatch, True)
+    monkeypatch.setattr(_warmup, "_core_free", lambda: True)  # started however busy it is
     monkeypatch.setattr(_warmup, "_helper_command", lambda: helper)
     assert run_conv2d(tmp_path / "helped.jsonl") == 0
     helped = capsys.readouterr().out

@@ -305,6 +305,10 @@ def _exhaustive(search: _Search, skipped: list[str], candidates: int) -> None:
         if floor >= best:
             skipped.append(f"{label}: compute floor {floor} cycles >= best {best}")
             continue
+        if search.candidates_tuned >= candidates:  # its configurations need not be found
+            skipped.append(f"{label}: not tuned: the candidate limit ({candidates}) is "
+                           "reached")
+            continue
         configs = maximal_configs(search.board, search.device, shape)
         if not configs:
             probe = smallest(search.board, shape)
@@ -317,12 +321,20 @@ def _exhaustive(search: _Search, skipped: list[str], candidates: int) -> None:
         # would have taken goes to the next.
         fresh = [hw for hw in configs
                  if hw.bitstream not in search.results and hw.bitstream not in search.infeasible]
+        tuned_here = 0
         while fresh:
             room = candidates - search.candidates_tuned
             if room <= 0:
-                skipped.append(f"{label}: the candidate limit ({candidates}) is reached")
+                # Say how many were left: the shape may hold the design chosen, tuned
+                # before the limit was reached.
+                total = len(fresh) + tuned_here
+                left = f"{len(fresh)} of its {total} configurations" if tuned_here else \
+                    ("its configuration" if total == 1 else f"its {total} configurations")
+                skipped.append(f"{label}: {left} not tuned: the candidate limit "
+                               f"({candidates}) is reached")
                 break
             batch, fresh = fresh[:room], fresh[room:]
+            tuned_here += len(batch)
             for d in search.evaluate(batch):
                 if d is not None:
                     best = min(best, d.total_cycles)
@@ -341,7 +353,7 @@ def _nsga(search: _Search, candidates: int) -> None:
         values = sorted({shape[i] for shape in found})
         if values:
             dists[knob] = optuna.distributions.IntDistribution(values[0], values[-1])
-    maximal: dict[Any, list[HardwareConfig]] = {}
+    maximal: dict[Any, tuple[HardwareConfig, ...]] = {}
     asks = 0
     while search.candidates_tuned < candidates and asks < 50 * candidates:
         batch = []

@@ -18,6 +18,7 @@ shrink, so for the latency objective only the *maximal* feasible buffer sizes of
 from __future__ import annotations
 
 from dataclasses import replace
+from functools import cache
 from itertools import product
 
 from simulator.errors import VTAError
@@ -169,9 +170,12 @@ def compute_floor(net: Network) -> int:
     return sum(t.multiplicity * -(-t.workload.macs // per) for t in net.tasks if not t.skip)
 
 
-def maximal_configs(board: str, device: Device, shape: Shape) -> list[HardwareConfig]:
+@cache
+def maximal_configs(board: str, device: Device, shape: Shape) -> tuple[HardwareConfig, ...]:
     """The feasible buffer sizes of one (BATCH, BLOCK_IN, BLOCK_OUT) that no other feasible
-    one dominates (every buffer at least as big)."""
+    one dominates (every buffer at least as big). Remembered per process: a pure function
+    of its arguments that checks about 13,000 configurations (seconds of CPU), asked again
+    for the same shapes by a resumed search and by NSGA-II's nearest feasible design."""
     base = with_shape(stock(board), shape)
     lo, hi = KNOB_RANGES["log_acc_buff_size"]
     found: list[tuple[int, int, int, int]] = []
@@ -193,7 +197,7 @@ def maximal_configs(board: str, device: Device, shape: Shape) -> list[HardwareCo
     maximal = [p for p in found
                if not any(q != p and all(x >= y for x, y in zip(q, p, strict=True))
                           for q in found)]
-    return [replace(base, **dict(zip(BUFFERS, p, strict=True))) for p in maximal]
+    return tuple(replace(base, **dict(zip(BUFFERS, p, strict=True))) for p in maximal)
 
 
 def smallest(board: str, shape: Shape) -> HardwareConfig:
@@ -209,7 +213,7 @@ def smallest(board: str, shape: Shape) -> HardwareConfig:
 
 
 def nearest_feasible(board: str, device: Device, knobs: dict[str, int], found: list[Shape],
-                     maximal: dict[Shape, list[HardwareConfig]]) -> HardwareConfig | None:
+                     maximal: dict[Shape, tuple[HardwareConfig, ...]]) -> HardwareConfig | None:
     """The feasible configuration nearest ``knobs`` (an outer search's proposal), or None
     when no shape of ``found`` has one.
 

@@ -37,6 +37,9 @@ Why this is safe:
 - It starts only from the command line (:mod:`vtatune.cli`), never in library use, and only
   when numba's cache holds none of the sampler's engines (:func:`simulator.jit.uncached`):
   a warm run does not start it.
+- It starts only when a core is free for it (:func:`_core_free`: the load average more
+  than one below the cores this process may run on): on a busy machine it would take the
+  command's own core and make the first run slower, not faster.
 
 The helper is ``python -m vtatune.tuning._warmup``, with the problem pickled on its stdin.
 """
@@ -44,6 +47,7 @@ The helper is ``python -m vtatune.tuning._warmup``, with the problem pickled on 
 from __future__ import annotations
 
 import contextlib
+import os
 import pickle
 import subprocess
 import sys
@@ -75,7 +79,7 @@ def start_sampler_warmup(workload: Workload, hw: HardwareConfig, *, space: str, 
     engines into numba's cache, when the cache holds none of the sampler's; the process, or
     None when none was started (warm cache, one started already, or it could not start).
     For the command line only."""
-    if _started or not _sampler_cold():
+    if _started or not _core_free() or not _sampler_cold():
         return None
     _started.append(None)
     problem = pickle.dumps((workload, hw, space, bias))
@@ -90,6 +94,22 @@ def start_sampler_warmup(workload: Workload, hw: HardwareConfig, *, space: str, 
         return None
     _started[0] = helper  # held, so it is not reaped (nor warned about) while it runs
     return helper
+
+
+def _core_free() -> bool:
+    """Whether a core this process may run on is idle enough for the helper: the last
+    minute's load average is more than one below their number (on two cores: below 1, which
+    an idle machine with this command starting shows; another busy process makes it 1 or
+    more; on one core, never). Where the load cannot be read, no."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # no affinity on this platform (macOS)
+        cores = os.cpu_count() or 1
+    try:
+        load = os.getloadavg()[0]
+    except (AttributeError, OSError):
+        return False
+    return cores - load > 1
 
 
 def _helper_command() -> list[str]:

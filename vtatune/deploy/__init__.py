@@ -52,9 +52,9 @@ from typing import TYPE_CHECKING, Any
 #: The public API: each name and the module that defines it.
 _API = {
     **dict.fromkeys(("Agreement", "Check", "CompiledModel", "agreement", "check_outputs",
-                     "compile_model", "deploy", "input_batch", "reference", "references",
+                     "compile_model", "deploy", "reference", "references",
                      "top1"), "vtatune.deploy._deploy"),
-    "save": "vtatune.deploy._bundle",
+    **dict.fromkeys(("bundle_target", "save"), "vtatune.deploy._bundle"),
     **dict.fromkeys(("CpuTarget", "resolve_cpu_target"), "vtatune.deploy._cpu_target"),
     "DeployError": "vtatune.deploy._errors",
     **dict.fromkeys(("LayerSpec", "QParams", "refusal", "refusals", "spec_of",
@@ -69,9 +69,9 @@ _API = {
     **dict.fromkeys(("LayerBuilder", "LayerPrograms"), "vtatune.deploy._schedules"),
     "TVM_VERSION": "vtatune.deploy._tvm",
     **dict.fromkeys(("Buffer", "CpuOp", "DeployResult", "DeployedModel", "Device",
-                     "OffloadedCall", "SimulatedDevice", "check_input", "device_from_spec",
-                     "load", "output_file", "output_sha256", "random_input", "same_memory",
-                     "save_output"),
+                     "ModelInput", "OffloadedCall", "SimulatedDevice", "check_input",
+                     "device_from_spec", "input_batch", "load", "output_file", "output_sha256",
+                     "random_input", "same_memory", "save_output"),
                     "vtatune.deploy.runtime"),
     **dict.fromkeys(("DriverDevice", "program_words"), "vtatune.deploy.runtime._driver"),
 }
@@ -86,11 +86,11 @@ __all__ = [
     "load", "load_model", "model_input", "model_macs", "output_sha256", "output_step",
     "partition", "pattern_entries", "program_words", "quantize", "random_input", "reference",
     "refusal", "refusals", "register", "same_memory", "save", "spec_of", "workload_of",
-    "output_file", "save_output",
+    "output_file", "save_output", "ModelInput", "bundle_target",
 ]
 
 if TYPE_CHECKING:
-    from vtatune.deploy._bundle import save
+    from vtatune.deploy._bundle import bundle_target, save
     from vtatune.deploy._deploy import (
         Agreement,
         Check,
@@ -99,7 +99,6 @@ if TYPE_CHECKING:
         check_outputs,
         compile_model,
         deploy,
-        input_batch,
         reference,
         references,
         top1,
@@ -133,10 +132,12 @@ if TYPE_CHECKING:
         DeployedModel,
         DeployResult,
         Device,
+        ModelInput,
         OffloadedCall,
         SimulatedDevice,
         check_input,
         device_from_spec,
+        input_batch,
         load,
         output_file,
         output_sha256,

@@ -118,11 +118,7 @@ def save(model: Any, path: str | Path) -> Path:
     ``path`` (made or replaced), whole or not at all; DeployError when ``path`` is
     something else than a bundle or an empty directory, or cannot be written (nothing new
     is then left behind)."""
-    path = Path(path)
-    if path.exists() and not (path / MANIFEST).is_file() and (
-            not path.is_dir() or any(path.iterdir())):
-        raise DeployError(f"{path} exists and is not a bundle: not overwritten (give a new "
-                          "directory)")
+    path = bundle_target(path)
     files = bundle_files(model)
     new = _beside(path, "new")
     try:
@@ -142,6 +138,26 @@ def save(model: Any, path: str | Path) -> Path:
         with contextlib.suppress(OSError):
             shutil.rmtree(new)
         raise DeployError(f"cannot write the bundle {path}: {exc.strerror}") from None
+    return path
+
+
+def bundle_target(path: str | Path) -> Path:
+    """``path`` checked as where a bundle can be saved, before any work (``deploy --save``
+    is refused before the build, as ``--output`` is): a new name, an empty directory or a
+    bundle (replaced), in a place this process can write (a directory made and removed
+    beside it says so); DeployError otherwise."""
+    path = Path(path)
+    try:
+        if path.exists() and not (path / MANIFEST).is_file() and (
+                not path.is_dir() or any(path.iterdir())):
+            raise DeployError(f"{path} exists and is not a bundle: not overwritten (give a new "
+                              "directory)")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        probe = _beside(path, "probe")
+        probe.mkdir()
+        probe.rmdir()
+    except OSError as exc:
+        raise DeployError(f"cannot write the bundle {path}: {exc.strerror or exc}") from None
     return path
 
 

@@ -47,7 +47,8 @@ from simulator.isa import Instruction
 from vtatune import __version__
 from vtatune.deploy._errors import DeployError
 from vtatune.deploy._requantize import Requantization
-from vtatune.deploy.runtime._device import Device
+from vtatune.deploy.runtime._device import Device, SimulatedDevice
+from vtatune.deploy.runtime._inputs import ModelInput
 from vtatune.deploy.runtime._model import DeployedModel
 from vtatune.deploy.runtime._region import (
     Border,
@@ -151,6 +152,17 @@ def read_manifest(path: str | Path) -> dict[str, Any]:
     return manifest
 
 
+def input_of(path: str | Path, manifest: dict[str, Any]) -> ModelInput:
+    """What the bundle at ``path`` takes, from its ``manifest``."""
+    try:
+        inp = manifest["input"]
+        return ModelInput(inp["name"], tuple(int(n) for n in inp["shape"]),
+                          np.dtype(inp["dtype"]))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise _refuse(Path(path), f"{MANIFEST} is damaged ({type(exc).__name__}: {exc})") \
+            from None
+
+
 def _files(path: Path, manifest: dict[str, Any]) -> dict[str, bytes]:
     """Every file the manifest lists, each checked against its SHA-256."""
     out = {}
@@ -232,8 +244,10 @@ def load(path: str | Path, device: Device | str | None = None,
             if want != bundle_hw:
                 raise _refuse(path, f"built for {bundle_hw.target_model}, not for "
                                     f"{want.target_model}")
-        if device is None or isinstance(device, str):
-            device = device_from_spec(device or "sim", bundle_hw)
+        if device in (None, "sim"):  # the bundle records each pass's cycles: no timing
+            device = SimulatedDevice(bundle_hw, timed=False)
+        elif isinstance(device, str):
+            device = device_from_spec(device, bundle_hw)
         elif device.hw != bundle_hw:
             raise _refuse(path, f"built for {bundle_hw.target_model}, the device is "
                                 f"{device.hw.target_model}")
@@ -254,7 +268,7 @@ def load(path: str | Path, device: Device | str | None = None,
                                   layers, tuple(region["outputs"]), device, trace)
             register(region["symbol"], packed_function(runner))
         vm = load_vm(path / CPU_LIBRARY)
-        inp = manifest["input"]
+        inp = input_of(path, manifest)
         main_ops = [_main_op(d) for d in manifest["main"]]
         name = manifest["model"]["name"]
         macs = int(manifest["model"]["macs"])
@@ -264,6 +278,5 @@ def load(path: str | Path, device: Device | str | None = None,
         if isinstance(exc, DeployError):
             raise
         raise _refuse(path, str(exc)) from None
-    return DeployedModel(name, bundle_hw, device,
-                         (inp["name"], tuple(inp["shape"]), np.dtype(inp["dtype"])), vm, trace,
+    return DeployedModel(name, bundle_hw, device, (inp.name, inp.shape, inp.dtype), vm, trace,
                          main_ops, {"load": time.perf_counter() - t0}, macs)

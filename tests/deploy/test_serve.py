@@ -259,3 +259,75 @@ def test_ctrl_c_during_an_inference_is_one_line_and_exit_130(served, tmp_path, c
         proc.kill()
     err_lines = [ln for ln in err.splitlines() if not ln.startswith("vtatune: warning")]
     assert (proc.returncode, err_lines) == (130, ["vtatune: interrupted"]), err
+
+
+# --- the first inference: programs kept decoded, no timing ----------------------------------
+_NO_DECODING = '''
+import json, sys
+import numpy as np
+import simulator.functional
+from vtatune.deploy.runtime import load
+
+def refused(*args):
+    raise AssertionError("a program was decoded")
+
+simulator.functional.decode = refused if sys.argv[2] == "kept" else simulator.functional.decode
+model = load(sys.argv[1])
+results = [model.run(x) for x in np.load(sys.argv[3])]
+print(json.dumps({"outputs": [r.output.tolist() for r in results],
+                  "cycles": [r.vta_cycles for r in results],
+                  "adjusted": model.device.token_adjustments,
+                  "modules": sorted(m for m in ("numba", "ml_dtypes", "simulator.timing")
+                                    if m in sys.modules)}))
+'''
+
+
+@pytest.mark.parametrize("kept", [True, False], ids=["kept", "as-before"])
+def test_a_loaded_bundle_decodes_no_program_and_times_none(served, tmp_path, kept):
+    """Each program is kept decoded beside it (read back, never decoded: the bundle's
+    first inference is not a decoding); a bundle without them, as vtatune wrote them
+    before, decodes them on its first inference, alike. Neither times a program (the
+    bundle records each pass's cycles) nor imports numba or ml_dtypes."""
+    import shutil
+
+    bundle = Path(shutil.copytree(served["bundle"], tmp_path / "copy.bundle"))
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    programs = sorted(n for n in manifest["files"] if n.endswith(".bin"))
+    assert sorted(n for n in manifest["files"] if n.endswith(".decoded")) == [
+        n.replace(".bin", ".decoded") for n in programs]
+    if not kept:
+        for name in list(manifest["files"]):
+            if name.endswith(".decoded"):
+                del manifest["files"][name]
+                (bundle / name).unlink()
+        (bundle / "manifest.json").write_text(json.dumps(manifest))
+    script = tmp_path / "serve.py"
+    script.write_text(_NO_DECODING)
+    proc = _fresh(str(script), str(bundle), "kept" if kept else "decode",
+                  str(served["dir"] / "batch.npy"))
+    assert proc.returncode == 0, proc.stderr
+    got = json.loads(proc.stdout)
+    want = served["want"]
+    assert got["outputs"] == [r.output.tolist() for r in want]
+    assert got["cycles"] == [r.vta_cycles for r in want]
+    assert got["adjusted"] == 0  # the programs run in the order they were lowered for
+    assert got["modules"] == []
+
+
+def test_tokens_left_are_the_timing_models():
+    """What an untimed device counts a program leaves in the FIFOs (the next one's tokens)
+    is what the timing model counts, on a chain of attention's programs (which carry
+    tokens from one to the next)."""
+    from simulator.timing import time_program
+    from vtatune.deploy.runtime import tokens_left
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = quantize(models.attention(), np.random.default_rng(1).standard_normal(
+            (2, 1, 32, 32)).astype(np.float32))
+        compiled = compile_model(model)
+    programs = [p for region in compiled.regions.values() for layer in region.layers
+                for p in layer.passes]
+    assert any(tokens_left(p) != (0, 0, 0, 0) for p in programs)
+    for p in programs:
+        assert tokens_left(p) == tuple(int(t) for t in time_program(p, compiled.hw).tokens_out)

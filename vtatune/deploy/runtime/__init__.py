@@ -28,7 +28,7 @@ Example (a bundle saved by ``python -m vtatune deploy MODEL --save DIR``):
 """
 
 from vtatune.deploy.runtime._bundle import load, read_manifest
-from vtatune.deploy.runtime._device import Buffer, Device, SimulatedDevice
+from vtatune.deploy.runtime._device import Buffer, Device, SimulatedDevice, tokens_left
 from vtatune.deploy.runtime._inputs import ModelInput, check_input, input_batch
 from vtatune.deploy.runtime._model import (
     INDEX_VALUES,
@@ -61,5 +61,5 @@ __all__ = [
     "ModelInput", "OffloadedCall", "RegionLayer", "RegionRunner", "SPECS", "SimulatedDevice",
     "Trace", "check_input", "device_from_spec", "dilate_packed", "from_int8", "input_batch",
     "load", "output_file", "output_sha256", "packed_function", "pad_channels", "random_input",
-    "read_manifest", "reraised", "same_memory", "save_output", "to_int8",
+    "read_manifest", "reraised", "same_memory", "save_output", "to_int8", "tokens_left",
 ]

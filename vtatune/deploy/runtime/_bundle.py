@@ -14,6 +14,12 @@ A bundle holds:
 - ``programs/<layer>.<pass>.bin``: each VTA pass's program (:mod:`simulator.image`), as
   the chain lowered it (the tokens it starts from included: ``vtatune.deploy._chain``);
   a program a layer runs more than once (a batch_matmul's heads) is one file;
+- ``programs/<layer>.<pass>.decoded``: each program decoded for the functional simulator
+  (:mod:`simulator.decoded`), once, when the bundle is saved: on the simulated device a
+  loaded bundle's first inference reads it instead of decoding (a bundle without them,
+  as vtatune wrote them before, decodes on its first inference). Its unpickler builds
+  only the steps' own parts, and a bundle is code anyway: its ``cpu.so`` runs when it
+  loads;
 - ``constants/<layer>.weight.npy``, ``.bias.npy``: weights and biases packed as the device
   holds them.
 
@@ -35,6 +41,7 @@ import json
 import platform
 import time
 from dataclasses import fields
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +51,7 @@ from simulator.errors import VTAError
 from simulator.hardware import HardwareConfig
 from simulator.image import ImageError, decode
 from simulator.isa import Instruction
+from simulator.program import Program
 from vtatune import __version__
 from vtatune.deploy._errors import DeployError
 from vtatune.deploy._requantize import Requantization
@@ -200,6 +208,10 @@ def _layer(path: Path, files: dict[str, bytes], d: dict[str, Any], device: Devic
             if image.hw != device.hw:
                 raise _refuse(path, f"{name} is a program of {image.hw.target_model}")
             programs[name] = image.program
+            kept = decoded_file(name)
+            if isinstance(device, SimulatedDevice) and kept in files:
+                device.decoded_by(image.program, partial(_read_decoded, path, kept,
+                                                         files[kept], image.program, device.hw))
         passes.append(programs[name])
     weight, bias, shift = (_array(path, files, d.get(k)) for k in ("weight", "bias", "shift"))
     return RegionLayer(
@@ -214,6 +226,22 @@ def _layer(path: Path, files: dict[str, bytes], d: dict[str, Any], device: Devic
         tuple((tuple(shape), int(zp)) for shape, zp in d["operands"]),
         tuple(int(c) for c in d["cycles"]),
         None if shift is None else device.upload(shift))
+
+
+def decoded_file(program_file: str) -> str:
+    """The file that keeps a program file's program decoded for the functional simulator
+    (:mod:`simulator.decoded`): ``programs/<layer>.<pass>.decoded``."""
+    return program_file.removesuffix(".bin") + ".decoded"
+
+
+def _read_decoded(path: Path, name: str, data: bytes, program: Program,
+                  hw: HardwareConfig) -> Any:
+    from simulator.decoded import from_bytes
+
+    try:
+        return from_bytes(data, program, hw)
+    except VTAError as exc:
+        raise _refuse(path, f"{name}: {exc}") from None
 
 
 def _main_op(d: dict[str, Any]) -> tuple[str, CpuOp | None]:

@@ -41,7 +41,7 @@ Example:
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -145,6 +145,8 @@ class SimulatedDevice(Device):
         self.token_adjustments = 0
         # id(program) -> the program decoded (which holds the program: the id stays its own)
         self._decoded: dict[int, Any] = {}
+        # id(program) -> (the program, what reads it decoded): a bundle's, kept decoded
+        self._stored: dict[int, tuple[Program, Callable[[], Any]]] = {}
 
     def alloc(self, shape: tuple[int, ...], dtype: Any) -> Buffer:
         shape = tuple(int(s) for s in shape)
@@ -182,10 +184,20 @@ class SimulatedDevice(Device):
         (:class:`simulator.functional.DecodedProgram`)."""
         hit = self._decoded.get(id(program))
         if hit is None or hit.program is not program:
+            stored = self._stored.pop(id(program), None)
+            if stored is not None and stored[0] is program:
+                hit = self._decoded[id(program)] = stored[1]()
+                return hit
             from simulator.functional import decode
 
             hit = self._decoded[id(program)] = decode(program, self.hw)
         return hit
+
+    def decoded_by(self, program: Program, read: Callable[[], Any]) -> None:
+        """``program`` is kept decoded: on its first run ``read()`` gives it decoded for
+        this device's hardware, instead of :meth:`decoded` decoding it (a bundle stores
+        each program decoded when it is saved)."""
+        self._stored[id(program)] = (program, read)
 
     def run(self, program: Program, tensors: Mapping[str, Buffer]) -> int | None:
         inputs = {t.name: buf.handle.reshape(buf.shape)

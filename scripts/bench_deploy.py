@@ -40,7 +40,9 @@ in ``--processes`` fresh processes the runtime's imports, ``load()`` and the fir
 inferences (the first reads each program decoded; the others run them); one input from the
 command line (``python -m vtatune.deploy.runtime DIR --input x.npy``, and ``python -m
 vtatune run``), the whole process; and ``--inputs`` seeded random inputs (an .npy of N x the
-input's shape) through one ``python -m vtatune run`` process.
+input's shape) through one ``python -m vtatune run`` process. ``--tree DIR``: the fresh
+processes run another checkout's vtatune (a figure from before a change; ``--inputs 0``
+when its ``run`` takes one input).
 """
 
 from __future__ import annotations
@@ -204,19 +206,21 @@ print(json.dumps({n: {"wall": w[i + 1] - w[i], "cpu": c[i + 1] - c[i]}
 """
 
 
-def _timed(argv: list[str]) -> tuple[float, float, str]:
-    """Wall and CPU seconds (its own and its children's) of a fresh process, and its stdout."""
+def _timed(argv: list[str], tree: Path = ROOT) -> tuple[float, float, str]:
+    """Wall and CPU seconds (its own and its children's) of a fresh process running
+    ``tree``'s vtatune, and its stdout."""
     before = os.times()
     t0 = time.perf_counter()
-    proc = subprocess.run(argv, capture_output=True, text=True, check=True,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    proc = subprocess.run(argv, capture_output=True, text=True, check=True, cwd=tree,
+                          env={**os.environ, "PYTHONPATH": str(tree)})  # cwd: first on sys.path
     wall = time.perf_counter() - t0
     after = os.times()
     return wall, (after.children_user - before.children_user
                   + after.children_system - before.children_system), proc.stdout
 
 
-def serve(bundles: list[Path], processes: int, n_inputs: int, out: str | None) -> int:
+def serve(bundles: list[Path], processes: int, n_inputs: int, out: str | None,
+          tree: Path = ROOT) -> int:
     from vtatune.deploy.runtime import random_input, read_manifest
 
     report = []
@@ -225,13 +229,14 @@ def serve(bundles: list[Path], processes: int, n_inputs: int, out: str | None) -
         shape, dtype = tuple(inp["shape"]), np.dtype(inp["dtype"])
         tmp = Path(tempfile.mkdtemp(prefix="bench-serve-"))
         np.save(tmp / "x.npy", random_input(shape, dtype, 0))
-        np.save(tmp / "xs.npy", np.stack([random_input(shape, dtype, s)
-                                          for s in range(n_inputs)]))
-        entry: dict = {"bundle": str(path), "fresh": [], "one_input": {}}
+        if n_inputs:
+            np.save(tmp / "xs.npy", np.stack([random_input(shape, dtype, s)
+                                              for s in range(n_inputs)]))
+        entry: dict = {"bundle": str(path), "tree": str(tree), "fresh": [], "one_input": {}}
         print(f"{path} (input {list(shape)} {dtype})")
         for _ in range(processes):
             load = os.getloadavg()[0]
-            t = json.loads(_timed([sys.executable, "-c", _SERVE, str(path)])[2])
+            t = json.loads(_timed([sys.executable, "-c", _SERVE, str(path)], tree)[2])
             entry["fresh"].append({**t, "load_average": load})
             print(f"  fresh process (load {load:.1f}): " + ", ".join(
                 f"{k} {v['wall']:.2f} s ({v['cpu']:.2f} CPU)" for k, v in t.items()
@@ -242,7 +247,8 @@ def serve(bundles: list[Path], processes: int, n_inputs: int, out: str | None) -
             for _ in range(processes):
                 load = os.getloadavg()[0]
                 wall, cpu, _ = _timed([sys.executable, *cmd, str(path), "--input",
-                                       str(tmp / "x.npy"), "--output", str(tmp / "y.npy")])
+                                       str(tmp / "x.npy"), "--output", str(tmp / "y.npy")],
+                                      tree)
                 entry["one_input"][name].append({"wall": wall, "cpu": cpu,
                                                  "load_average": load})
                 print(f"  one input, python {' '.join(cmd)} (load {load:.1f}): {wall:.2f} s "
@@ -251,7 +257,7 @@ def serve(bundles: list[Path], processes: int, n_inputs: int, out: str | None) -
             load = os.getloadavg()[0]
             wall, cpu, stdout = _timed([sys.executable, "-m", "vtatune", "run", str(path),
                                         "--input", str(tmp / "xs.npy"), "--output",
-                                        str(tmp / "ys.npy")])
+                                        str(tmp / "ys.npy")], tree)
             entry["inputs"] = {"n": n_inputs, "wall": wall, "cpu": cpu, "load_average": load,
                                "summary": stdout.splitlines()[-1]}
             print(f"  {n_inputs} inputs through one python -m vtatune run (load {load:.1f}): "
@@ -280,11 +286,15 @@ def main() -> int:
     ap.add_argument("--serve", nargs="+", metavar="DIR", help="time these bundles serving")
     ap.add_argument("--inputs", type=int, default=100, metavar="N",
                     help="--serve: inputs through one run process")
+    ap.add_argument("--tree", type=Path, default=ROOT, metavar="DIR",
+                    help="--serve: the vtatune tree the fresh processes run (another "
+                         "checkout: a before figure); default: this one")
     args = ap.parse_args()
     if args.load:
         return load_only(Path(args.load), args.processes)
     if args.serve:
-        return serve([Path(p) for p in args.serve], args.processes, args.inputs, args.out)
+        return serve([Path(p) for p in args.serve], args.processes, args.inputs, args.out,
+                     args.tree)
     hw = HardwareConfig.resolve(args.hw)
     load = os.getloadavg()[0]
     t0 = time.perf_counter()

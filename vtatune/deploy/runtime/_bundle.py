@@ -253,7 +253,9 @@ def _main_op(d: dict[str, Any]) -> tuple[str, CpuOp | None]:
 def load(path: str | Path, device: Device | str | None = None,
          hw: HardwareConfig | str | None = None) -> DeployedModel:
     """The bundle at ``path``, ready to run on ``device`` (a :class:`Device` of the bundle's
-    hardware, or a spec for :func:`device_from_spec`: ``sim`` (default), ``libvta:PATH``).
+    hardware, or a spec for :func:`device_from_spec`: ``sim`` (default: a
+    :class:`SimulatedDevice` that reads each program kept decoded and runs it untimed, the
+    cycles being the bundle's record of the timing model's), ``libvta:PATH``).
     ``hw``: the hardware the caller means to run on (a preset, a file or a config): a
     bundle of other hardware is refused. DeployError in one line for a bundle that is
     damaged, of another vtatune or TVM, or of other hardware."""

@@ -29,7 +29,8 @@ _DESCRIPTION = (
     "seeded random input unless --input). Prints what ran where, the cycles of each "
     "offloaded layer and the VTA time at the board's clock, and saves the output. A "
     "requantization VTA can shift (a power-of-two multiplier) runs on VTA, rounding half up; "
-    "any other, or every one with --exact, on the CPU. Exit status: 0, 2 on bad input.")
+    "any other, or every one with --exact, on the CPU. Exit status: 0, 2 on bad input, 130 "
+    "when interrupted.")
 
 _EXAMPLES = (
     "python -m vtatune deploy model.onnx --log logs/resnet18-pynq.jsonl",
@@ -84,8 +85,10 @@ def register(sub: Any) -> None:
     p.add_argument("--json-values", action="store_true",
                    help="--json with the output's values too (output: nested lists)")
     p.add_argument("--save", metavar="DIR",
-                   help="save the built model as a bundle in DIR (whole or not at all), which "
-                        "`vtatune run DIR` runs without building")
+                   help="save the built model as a bundle in DIR (whole or not at all; DIR "
+                        "is checked before the build: a new name, an empty directory or a "
+                        "bundle, in a place this process can write), which `vtatune run DIR` "
+                        "runs without building")
     p.add_argument("--cpu-target", default="host", metavar="host|pynq|de10nano|ultra96|TARGET",
                    help="the CPU TVM compiles the model's CPU part for: host (this machine), "
                         "a board's (pynq and de10nano: Cortex-A9, armv7l-linux-gnueabihf; "

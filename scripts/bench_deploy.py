@@ -6,6 +6,8 @@ one inference, with the shipped tuned log, on the functional VTA.
         [--calibration 4] [--float-scales] [--exact] [--torch] [--inferences N]
         [--out FILE.json] [--bundle DIR]
     python scripts/bench_deploy.py --load DIR [--processes 5]
+    python scripts/bench_deploy.py --serve DIR [DIR ...] [--processes 3] [--inputs 100]
+        [--out FILE.json]
 
 The model: ResNet-18 v1 (torchvision's shapes) built with onnx.helper and seeded random
 weights (vtatune.deploy.models.resnet18), or torchvision's own resnet18 exported when
@@ -31,6 +33,16 @@ takes (checksums, programs decoded, constants uploaded, regions registered, TVM'
 created), the process's whole start (Python, imports, load) and whether the loaded model's
 output equals the building process's. ``--load DIR`` only times loading the bundle DIR (no
 build, no run) in ``--processes`` fresh processes: the runtime's imports and ``load``.
+
+``--serve DIR ...`` times bundles serving (issue 40, item 4), each figure with the load
+average beside it and the CPU seconds (which depend less on the load) beside the wall ones:
+in ``--processes`` fresh processes the runtime's imports, ``load()`` and the first three
+inferences (the first reads each program decoded; the others run them); one input from the
+command line (``python -m vtatune.deploy.runtime DIR --input x.npy``, and ``python -m
+vtatune run``), the whole process; and ``--inputs`` seeded random inputs (an .npy of N x the
+input's shape) through one ``python -m vtatune run`` process. ``--tree DIR``: the fresh
+processes run another checkout's vtatune (a figure from before a change; ``--inputs 0``
+when its ``run`` takes one input).
 """
 
 from __future__ import annotations
@@ -38,8 +50,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 import warnings
 from pathlib import Path
@@ -172,6 +186,89 @@ def bundle_figures(compiled, result, x, path: Path, processes: int = 3) -> dict:
             "fresh_processes": loads}
 
 
+#: Run in a fresh process: the runtime's imports, load() and three inferences, each timed
+#: in wall and CPU seconds (JSON).
+_SERVE = """
+import json, sys, time
+w, c = [time.perf_counter()], [time.process_time()]
+def lap():
+    w.append(time.perf_counter()); c.append(time.process_time())
+from vtatune.deploy.runtime import load
+lap()
+model = load(sys.argv[1])
+lap()
+for seed in range(3):
+    model.run(None, seed)
+    lap()
+names = ["imports", "load", "first", "second", "third"]
+print(json.dumps({n: {"wall": w[i + 1] - w[i], "cpu": c[i + 1] - c[i]}
+                  for i, n in enumerate(names)} | {"numba": "numba" in sys.modules}))
+"""
+
+
+def _timed(argv: list[str], tree: Path = ROOT) -> tuple[float, float, str]:
+    """Wall and CPU seconds (its own and its children's) of a fresh process running
+    ``tree``'s vtatune, and its stdout."""
+    before = os.times()
+    t0 = time.perf_counter()
+    proc = subprocess.run(argv, capture_output=True, text=True, check=True, cwd=tree,
+                          env={**os.environ, "PYTHONPATH": str(tree)})  # cwd: first on sys.path
+    wall = time.perf_counter() - t0
+    after = os.times()
+    return wall, (after.children_user - before.children_user
+                  + after.children_system - before.children_system), proc.stdout
+
+
+def serve(bundles: list[Path], processes: int, n_inputs: int, out: str | None,
+          tree: Path = ROOT) -> int:
+    from vtatune.deploy.runtime import random_input, read_manifest
+
+    report = []
+    for path in bundles:
+        inp = read_manifest(path)["input"]
+        shape, dtype = tuple(inp["shape"]), np.dtype(inp["dtype"])
+        tmp = Path(tempfile.mkdtemp(prefix="bench-serve-"))
+        np.save(tmp / "x.npy", random_input(shape, dtype, 0))
+        if n_inputs:
+            np.save(tmp / "xs.npy", np.stack([random_input(shape, dtype, s)
+                                              for s in range(n_inputs)]))
+        entry: dict = {"bundle": str(path), "tree": str(tree), "fresh": [], "one_input": {}}
+        print(f"{path} (input {list(shape)} {dtype})")
+        for _ in range(processes):
+            load = os.getloadavg()[0]
+            t = json.loads(_timed([sys.executable, "-c", _SERVE, str(path)], tree)[2])
+            entry["fresh"].append({**t, "load_average": load})
+            print(f"  fresh process (load {load:.1f}): " + ", ".join(
+                f"{k} {v['wall']:.2f} s ({v['cpu']:.2f} CPU)" for k, v in t.items()
+                if k != "numba") + f"; numba imported: {t['numba']}")
+        for name, cmd in (("runtime", ["-m", "vtatune.deploy.runtime"]),
+                          ("run", ["-m", "vtatune", "run"])):
+            entry["one_input"][name] = []
+            for _ in range(processes):
+                load = os.getloadavg()[0]
+                wall, cpu, _ = _timed([sys.executable, *cmd, str(path), "--input",
+                                       str(tmp / "x.npy"), "--output", str(tmp / "y.npy")],
+                                      tree)
+                entry["one_input"][name].append({"wall": wall, "cpu": cpu,
+                                                 "load_average": load})
+                print(f"  one input, python {' '.join(cmd)} (load {load:.1f}): {wall:.2f} s "
+                      f"wall, {cpu:.2f} s CPU")
+        if n_inputs:
+            load = os.getloadavg()[0]
+            wall, cpu, stdout = _timed([sys.executable, "-m", "vtatune", "run", str(path),
+                                        "--input", str(tmp / "xs.npy"), "--output",
+                                        str(tmp / "ys.npy")], tree)
+            entry["inputs"] = {"n": n_inputs, "wall": wall, "cpu": cpu, "load_average": load,
+                               "summary": stdout.splitlines()[-1]}
+            print(f"  {n_inputs} inputs through one python -m vtatune run (load {load:.1f}): "
+                  f"{wall:.1f} s wall, {cpu:.1f} s CPU; {stdout.splitlines()[-1]}")
+        shutil.rmtree(tmp)
+        report.append(entry)
+    if out:
+        Path(out).write_text(json.dumps(report, indent=1) + "\n")
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--hw", default="pynq")
@@ -186,9 +283,18 @@ def main() -> int:
                                                     "loading it in fresh processes")
     ap.add_argument("--load", metavar="DIR", help="only time loading the bundle DIR")
     ap.add_argument("--processes", type=int, default=5, metavar="N")
+    ap.add_argument("--serve", nargs="+", metavar="DIR", help="time these bundles serving")
+    ap.add_argument("--inputs", type=int, default=100, metavar="N",
+                    help="--serve: inputs through one run process")
+    ap.add_argument("--tree", type=Path, default=ROOT, metavar="DIR",
+                    help="--serve: the vtatune tree the fresh processes run (another "
+                         "checkout: a before figure); default: this one")
     args = ap.parse_args()
     if args.load:
         return load_only(Path(args.load), args.processes)
+    if args.serve:
+        return serve([Path(p) for p in args.serve], args.processes, args.inputs, args.out,
+                     args.tree)
     hw = HardwareConfig.resolve(args.hw)
     load = os.getloadavg()[0]
     t0 = time.perf_counter()

@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
-from functools import cache
+from functools import cache, cached_property
 from typing import Any
 
 import numpy as np
@@ -318,7 +318,12 @@ class DecodedProgram:
     order: tuple[int, ...]
     steps: tuple[_Step, ...] = field(repr=False)
     uop: np.ndarray = field(repr=False)  # the micro-op SRAM as the run leaves it
-    counters: FsimCounters
+
+    @cached_property
+    def counters(self) -> FsimCounters:
+        """fsim's counters (:func:`count`), counted when first asked (a deployed model's
+        runs never ask: they need no numba)."""
+        return count(self.program, self.hw)
 
     def run(self, inputs: dict[str, np.ndarray] | None = None) -> RunResult:
         """Execute the program with DRAM tensors initialised from ``inputs`` (by name)."""
@@ -372,7 +377,7 @@ def decode(program: Program, hw: HardwareConfig) -> DecodedProgram:
         elif isinstance(insn, AluInsn):
             steps += _decode_alu(insn, i, uop, hw, loops)
     uop.flags.writeable = False
-    return DecodedProgram(program, hw, tuple(order), tuple(steps), uop, count(program, hw))
+    return DecodedProgram(program, hw, tuple(order), tuple(steps), uop)
 
 
 def _rows(idx: np.ndarray) -> slice | np.ndarray:

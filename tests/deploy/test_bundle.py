@@ -344,8 +344,8 @@ def test_loading_and_running_a_bundle_imports_none_of_the_compiler(built, tmp_pa
     compiler = sorted(m for m in imported
                       if any(m == c or m.startswith(c + ".") for c in COMPILER))
     assert compiler == []
-    # only the simulator's engines bring numba (and only when the simulated device runs)
-    assert any(m == "numba" for m in imported) == (device == "sim")
+    # nor numba: a bundle's passes run untimed (their cycles are the bundle's record)
+    assert "numba" not in imported
 
 
 def test_a_bundle_whose_regions_this_process_holds_is_refused(built, tmp_path, capsys):

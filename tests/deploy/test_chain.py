@@ -19,13 +19,13 @@ import pytest
 pytest.importorskip("tvm")
 pytest.importorskip("onnxruntime")
 
-import search_spaces  # noqa: E402
 from simulator.errors import DeadlockError  # noqa: E402
 from simulator.functional import decode  # noqa: E402
 from simulator.image import decode as decode_image  # noqa: E402
 from simulator.image import encode  # noqa: E402
 from simulator.program import NO_TOKENS, Program  # noqa: E402
 from simulator.timing import time_program  # noqa: E402
+from tests._stock import stock_schedules  # noqa: E402
 from vtatune.deploy import (  # noqa: E402
     SimulatedDevice,
     compile_model,
@@ -34,8 +34,7 @@ from vtatune.deploy import (  # noqa: E402
     quantize,
     reference,
 )
-from vtatune.errors import IllegalSchedule  # noqa: E402
-from vtatune.lowering import FRESH, Carry, context, lower, rules  # noqa: E402
+from vtatune.lowering import FRESH, Carry, lower  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 LIBRARY = os.environ.get("VTATUNE_LIBVTA")
@@ -55,22 +54,6 @@ def _compiled(float_model, device=None, **kw):
         return compile_model(model, device=device, **kw), model, x
 
 
-def _stock_default(workload, hw, bias=False):
-    """The stock default schedule (one batch row a tile, no thread on the rows) where it is
-    legal: a GEMM's own default threads its rows, and its streams then leave no token."""
-    ctx = context(workload, hw)
-    for s in search_spaces.stock_candidates(ctx):
-        try:
-            rules(ctx, s, bias)
-            return s
-        except IllegalSchedule:
-            continue
-    return _DEFAULT(workload, hw, bias)
-
-
-_DEFAULT = search_spaces.default_schedule
-
-
 @pytest.fixture(scope="module")
 def attention():
     """Two heads of attention on ``sim``, requantized on the CPU: six regions (softmax on
@@ -81,9 +64,8 @@ def attention():
 
 
 def _stock_compiled(float_model, **kw):
-    """:func:`_compiled` with the stock default schedules (:func:`_stock_default`)."""
-    with pytest.MonkeyPatch.context() as m:
-        m.setattr("search_spaces.default_schedule", _stock_default)
+    """:func:`_compiled` with the stock default schedules (:func:`tests._stock.stock_default`)."""
+    with stock_schedules():
         return _compiled(float_model, **kw)
 
 

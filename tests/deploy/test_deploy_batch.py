@@ -155,9 +155,12 @@ def test_input_batch_tells_one_input_from_n():
 
 
 @pytest.mark.parametrize("case, message", [
-    ("empty", "a folder with no .npy file"),
-    ("mixed", "x1.npy: shape [1, 32], x0.npy is [1, 64]: each file is one input"),
-    ("wrong", "inputs of shape [1, 32]: the model takes [1, 64]"),
+    ("empty", "is a folder with no .npy file (each one input): the model takes [1, 64] "
+              "float32 (input x)"),
+    ("mixed", "x1.npy: input of shape [1, 32] (each file is one input): the model takes "
+              "[1, 64] float32 (input x)"),
+    ("wrong", "x0.npy: input of shape [1, 32] (each file is one input): the model takes "
+              "[1, 64] float32 (input x)"),
     ("none", "an empty batch of inputs [0, 1, 64]"),
 ])
 def test_a_bad_batch_is_one_line_and_exit_2(mlp, capsys, tmp_path, case, message):

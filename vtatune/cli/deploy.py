@@ -35,7 +35,8 @@ _DESCRIPTION = (
     "requantizes each layer in its one pass: by a shift (a power-of-two multiplier, rounding "
     "half up) or a fixed-point multiply from shifts and adds (any other per-tensor "
     "multiplier, every element within one step of the exact rounding); per-channel "
-    "multipliers, or every one with --exact, on the CPU. Exit status: 0, 2 on bad input.")
+    "multipliers, or every one with --exact, on the CPU. Exit status: 0, 2 on bad input, 130 "
+    "when interrupted.")
 
 _EXAMPLES = (
     "python -m vtatune deploy model.onnx --log logs/resnet18-pynq.jsonl",
@@ -98,8 +99,10 @@ def register(sub: Any) -> None:
     p.add_argument("--json-values", action="store_true",
                    help="--json with the output's values too (output: nested lists)")
     p.add_argument("--save", metavar="DIR",
-                   help="save the built model as a bundle in DIR (whole or not at all), which "
-                        "`vtatune run DIR` runs without building")
+                   help="save the built model as a bundle in DIR (whole or not at all; DIR "
+                        "is checked before the build: a new name, an empty directory or a "
+                        "bundle, in a place this process can write), which `vtatune run DIR` "
+                        "runs without building")
     p.add_argument("--cpu-target", default="host", metavar="host|pynq|de10nano|ultra96|TARGET",
                    help="the CPU TVM compiles the model's CPU part for: host (this machine), "
                         "a board's (pynq and de10nano: Cortex-A9, armv7l-linux-gnueabihf; "
@@ -118,24 +121,6 @@ def _load_npy(path: str, flag: str) -> Any:
         return np.load(path, allow_pickle=False)
     except (OSError, ValueError) as exc:
         raise UsageError(f"{flag} {path}: {exc}") from None
-
-
-def _load_inputs(path: str) -> Any:
-    """``--input``: an .npy file's array, or a folder's .npy files stacked (a batch)."""
-    import numpy as np
-
-    folder = Path(path)
-    if not folder.is_dir():
-        return _load_npy(path, "--input")
-    files = sorted(folder.glob("*.npy"))
-    if not files:
-        raise UsageError(f"--input {path}: a folder with no .npy file")
-    arrays = [_load_npy(str(f), "--input") for f in files]
-    for f, a in zip(files, arrays, strict=True):
-        if a.shape != arrays[0].shape:
-            raise UsageError(f"--input {f}: shape {list(a.shape)}, {files[0].name} is "
-                             f"{list(arrays[0].shape)}: each file is one input")
-    return np.stack(arrays)
 
 
 _ENGINES = {"tvm": "TVM (CPU only)", "onnxruntime": "onnxruntime"}
@@ -158,9 +143,10 @@ def cmd_deploy(args: argparse.Namespace) -> int:
     import numpy as np
 
     from vtatune.deploy import (
+        ModelInput,
+        bundle_target,
         check_outputs,
         compile_model,
-        input_batch,
         load_model,
         model_input,
         output_file,
@@ -176,16 +162,14 @@ def cmd_deploy(args: argparse.Namespace) -> int:
     cpu = resolve_cpu_target(args.cpu_target)
     if not cpu.runs_here:
         return _deploy_for_another_cpu(args, cpu)
-    x = _load_inputs(args.input) if args.input else None
     calibration = _load_npy(args.calibration, "--calibration") if args.calibration else None
     batch, is_batch = None, False
-    if x is not None:  # refused before the build, not after
-        shape, dtype = model_input(load_model(args.model)[0])[1:]
-        if Path(args.input).is_dir() and x.shape[1:] != shape:
-            raise UsageError(f"--input {args.input}: inputs of shape {list(x.shape[1:])}: the "
-                             f"model takes {list(shape)}")
-        batch, is_batch = input_batch(x, shape, dtype)
+    if args.input:  # refused before the build, not after
+        inputs = ModelInput(*model_input(load_model(args.model)[0])).read(args.input)
+        batch, is_batch = inputs.arrays, inputs.batched
     out = output_file(args.output, f"runs/{Path(args.model).stem}.output.npy")
+    if args.save:
+        bundle_target(args.save)
     device = None
     if args.device != "sim":
         from simulator.hardware import HardwareConfig
@@ -240,7 +224,7 @@ def cmd_deploy(args: argparse.Namespace) -> int:
 def _deploy_for_another_cpu(args: argparse.Namespace, cpu: Any) -> int:
     """``deploy --cpu-target`` of another machine's CPU: built and saved, not run (this
     machine cannot run the CPU part); whatever would run it is refused first."""
-    from vtatune.deploy import compile_model
+    from vtatune.deploy import bundle_target, compile_model
 
     what = f"--cpu-target {args.cpu_target} builds for {cpu.describe()}, not this machine's CPU"
     if not args.save:
@@ -255,6 +239,7 @@ def _deploy_for_another_cpu(args: argparse.Namespace, cpu: Any) -> int:
         raise UsageError(f"{what}: it is saved, not run here ({', '.join(running)} would run "
                          "it): run the bundle on the board")
     calibration = _load_npy(args.calibration, "--calibration") if args.calibration else None
+    bundle_target(args.save)
     compiled = compile_model(args.model, hw=args.hw, log=args.log, calibration=calibration,
                              exact=args.exact, cpu_target=cpu, **_tuning(args))
     compiled.save(args.save)

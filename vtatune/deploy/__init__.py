@@ -55,9 +55,9 @@ from typing import TYPE_CHECKING, Any
 #: The public API: each name and the module that defines it.
 _API = {
     **dict.fromkeys(("Agreement", "Check", "CompiledModel", "agreement", "check_outputs",
-                     "compile_model", "deploy", "input_batch", "reference", "references",
+                     "compile_model", "deploy", "reference", "references",
                      "top1"), "vtatune.deploy._deploy"),
-    "save": "vtatune.deploy._bundle",
+    **dict.fromkeys(("bundle_target", "save"), "vtatune.deploy._bundle"),
     **dict.fromkeys(("CpuTarget", "resolve_cpu_target"), "vtatune.deploy._cpu_target"),
     "DeployError": "vtatune.deploy.runtime._errors",
     **dict.fromkeys(("LayerSpec", "QParams", "refusal", "refusals", "spec_of",
@@ -76,9 +76,9 @@ _API = {
     "TVM_VERSION": "vtatune.deploy._tvm",
     **dict.fromkeys(("FixedPoint", "fixed_point"), "vtatune.deploy.runtime"),
     **dict.fromkeys(("Buffer", "CpuOp", "DeployResult", "DeployedModel", "Device",
-                     "OffloadedCall", "SimulatedDevice", "check_input", "device_from_spec",
-                     "load", "output_file", "output_sha256", "random_input", "same_memory",
-                     "save_output"),
+                     "ModelInput", "OffloadedCall", "SimulatedDevice", "check_input",
+                     "device_from_spec", "input_batch", "load", "output_file", "output_sha256",
+                     "random_input", "same_memory", "save_output"),
                     "vtatune.deploy.runtime"),
     **dict.fromkeys(("DriverDevice", "program_words"), "vtatune.deploy.runtime._driver"),
 }
@@ -96,10 +96,11 @@ __all__ = [
     "refusal", "refusals", "register", "same_memory", "save", "spec_of", "workload_of",
     "output_file", "save_output", "CACHE_ENV", "DEFAULT_TUNE_TRIALS", "Tuning", "cache_dir",
     "cache_log", "cost_model_pick", "tune_workloads",
+    "output_file", "save_output", "ModelInput", "bundle_target",
 ]
 
 if TYPE_CHECKING:
-    from vtatune.deploy._bundle import save
+    from vtatune.deploy._bundle import bundle_target, save
     from vtatune.deploy._deploy import (
         Agreement,
         Check,
@@ -108,7 +109,6 @@ if TYPE_CHECKING:
         check_outputs,
         compile_model,
         deploy,
-        input_batch,
         reference,
         references,
         top1,
@@ -149,11 +149,13 @@ if TYPE_CHECKING:
         DeployResult,
         Device,
         FixedPoint,
+        ModelInput,
         OffloadedCall,
         SimulatedDevice,
         check_input,
         device_from_spec,
         fixed_point,
+        input_batch,
         load,
         output_file,
         output_sha256,

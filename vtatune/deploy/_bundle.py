@@ -1,7 +1,8 @@
 """Saving a compiled model as a bundle (the format and loading: :mod:`vtatune.deploy.runtime`,
 ``_bundle``): TVM's exported library of the CPU's part (linked by the cross compiler of
 the CPU it is built for, when that is not this machine's), each offloaded layer's programs
-(``vtatune.builds``'s ``program.bin`` images) and packed constants, and the manifest.
+(``vtatune.builds``'s ``program.bin`` images, and each decoded for the functional simulator:
+:mod:`simulator.decoded`) and packed constants, and the manifest.
 
 The bundle is written whole or not at all: every file goes into a new directory beside the
 target (each file itself written whole: :func:`vtatune.records.write_whole`), which is
@@ -19,15 +20,19 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from simulator.decoded import to_bytes
+from simulator.functional import DecodedProgram, decode
+from simulator.program import Program
 from vtatune import __version__
 from vtatune.builds import Build, to_bin
 from vtatune.deploy._region import BuiltLayer
-from vtatune.deploy.runtime import Device, RegionLayer
+from vtatune.deploy.runtime import Device, RegionLayer, SimulatedDevice
 from vtatune.deploy.runtime._bundle import (
     CPU_LIBRARY,
     FORMAT,
     MANIFEST,
     VERSION,
+    decoded_file,
     npy_bytes,
     requantization_to_dict,
     sha256,
@@ -49,6 +54,7 @@ def _layer(built: BuiltLayer, runtime: RegionLayer, device: Device,
         if data not in written:
             written[data] = f"programs/{layer.name}.{j}.bin"
             files[written[data]] = data
+            files[decoded_file(written[data])] = to_bytes(_decoded(device, runtime.passes[j]))
         names.append(written[data])
     constants: dict[str, str | None] = {}
     for kind, buffer in (("weight", built.weight), ("bias", built.bias),
@@ -73,6 +79,14 @@ def _layer(built: BuiltLayer, runtime: RegionLayer, device: Device,
         "operands": [[list(shape), zp] for shape, zp in runtime.operands],
         "cycles": list(runtime.cycles), "default_cycles": runtime.default_cycles,
     }
+
+
+def _decoded(device: Device, program: Program) -> DecodedProgram:
+    """``program`` decoded for the functional simulator: as the device that ran it decoded
+    it, or decoded here (another device)."""
+    if isinstance(device, SimulatedDevice):
+        return device.decoded(program)
+    return decode(program, device.hw)
 
 
 def bundle_files(model: Any) -> dict[str, bytes]:
@@ -118,11 +132,7 @@ def save(model: Any, path: str | Path) -> Path:
     ``path`` (made or replaced), whole or not at all; DeployError when ``path`` is
     something else than a bundle or an empty directory, or cannot be written (nothing new
     is then left behind)."""
-    path = Path(path)
-    if path.exists() and not (path / MANIFEST).is_file() and (
-            not path.is_dir() or any(path.iterdir())):
-        raise DeployError(f"{path} exists and is not a bundle: not overwritten (give a new "
-                          "directory)")
+    path = bundle_target(path)
     files = bundle_files(model)
     new = _beside(path, "new")
     try:
@@ -142,6 +152,26 @@ def save(model: Any, path: str | Path) -> Path:
         with contextlib.suppress(OSError):
             shutil.rmtree(new)
         raise DeployError(f"cannot write the bundle {path}: {exc.strerror}") from None
+    return path
+
+
+def bundle_target(path: str | Path) -> Path:
+    """``path`` checked as where a bundle can be saved, before any work (``deploy --save``
+    is refused before the build, as ``--output`` is): a new name, an empty directory or a
+    bundle (replaced), in a place this process can write (a directory made and removed
+    beside it says so); DeployError otherwise."""
+    path = Path(path)
+    try:
+        if path.exists() and not (path / MANIFEST).is_file() and (
+                not path.is_dir() or any(path.iterdir())):
+            raise DeployError(f"{path} exists and is not a bundle: not overwritten (give a new "
+                              "directory)")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        probe = _beside(path, "probe")
+        probe.mkdir()
+        probe.rmdir()
+    except OSError as exc:
+        raise DeployError(f"cannot write the bundle {path}: {exc.strerror or exc}") from None
     return path
 
 

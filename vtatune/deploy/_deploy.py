@@ -377,19 +377,6 @@ def references(model: Any, inputs: Any, engine: str = "tvm") -> np.ndarray:
     raise DeployError(f"unknown reference engine {engine!r} (tvm, onnxruntime)")
 
 
-def input_batch(x: Any, shape: tuple[int, ...], dtype: np.dtype) -> tuple[np.ndarray, bool]:
-    """``x`` as a batch of the model's inputs (N x ``shape``) and whether it came as one: an
-    array of the input shape is a batch of one (False), N x the input shape a batch of N
-    (True)."""
-    arr = np.asarray(x)
-    shape = tuple(shape)
-    if arr.ndim == len(shape) + 1 and arr.shape[1:] == shape:
-        if not len(arr):
-            raise DeployError(f"an empty batch of inputs {list(arr.shape)}")
-        return np.stack([check_input(a, shape, dtype) for a in arr]), True
-    return check_input(arr, shape, dtype)[None], False
-
-
 def top1(outputs: np.ndarray, refs: np.ndarray) -> int | None:
     """How many of a batch's outputs (N x the output shape) pick the same class as the
     reference's: a class is the index of the largest score, the first of equal ones (numpy's

@@ -15,6 +15,8 @@ engines, imported when it first runs a program).
 - ``_region``: an offloaded region as it runs (:class:`RegionRunner`: packing, unpacking,
   dilating, repacking activations around the VTA calls, the CPU's part of a
   requantization) and the packed function TVM's VM calls;
+- ``_inputs``: a model's input as a user gives it (:class:`ModelInput`: one, a batch, the
+  ``--input`` file or folder), checked against what the model takes;
 - ``_model``: a model ready to run (:class:`DeployedModel`) and one inference
   (:class:`DeployResult`);
 - ``_tvm``: TVM's runtime (the relax VM of an exported library);
@@ -31,14 +33,14 @@ Example (a bundle saved by ``python -m vtatune deploy MODEL --save DIR``):
 """
 
 from vtatune.deploy.runtime._bundle import load, read_manifest
-from vtatune.deploy.runtime._device import Buffer, Device, SimulatedDevice
+from vtatune.deploy.runtime._device import Buffer, Device, SimulatedDevice, tokens_left
 from vtatune.deploy.runtime._fixed_point import FixedPoint, fixed_point
+from vtatune.deploy.runtime._inputs import ModelInput, check_input, input_batch
 from vtatune.deploy.runtime._libvta import end_process
 from vtatune.deploy.runtime._model import (
     INDEX_VALUES,
     DeployedModel,
     DeployResult,
-    check_input,
     output_file,
     output_sha256,
     random_input,
@@ -63,9 +65,9 @@ from vtatune.deploy.runtime._select import SPECS, device_from_spec
 
 __all__ = [
     "FixedPoint", "fixed_point", "Border", "Buffer", "CpuOp", "DeployResult", "DeployedModel",
-    "Device", "INDEX_VALUES",
+    "Device", "INDEX_VALUES", "ModelInput",
     "OffloadedCall", "RegionLayer", "RegionRunner", "SPECS", "SimulatedDevice", "Trace",
-    "check_input", "device_from_spec", "dilate_packed", "end_process", "from_int8", "load",
-    "output_file", "output_sha256", "packed_function", "pad_channels", "random_input",
-    "read_manifest", "reraised", "same_memory", "save_output", "to_int8",
+    "check_input", "device_from_spec", "dilate_packed", "end_process", "from_int8", "input_batch",
+    "load", "output_file", "output_sha256", "packed_function", "pad_channels", "random_input",
+    "read_manifest", "reraised", "same_memory", "save_output", "to_int8", "tokens_left",
 ]

@@ -14,6 +14,12 @@ A bundle holds:
 - ``programs/<layer>.<pass>.bin``: each VTA pass's program (:mod:`simulator.image`), as
   the chain lowered it (the tokens it starts from included: ``vtatune.deploy._chain``);
   a program a layer runs more than once (a batch_matmul's heads) is one file;
+- ``programs/<layer>.<pass>.decoded``: each program decoded for the functional simulator
+  (:mod:`simulator.decoded`), once, when the bundle is saved: on the simulated device a
+  loaded bundle's first inference reads it instead of decoding (a bundle without them,
+  as vtatune wrote them before, decodes on its first inference). Its unpickler builds
+  only the steps' own parts, and a bundle is code anyway: its ``cpu.so`` runs when it
+  loads;
 - ``constants/<layer>.weight.npy``, ``.bias.npy``: weights and biases packed as the device
   holds them.
 
@@ -35,6 +41,7 @@ import json
 import platform
 import time
 from dataclasses import fields
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -44,9 +51,11 @@ from simulator.errors import VTAError
 from simulator.hardware import HardwareConfig
 from simulator.image import ImageError, decode
 from simulator.isa import Instruction
+from simulator.program import Program
 from vtatune import __version__
-from vtatune.deploy.runtime._device import Device
+from vtatune.deploy.runtime._device import Device, SimulatedDevice
 from vtatune.deploy.runtime._errors import DeployError
+from vtatune.deploy.runtime._inputs import ModelInput
 from vtatune.deploy.runtime._model import DeployedModel
 from vtatune.deploy.runtime._region import (
     Border,
@@ -151,6 +160,17 @@ def read_manifest(path: str | Path) -> dict[str, Any]:
     return manifest
 
 
+def input_of(path: str | Path, manifest: dict[str, Any]) -> ModelInput:
+    """What the bundle at ``path`` takes, from its ``manifest``."""
+    try:
+        inp = manifest["input"]
+        return ModelInput(inp["name"], tuple(int(n) for n in inp["shape"]),
+                          np.dtype(inp["dtype"]))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise _refuse(Path(path), f"{MANIFEST} is damaged ({type(exc).__name__}: {exc})") \
+            from None
+
+
 def _files(path: Path, manifest: dict[str, Any]) -> dict[str, bytes]:
     """Every file the manifest lists, each checked against its SHA-256."""
     out = {}
@@ -188,6 +208,10 @@ def _layer(path: Path, files: dict[str, bytes], d: dict[str, Any], device: Devic
             if image.hw != device.hw:
                 raise _refuse(path, f"{name} is a program of {image.hw.target_model}")
             programs[name] = image.program
+            kept = decoded_file(name)
+            if isinstance(device, SimulatedDevice) and kept in files:
+                device.decoded_by(image.program, partial(_read_decoded, path, kept,
+                                                         files[kept], image.program, device.hw))
         passes.append(programs[name])
     weight, bias, shift = (_array(path, files, d.get(k)) for k in ("weight", "bias", "shift"))
     return RegionLayer(
@@ -204,6 +228,22 @@ def _layer(path: Path, files: dict[str, bytes], d: dict[str, Any], device: Devic
         None if shift is None else device.upload(shift), int(d.get("default_cycles", 0)))
 
 
+def decoded_file(program_file: str) -> str:
+    """The file that keeps a program file's program decoded for the functional simulator
+    (:mod:`simulator.decoded`): ``programs/<layer>.<pass>.decoded``."""
+    return program_file.removesuffix(".bin") + ".decoded"
+
+
+def _read_decoded(path: Path, name: str, data: bytes, program: Program,
+                  hw: HardwareConfig) -> Any:
+    from simulator.decoded import from_bytes
+
+    try:
+        return from_bytes(data, program, hw)
+    except VTAError as exc:
+        raise _refuse(path, f"{name}: {exc}") from None
+
+
 def _main_op(d: dict[str, Any]) -> tuple[str, CpuOp | None]:
     if "region" in d:
         return d["region"], None
@@ -213,7 +253,9 @@ def _main_op(d: dict[str, Any]) -> tuple[str, CpuOp | None]:
 def load(path: str | Path, device: Device | str | None = None,
          hw: HardwareConfig | str | None = None) -> DeployedModel:
     """The bundle at ``path``, ready to run on ``device`` (a :class:`Device` of the bundle's
-    hardware, or a spec for :func:`device_from_spec`: ``sim`` (default), ``libvta:PATH``).
+    hardware, or a spec for :func:`device_from_spec`: ``sim`` (default: a
+    :class:`SimulatedDevice` that reads each program kept decoded and runs it untimed, the
+    cycles being the bundle's record of the timing model's), ``libvta:PATH``).
     ``hw``: the hardware the caller means to run on (a preset, a file or a config): a
     bundle of other hardware is refused. DeployError in one line for a bundle that is
     damaged, of another vtatune or TVM, or of other hardware."""
@@ -232,8 +274,10 @@ def load(path: str | Path, device: Device | str | None = None,
             if want != bundle_hw:
                 raise _refuse(path, f"built for {bundle_hw.target_model}, not for "
                                     f"{want.target_model}")
-        if device is None or isinstance(device, str):
-            device = device_from_spec(device or "sim", bundle_hw)
+        if device in (None, "sim"):  # the bundle records each pass's cycles: no timing
+            device = SimulatedDevice(bundle_hw, timed=False)
+        elif isinstance(device, str):
+            device = device_from_spec(device, bundle_hw)
         elif device.hw != bundle_hw:
             raise _refuse(path, f"built for {bundle_hw.target_model}, the device is "
                                 f"{device.hw.target_model}")
@@ -254,7 +298,7 @@ def load(path: str | Path, device: Device | str | None = None,
                                   layers, tuple(region["outputs"]), device, trace)
             register(region["symbol"], packed_function(runner))
         vm = load_vm(path / CPU_LIBRARY)
-        inp = manifest["input"]
+        inp = input_of(path, manifest)
         main_ops = [_main_op(d) for d in manifest["main"]]
         name = manifest["model"]["name"]
         macs = int(manifest["model"]["macs"])
@@ -264,6 +308,5 @@ def load(path: str | Path, device: Device | str | None = None,
         if isinstance(exc, DeployError):
             raise
         raise _refuse(path, str(exc)) from None
-    return DeployedModel(name, bundle_hw, device,
-                         (inp["name"], tuple(inp["shape"]), np.dtype(inp["dtype"])), vm, trace,
+    return DeployedModel(name, bundle_hw, device, (inp.name, inp.shape, inp.dtype), vm, trace,
                          main_ops, {"load": time.perf_counter() - t0}, macs)

@@ -41,7 +41,7 @@ Example:
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -130,8 +130,13 @@ class SimulatedDevice(Device):
 
     name = "functional simulator"
 
-    def __init__(self, hw: HardwareConfig) -> None:
+    def __init__(self, hw: HardwareConfig, timed: bool = True) -> None:
         self.hw = hw
+        #: Whether :meth:`run` times each program (the timing model, numba's engines); a
+        #: loaded bundle's device is not (False: :meth:`run` returns None and the regions
+        #: report the cycles the timing model gave each pass when the model was built,
+        #: which the bundle records).
+        self.timed = timed
         # id(program) -> (the program, its cycles, the tokens it leaves in the FIFOs)
         self._timed: dict[int, tuple[Program, int, tuple[int, ...]]] = {}
         #: The tokens the last program left in VTA's four FIFOs (l2g, g2l, g2s, s2g), as
@@ -143,6 +148,8 @@ class SimulatedDevice(Device):
         self.token_adjustments = 0
         # id(program) -> the program decoded (which holds the program: the id stays its own)
         self._decoded: dict[int, Any] = {}
+        # id(program) -> (the program, what reads it decoded): a bundle's, kept decoded
+        self._stored: dict[int, tuple[Program, Callable[[], Any]]] = {}
 
     def alloc(self, shape: tuple[int, ...], dtype: Any) -> Buffer:
         shape = tuple(int(s) for s in shape)
@@ -155,19 +162,24 @@ class SimulatedDevice(Device):
     def download(self, buffer: Buffer) -> np.ndarray:
         return buffer.handle.reshape(buffer.shape).copy()
 
-    def _timing(self, program: Program) -> tuple[Program, int, tuple[int, ...]]:
+    def _timing(self, program: Program) -> tuple[Program, int | None, tuple[int, ...]]:
+        """The program's cycles (None when the device is not :attr:`timed`) and the tokens
+        it leaves, worked out on its first run."""
         hit = self._timed.get(id(program))
         if hit is None or hit[0] is not program:
-            from simulator.timing import time_program  # numba engines: imported by this device only
+            if self.timed:
+                from simulator.timing import time_program  # numba engines: this device's
 
-            timing = time_program(program, self.hw)
-            hit = (program, timing.cycles, tuple(int(t) for t in timing.tokens_out))
+                timing = time_program(program, self.hw)
+                hit = (program, timing.cycles, tuple(int(t) for t in timing.tokens_out))
+            else:
+                hit = (program, None, tokens_left(program))
             self._timed[id(program)] = hit
         return hit
 
-    def cycles(self, program: Program) -> int:
+    def cycles(self, program: Program) -> int | None:
         """The program's cycles on the timing model (from the tokens it starts with:
-        :attr:`~simulator.program.Program.tokens_in`)."""
+        :attr:`~simulator.program.Program.tokens_in`); None when not :attr:`timed`."""
         return self._timing(program)[1]
 
     def decoded(self, program: Program) -> Any:
@@ -175,12 +187,22 @@ class SimulatedDevice(Device):
         (:class:`simulator.functional.DecodedProgram`)."""
         hit = self._decoded.get(id(program))
         if hit is None or hit.program is not program:
+            stored = self._stored.pop(id(program), None)
+            if stored is not None and stored[0] is program:
+                hit = self._decoded[id(program)] = stored[1]()
+                return hit
             from simulator.functional import decode
 
             hit = self._decoded[id(program)] = decode(program, self.hw)
         return hit
 
-    def run(self, program: Program, tensors: Mapping[str, Buffer]) -> int:
+    def decoded_by(self, program: Program, read: Callable[[], Any]) -> None:
+        """``program`` is kept decoded: on its first run ``read()`` gives it decoded for
+        this device's hardware, instead of :meth:`decoded` decoding it (a bundle stores
+        each program decoded when it is saved)."""
+        self._stored[id(program)] = (program, read)
+
+    def run(self, program: Program, tensors: Mapping[str, Buffer]) -> int | None:
         inputs = {t.name: buf.handle.reshape(buf.shape)
                   for t, buf in bound(program, tensors) if t.name != "output"}
         output = self.decoded(program).outputs(inputs)["output"]
@@ -190,3 +212,22 @@ class SimulatedDevice(Device):
             self.token_adjustments += 1
         self.tokens = left
         return cycles
+
+
+def tokens_left(program: Program) -> tuple[int, ...]:
+    """The tokens ``program`` leaves in VTA's four FIFOs (l2g, g2l, g2s, s2g): those it
+    starts with, plus its pushes, less its pops (what the timing model's ``tokens_out``
+    counts, without timing it)."""
+    from simulator.functional import FIFOS, pops_of, pushes_of
+
+    index = {name: k for k, name in enumerate(FIFOS)}
+    left = list(program.tokens_in)
+    distinct: dict[int, list[Any]] = {}  # a stream repeats a few instruction objects
+    for insn in program.instructions:
+        distinct.setdefault(id(insn), [insn, 0])[1] += 1
+    for insn, n in distinct.values():
+        for name in pushes_of(insn):
+            left[index[name]] += n
+        for name in pops_of(insn):
+            left[index[name]] -= n
+    return tuple(left)

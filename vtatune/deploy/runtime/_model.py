@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import signal
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -21,6 +23,7 @@ import numpy as np
 from simulator.hardware import HardwareConfig
 from vtatune.deploy.runtime._device import Device
 from vtatune.deploy.runtime._errors import DeployError
+from vtatune.deploy.runtime._inputs import ModelInput
 from vtatune.deploy.runtime._region import CpuOp, OffloadedCall, Trace
 from vtatune.deploy.runtime._tvm import run_main
 
@@ -190,6 +193,8 @@ class DeployedModel:
         self.hw = hw
         self.device = device
         self.input_name, self.input_shape, self.input_dtype = input_spec
+        #: What the model takes (checks what it is given: :class:`ModelInput`).
+        self.input = ModelInput(*input_spec)
         self.vm = vm
         self.trace = trace
         self.main_ops = main_ops
@@ -200,7 +205,7 @@ class DeployedModel:
     def run(self, x: Any = None, seed: int = 0) -> DeployResult:
         """One inference on ``x`` (None: :func:`random_input` with ``seed``)."""
         x = random_input(self.input_shape, self.input_dtype, seed) if x is None \
-            else check_input(x, self.input_shape, self.input_dtype)
+            else self.input.check(x)
         self.trace.calls.clear()
         self.trace.host_ops.clear()
         self.trace.error = None
@@ -223,27 +228,40 @@ class DeployedModel:
 @contextlib.contextmanager
 def reraised(trace: Trace) -> Iterator[None]:
     """The exception a function TVM called raised, as it was (TVM turns it into a
-    RuntimeError on its way back)."""
-    try:
-        yield
-    except Exception:
-        if trace.error is not None:
+    RuntimeError on its way back); Ctrl-C meanwhile a KeyboardInterrupt, wherever it lands
+    (in a function TVM calls it would come back as a bare RuntimeError too)."""
+    with _interrupts_noted() as noted:
+        try:
+            yield
+        except BaseException:
             error, trace.error = trace.error, None
-            raise error from None
-        raise
+            if noted:
+                raise KeyboardInterrupt from None
+            if error is not None:
+                raise error from None
+            raise
 
 
-def check_input(x: Any, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
-    """``x`` as the model's input: DeployError for another shape or a float for an integer
-    input."""
-    arr = np.asarray(x)
-    if arr.shape != shape:
-        raise DeployError(f"input of shape {list(arr.shape)}: the model takes {list(shape)}")
-    if arr.dtype != dtype:
-        if np.issubdtype(dtype, np.integer) and not np.issubdtype(arr.dtype, np.integer):
-            raise DeployError(f"input of dtype {arr.dtype}: the model takes {dtype}")
-        arr = arr.astype(dtype)
-    return np.ascontiguousarray(arr)
+@contextlib.contextmanager
+def _interrupts_noted() -> Iterator[list[int]]:
+    """Meanwhile, each SIGINT noted in the list yielded before Python's handler (or the
+    one installed) raises KeyboardInterrupt; nothing changes off the main thread or where
+    SIGINT is ignored."""
+    noted: list[int] = []
+    previous = signal.getsignal(signal.SIGINT)
+    if not callable(previous) or threading.current_thread() is not threading.main_thread():
+        yield noted
+        return
+
+    def note(signum: int, frame: Any) -> None:
+        noted.append(signum)
+        previous(signum, frame)
+
+    signal.signal(signal.SIGINT, note)
+    try:
+        yield noted
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 #: The values a random input of a wider integer type takes: [0, this). Such an input is an

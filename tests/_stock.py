@@ -30,13 +30,9 @@ def stock_default(workload, hw, bias=False):
 
 @contextlib.contextmanager
 def stock_schedules() -> Iterator[None]:
-    """Inside: a layer with no record takes :func:`stock_default` (the default schedule
-    and the cost model's pick both)."""
-    from vtatune.deploy import _schedules
-
+    """Inside: a layer with no record takes :func:`stock_default` (the default schedule;
+    the cost model's pick, given no warm start, falls back to it)."""
     with pytest.MonkeyPatch.context() as m:
         m.setattr("search_spaces.default_schedule", stock_default)
-        m.setattr(_schedules, "cost_model_pick",
-                  lambda workload, hw, bias, reason="": _schedules._default(
-                      workload, hw, bias, reason))
+        m.setattr("vtatune.tuning.cost_model.warm_starts", lambda template: [])
         yield

@@ -59,11 +59,14 @@ _API = {
     "DeployError": "vtatune.deploy._errors",
     **dict.fromkeys(("LayerSpec", "QParams", "refusal", "refusals", "spec_of",
                      "workload_of"), "vtatune.deploy._match"),
-    **dict.fromkeys(("MAC_OPS", "is_quantized", "load_model", "model_input", "model_macs",
+    **dict.fromkeys(("MAC_OPS", "import_model", "is_quantized", "load_model", "model_input",
                      "output_step"), "vtatune.deploy._model"),
+    **dict.fromkeys(("call_macs", "model_macs", "module_macs"), "vtatune.deploy._macs"),
     **dict.fromkeys(("external_functions", "partition"), "vtatune.deploy._partition"),
     **dict.fromkeys(("PREFIX", "Partitioning", "Refusal", "pattern_entries", "register"),
                     "vtatune.deploy._patterns"),
+    **dict.fromkeys(("PlacedLayer", "Placement", "placed_network", "placement"),
+                    "vtatune.deploy._placement"),
     "quantize": "vtatune.deploy._quantize",
     "Requantization": "vtatune.deploy._requantize",
     **dict.fromkeys(("LayerBuilder", "LayerPrograms"), "vtatune.deploy._schedules"),
@@ -86,7 +89,8 @@ __all__ = [
     "load", "load_model", "model_input", "model_macs", "output_sha256", "output_step",
     "partition", "pattern_entries", "program_words", "quantize", "random_input", "reference",
     "refusal", "refusals", "register", "same_memory", "save", "spec_of", "workload_of",
-    "output_file", "save_output",
+    "output_file", "save_output", "PlacedLayer", "Placement", "placed_network", "placement",
+    "call_macs", "module_macs", "import_model",
 ]
 
 if TYPE_CHECKING:
@@ -105,6 +109,7 @@ if TYPE_CHECKING:
         top1,
     )
     from vtatune.deploy._errors import DeployError
+    from vtatune.deploy._macs import call_macs, model_macs, module_macs
     from vtatune.deploy._match import (
         LayerSpec,
         QParams,
@@ -115,14 +120,15 @@ if TYPE_CHECKING:
     )
     from vtatune.deploy._model import (
         MAC_OPS,
+        import_model,
         is_quantized,
         load_model,
         model_input,
-        model_macs,
         output_step,
     )
     from vtatune.deploy._partition import external_functions, partition
     from vtatune.deploy._patterns import PREFIX, Partitioning, Refusal, pattern_entries, register
+    from vtatune.deploy._placement import PlacedLayer, Placement, placed_network, placement
     from vtatune.deploy._quantize import quantize
     from vtatune.deploy._requantize import Requantization
     from vtatune.deploy._schedules import LayerBuilder, LayerPrograms

@@ -26,11 +26,13 @@ from vtatune.deploy._chain import link
 from vtatune.deploy._cpu_target import CpuTarget, resolve_cpu_target
 from vtatune.deploy._device import Device, SimulatedDevice
 from vtatune.deploy._errors import DeployError
+from vtatune.deploy._macs import module_macs
 from vtatune.deploy._model import (
+    float_model_error,
+    import_model,
     is_quantized,
     load_model,
     model_input,
-    model_macs,
     output_step,
 )
 from vtatune.deploy._partition import partition
@@ -43,17 +45,6 @@ from vtatune.deploy.runtime._tvm import run_main
 
 #: The op at the core of each layer kind VTA could run (CPU ops VTA refused get a reason).
 _ANCHOR_OPS = ("nn.conv2d", "nn.conv2d_transpose", "matmul", "add", "nn.relu")
-
-
-def _import(model: Any, shape: tuple[int, ...], name: str) -> Any:
-    tvm()
-    from tvm.relax.frontend.onnx import from_onnx
-
-    try:
-        return from_onnx(model, shape_dict={name: list(shape)})
-    except Exception as exc:  # the frontend raises whatever it meets
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise DeployError(f"TVM cannot import the model: {first}") from None
 
 
 #: The widest loop the CPU schedule vectorizes whole (a wider one: in pieces of this).
@@ -141,9 +132,8 @@ class CompiledModel(DeployedModel):
                  seconds: dict[str, float], *, model_sha256: str = "", executable: Any = None,
                  regions: dict[str, Region] | None = None,
                  output_spec: tuple[tuple[int, ...], np.dtype] | None = None,
-                 cpu_target: CpuTarget | None = None) -> None:
-        super().__init__(name, hw, device, input_spec, vm, trace, main_ops, seconds,
-                         model_macs(model))
+                 cpu_target: CpuTarget | None = None, macs: int = 0) -> None:
+        super().__init__(name, hw, device, input_spec, vm, trace, main_ops, seconds, macs)
         self.model = model
         self.partitioning = partitioning
         self.model_sha256 = model_sha256
@@ -257,14 +247,12 @@ def compile_model(model: Any, *, hw: HardwareConfig | str | None = None,
     digest = _model_sha256(model, proto)
     if not is_quantized(proto):
         if calibration is None:
-            raise DeployError(
-                f"{name} is a float model: VTA runs 8-bit integers. Quantize it in QDQ "
-                "format (onnxruntime.quantization.quantize_static, any of its options) or "
-                "give calibration inputs (--calibration X.npy) to have vtatune do it")
+            raise float_model_error(name)
         proto = quantize(proto, calibration)
     input_spec = model_input(proto)
-    mod = _import(proto, input_spec[1], input_spec[0])
+    mod = import_model(proto, input_spec[1], input_spec[0])
     seconds["import"] = time.perf_counter() - t0
+    macs = module_macs(mod)  # the shapes the model is built with
     builder = LayerBuilder(hw, log, tune_trials, tune_log)
     t0 = time.perf_counter()
     mod, state = partition(mod, hw)
@@ -290,7 +278,7 @@ def compile_model(model: Any, *, hw: HardwareConfig | str | None = None,
     return CompiledModel(name, proto, hw, device, input_spec, vm, codegen.trace,
                          main_ops, state, seconds, model_sha256=digest,
                          executable=executable, regions=codegen.regions,
-                         output_spec=_output_spec(mod), cpu_target=cpu)
+                         output_spec=_output_spec(mod), cpu_target=cpu, macs=macs)
 
 
 def _model_sha256(model: Any, proto: Any) -> str:
@@ -340,7 +328,7 @@ def references(model: Any, inputs: Any, engine: str = "tvm") -> np.ndarray:
         t = tvm()
         from tvm import relax
 
-        vm = relax.VirtualMachine(_build(_import(proto, shape, name)), t.cpu())
+        vm = relax.VirtualMachine(_build(import_model(proto, shape, name)), t.cpu())
         return np.stack([run_main(vm, x) for x in xs])
     if engine == "onnxruntime":
         try:

@@ -12,7 +12,7 @@ import numpy as np
 
 from simulator.timing import time_program
 from vtatune.deploy._errors import DeployError
-from vtatune.deploy._match import LayerSpec, workload_of
+from vtatune.deploy._match import LayerSpec, layer_plan
 from vtatune.deploy._requantize import Requantization
 from vtatune.deploy._schedules import LayerBuilder, LayerPrograms
 from vtatune.deploy.runtime import (
@@ -28,7 +28,6 @@ from vtatune.deploy.runtime import (
     same_memory,
 )
 from vtatune.workloads import (
-    AddWorkload,
     GemmWorkload,
     Workload,
     operand_shapes,
@@ -110,18 +109,13 @@ def build_layer(layer: VtaLayer, device: Device, builder: LayerBuilder,
     device; ``exact``: requantized on the CPU wherever VTA's rounding could differ."""
     hw = device.hw
     spec = layer.spec
-    requant = spec.requantization(exact)
-    workload = workload_of(spec, hw, layer.name, exact)
-    if isinstance(workload, AddWorkload):
-        programs = builder.programs(workload, requant.epilogues(bias=False), bias=False)
-        return BuiltLayer(layer, workload, requant, programs, None, None, workload)
-    if spec.kind == "batch_matmul":  # weight and bias packed at run time, per head
-        has_bias = requant.needs_bias(spec.has_bias)
-        programs = builder.programs(workload, requant.epilogues(bias=has_bias), bias=has_bias)
+    plan = layer_plan(spec, hw, layer.name, exact)
+    workload, requant, has_bias = plan.workload, plan.requant, plan.bias
+    if spec.kind in ("add", "batch_matmul"):  # a batch_matmul's operands: packed per head
+        programs = builder.programs(workload, plan.epilogues, bias=has_bias)
         return BuiltLayer(layer, workload, requant, programs, None, None, workload)
     acc_bias = spec.accumulator_bias()
-    has_bias = requant.needs_bias(acc_bias is not None)
-    programs = builder.programs(workload, requant.epilogues(bias=has_bias), bias=has_bias,
+    programs = builder.programs(workload, plan.epilogues, bias=has_bias,
                                 runs_as=spec.run_workload(workload))
     first = programs.passes[0].program
     runs = programs.passes[0].workload

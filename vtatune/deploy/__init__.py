@@ -51,9 +51,9 @@ from typing import TYPE_CHECKING, Any
 
 #: The public API: each name and the module that defines it.
 _API = {
-    **dict.fromkeys(("Agreement", "Check", "CompiledModel", "agreement", "check_outputs",
-                     "compile_model", "deploy", "input_batch", "reference", "references",
-                     "top1"), "vtatune.deploy._deploy"),
+    **dict.fromkeys(("ENGINES", "Agreement", "Check", "CompiledModel", "agreement",
+                     "check_outputs", "compile_model", "deploy", "input_batch", "reference",
+                     "references", "top1"), "vtatune.deploy._deploy"),
     "save": "vtatune.deploy._bundle",
     **dict.fromkeys(("CpuTarget", "resolve_cpu_target"), "vtatune.deploy._cpu_target"),
     "DeployError": "vtatune.deploy._errors",
@@ -67,6 +67,7 @@ _API = {
                     "vtatune.deploy._patterns"),
     **dict.fromkeys(("PlacedLayer", "Placement", "placed_network", "placement"),
                     "vtatune.deploy._placement"),
+    "float64_model": "vtatune.deploy._exact",
     "quantize": "vtatune.deploy._quantize",
     "Requantization": "vtatune.deploy._requantize",
     **dict.fromkeys(("LayerBuilder", "LayerPrograms"), "vtatune.deploy._schedules"),
@@ -89,13 +90,14 @@ __all__ = [
     "load", "load_model", "model_input", "model_macs", "output_sha256", "output_step",
     "partition", "pattern_entries", "program_words", "quantize", "random_input", "reference",
     "refusal", "refusals", "register", "same_memory", "save", "spec_of", "workload_of",
-    "output_file", "save_output", "PlacedLayer", "Placement", "placed_network", "placement",
-    "call_macs", "module_macs", "import_model",
+    "output_file", "save_output", "ENGINES", "float64_model", "PlacedLayer", "Placement",
+    "placed_network", "placement", "call_macs", "module_macs", "import_model",
 ]
 
 if TYPE_CHECKING:
     from vtatune.deploy._bundle import save
     from vtatune.deploy._deploy import (
+        ENGINES,
         Agreement,
         Check,
         CompiledModel,
@@ -109,6 +111,7 @@ if TYPE_CHECKING:
         top1,
     )
     from vtatune.deploy._errors import DeployError
+    from vtatune.deploy._exact import float64_model
     from vtatune.deploy._macs import call_macs, model_macs, module_macs
     from vtatune.deploy._match import (
         LayerSpec,

@@ -311,10 +311,17 @@ def deploy(model: Any, *, log: str | Path | None = None, hw: HardwareConfig | st
 
 
 # --- references -------------------------------------------------------------------------------
+#: The reference engines, as ``--check`` names them: TVM's CPU build, onnxruntime (both
+#: float32) and exact arithmetic (the graph in float64: ``_exact``).
+ENGINES = {"tvm": "TVM (CPU only)", "onnxruntime": "onnxruntime",
+           "exact": "exact arithmetic (float64)"}
+
+
 def reference(model: Any, input: Any, engine: str = "tvm") -> np.ndarray:
-    """The same model's output on ``engine``: ``tvm`` (built by TVM for the CPU alone) or
+    """The same model's output on ``engine``: ``tvm`` (built by TVM for the CPU alone),
     ``onnxruntime`` (graph optimizations off: the float QDQ semantics; its fused integer
-    kernels are not exact on CPUs without VNNI)."""
+    kernels are not exact on CPUs without VNNI) or ``exact`` (the QDQ graph in float64,
+    built by TVM: rounds as exact arithmetic does; :func:`vtatune.deploy._exact.float64_model`)."""
     return references(model, [input], engine)[0]
 
 
@@ -324,10 +331,15 @@ def references(model: Any, inputs: Any, engine: str = "tvm") -> np.ndarray:
     proto, _ = load_model(model)
     name, shape, dtype = model_input(proto)
     xs = [check_input(x, shape, dtype) for x in inputs]
-    if engine == "tvm":
+    if engine in ("tvm", "exact"):
         t = tvm()
         from tvm import relax
 
+        if engine == "exact":
+            from vtatune.deploy._exact import float64_model
+
+            proto = float64_model(proto)
+            xs = [x.astype(np.float64) if x.dtype == np.float32 else x for x in xs]
         vm = relax.VirtualMachine(_build(import_model(proto, shape, name)), t.cpu())
         return np.stack([run_main(vm, x) for x in xs])
     if engine == "onnxruntime":
@@ -342,7 +354,7 @@ def references(model: Any, inputs: Any, engine: str = "tvm") -> np.ndarray:
         session = ort.InferenceSession(proto.SerializeToString(), options,
                                        providers=["CPUExecutionProvider"])
         return np.stack([session.run(None, {name: x})[0] for x in xs])
-    raise DeployError(f"unknown reference engine {engine!r} (tvm, onnxruntime)")
+    raise DeployError(f"unknown reference engine {engine!r} ({', '.join(ENGINES)})")
 
 
 def input_batch(x: Any, shape: tuple[int, ...], dtype: np.dtype) -> tuple[np.ndarray, bool]:
@@ -404,14 +416,18 @@ def agreement(a: np.ndarray, b: np.ndarray, step: float) -> Agreement:
 class Check:
     """A batch's outputs against a reference engine's (:func:`check_outputs`): the
     elements' agreement over all of them and, for class scores, on how many of the
-    ``inputs`` the top-1 class is the reference's (:func:`top1`; None otherwise)."""
+    ``inputs`` the top-1 class is the reference's (:func:`top1`; None otherwise); or, when
+    the engine could not run the model, ``error`` (its first line) and no agreement."""
 
     engine: str
     inputs: int
-    agreement: Agreement
+    agreement: Agreement | None
     top1: int | None
+    error: str = ""
 
     def describe(self) -> str:
+        if self.agreement is None:
+            return f"could not run: {self.error}"
         text = self.agreement.describe()
         if self.top1 is not None:
             text += f"; top-1 the same on {self.top1}/{self.inputs} inputs"
@@ -419,23 +435,42 @@ class Check:
 
     def as_dict(self) -> dict[str, Any]:
         a = self.agreement
+        if a is None:
+            return {"inputs": self.inputs, "error": self.error}
         return {"inputs": self.inputs, "exact": a.exact, "elements": a.elements,
                 "max_steps": a.max_steps, "top1": self.top1}
 
 
 def check_outputs(model: Any, inputs: Any, outputs: Any,
-                  engines: tuple[str, ...] = ("tvm", "onnxruntime")) -> tuple[Check, ...]:
+                  engines: tuple[str, ...] = tuple(ENGINES)) -> tuple[Check, ...]:
     """A batch's outputs (N x the output shape) on VTA against each engine's
     (:func:`references`) for the same inputs (N x the input shape), in quantization steps
-    of the model's output."""
+    of the model's output. An engine that cannot run the model (onnxruntime refusing an
+    export it cannot compute, say) is a Check with its ``error``, never an exception; so is
+    an output that is not a dequantized int8 tensor (no step to count in) for every engine."""
     proto, _ = load_model(model)
-    step = output_step(proto)
     outputs = np.asarray(outputs)
     if len(inputs) != len(outputs):
         raise DeployError(f"{len(outputs)} outputs for {len(inputs)} inputs")
+    try:
+        step = output_step(proto)
+    except DeployError as exc:
+        return tuple(Check(e, len(outputs), None, None, str(exc)) for e in engines)
     checks = []
     for engine in engines:
-        refs = references(proto, inputs, engine)
-        checks.append(Check(engine, len(outputs), agreement(outputs, refs, step),
-                            top1(outputs, refs)))
+        try:
+            refs = references(proto, inputs, engine)
+            checks.append(Check(engine, len(outputs), agreement(outputs, refs, step),
+                                top1(outputs, refs)))
+        except KeyboardInterrupt:
+            raise
+        except Exception as exc:  # noqa: BLE001 - an engine raises whatever it meets
+            checks.append(Check(engine, len(outputs), None, None, _first_line(exc)))
     return tuple(checks)
+
+
+def _first_line(exc: BaseException) -> str:
+    """An exception as one line: its message's first line that says something (an
+    onnxruntime or TVM error is many lines), with its type when it says nothing."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    return lines[0] if lines else type(exc).__name__

@@ -162,33 +162,12 @@ def cmd_network(args: argparse.Namespace) -> int:
 
 
 def _load(args: argparse.Namespace) -> Any:
-    """The network: an ONNX model placed as deploy runs it is placed by deploy's own
-    placement (:func:`vtatune.deploy.placed_network`: TVM's import and VTA's pattern table),
-    so the two agree layer for layer and count the same VTA passes; where deploy refuses
-    the model, or TVM is not installed, the ONNX reader places it and a note says why."""
-    from dataclasses import replace
-    from pathlib import Path
+    """The network, an ONNX model placed as deploy runs it (:func:`vtatune.deploy.load_placed`)."""
+    from vtatune.deploy import load_placed
 
-    from vtatune.networks import load_network
-
-    tasks = "autotvm" if getattr(args, "space", "full") == "autotvm" else "deployed"
-    onnx_file = str(args.network).endswith(".onnx") or Path(args.network).is_file()
-    placement = args.placement or ("deploy" if tasks != "autotvm" else "tvm014")
-    if not onnx_file or placement != "deploy" or args.batch not in (None, 1):
-        return load_network(args.network, args.hw, batch=args.batch, tasks=tasks,
-                            placement=args.placement)
-    from simulator.hardware import HardwareConfig
-    from vtatune.deploy import DeployError, placed_network
-
-    hw = HardwareConfig.resolve(args.hw)
-    try:
-        return placed_network(args.network, hw, tasks=tasks)
-    except DeployError as exc:
-        refused = str(exc)
-    net = load_network(args.network, hw, tasks=tasks, placement="deploy")
-    return replace(net, notes=(*net.notes, f"deploy does not run this model ({refused}); "
-                               "its layers are placed by the ONNX reader as deploy would "
-                               "place them"))
+    return load_placed(args.network, args.hw, batch=args.batch,
+                       tasks="autotvm" if getattr(args, "space", "full") == "autotvm"
+                       else "deployed", placement=args.placement)
 
 
 def _shape(wl: Any) -> str:

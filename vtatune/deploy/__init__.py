@@ -65,7 +65,7 @@ _API = {
     **dict.fromkeys(("external_functions", "partition"), "vtatune.deploy._partition"),
     **dict.fromkeys(("PREFIX", "Partitioning", "Refusal", "pattern_entries", "register"),
                     "vtatune.deploy._patterns"),
-    **dict.fromkeys(("PlacedLayer", "Placement", "placed_network", "placement"),
+    **dict.fromkeys(("PlacedLayer", "Placement", "load_placed", "placed_network", "placement"),
                     "vtatune.deploy._placement"),
     "float64_model": "vtatune.deploy._exact",
     "quantize": "vtatune.deploy._quantize",
@@ -91,7 +91,7 @@ __all__ = [
     "partition", "pattern_entries", "program_words", "quantize", "random_input", "reference",
     "refusal", "refusals", "register", "same_memory", "save", "spec_of", "workload_of",
     "output_file", "save_output", "ENGINES", "float64_model", "PlacedLayer", "Placement",
-    "placed_network", "placement", "call_macs", "module_macs", "import_model",
+    "placed_network", "placement", "load_placed", "call_macs", "module_macs", "import_model",
 ]
 
 if TYPE_CHECKING:
@@ -131,7 +131,13 @@ if TYPE_CHECKING:
     )
     from vtatune.deploy._partition import external_functions, partition
     from vtatune.deploy._patterns import PREFIX, Partitioning, Refusal, pattern_entries, register
-    from vtatune.deploy._placement import PlacedLayer, Placement, placed_network, placement
+    from vtatune.deploy._placement import (
+        PlacedLayer,
+        Placement,
+        load_placed,
+        placed_network,
+        placement,
+    )
     from vtatune.deploy._quantize import quantize
     from vtatune.deploy._requantize import Requantization
     from vtatune.deploy._schedules import LayerBuilder, LayerPrograms

@@ -102,6 +102,7 @@ def float64_model(model: Any) -> Any:
         nodes.append(helper.make_node("Cast", [zp], [out], to=_DOUBLE))
         return out
 
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 17)
     for node in g.node:
         if node.op_type == "DequantizeLinear" and node.domain in ("", "ai.onnx"):
             x = node.input[0]
@@ -138,6 +139,8 @@ def float64_model(model: Any) -> Any:
             nodes.append(helper.make_node("Clip", [r, const(np.array(lo, np.float64)),
                                                    const(np.array(hi, np.float64))], [c]))
             nodes.append(helper.make_node("Cast", [c], [node.output[0]], to=qtype))
+        elif node.op_type == "LayerNormalization" and node.domain in ("", "ai.onnx"):
+            nodes.extend(_layer_norm(node, ranks.get(node.input[0]), opset, new, const))
         else:
             nodes.append(_to_double(node))
     graph = helper.make_graph(nodes, g.name, [_value_double(v) for v in g.input
@@ -146,6 +149,50 @@ def float64_model(model: Any) -> Any:
     out = helper.make_model(graph, opset_imports=list(model.opset_import))
     out.ir_version = model.ir_version
     return out
+
+
+def _layer_norm(node: Any, rank: int | None, opset: int, new: Any, const: Any) -> list[Any]:
+    """``LayerNormalization`` in the operators it is defined by (TVM's ``layer_norm``
+    computes float32 and float16 only): ``(x - mean) / sqrt(var + eps) * scale + bias``
+    over the axes from ``axis`` on."""
+    from onnx import helper
+
+    attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+    if rank is None or len([o for o in node.output if o]) > 1:
+        raise DeployError(f"the exact reference cannot rewrite LayerNormalization "
+                          f"{node.name or node.output[0]} (unknown rank, or its mean output "
+                          "is used)")
+    axis = attrs.get("axis", -1) % rank
+    axes = list(range(axis, rank))
+
+    def mean(x: str) -> tuple[str, Any]:
+        out = new("mean")
+        if opset >= 18:
+            return out, helper.make_node("ReduceMean", [x, const(np.array(axes, np.int64))],
+                                         [out], keepdims=1)
+        return out, helper.make_node("ReduceMean", [x], [out], axes=axes, keepdims=1)
+
+    x = node.input[0]
+    nodes = []
+    m, n = mean(x)
+    nodes.append(n)
+    d = new("d")
+    nodes.append(helper.make_node("Sub", [x, m], [d]))
+    sq = new("sq")
+    nodes.append(helper.make_node("Mul", [d, d], [sq]))
+    v, n = mean(sq)
+    nodes.append(n)
+    ve, sd, y = new("ve"), new("sd"), new("y")
+    eps = const(np.array(attrs.get("epsilon", 1e-5), np.float32).astype(np.float64))
+    nodes += [helper.make_node("Add", [v, eps], [ve]), helper.make_node("Sqrt", [ve], [sd]),
+              helper.make_node("Div", [d, sd], [y])]
+    out = node.output[0]
+    bias = node.input[2] if len(node.input) > 2 and node.input[2] else ""
+    scaled = new("s") if bias else out
+    nodes.append(helper.make_node("Mul", [y, node.input[1]], [scaled]))
+    if bias:
+        nodes.append(helper.make_node("Add", [scaled, bias], [out]))
+    return nodes
 
 
 def _to_double(node: Any) -> Any:

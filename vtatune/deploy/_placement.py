@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from simulator.hardware import HardwareConfig
 from vtatune.deploy._deploy import _LAYER_OPS, _unmatched
+from vtatune.deploy._errors import DeployError
 from vtatune.deploy._macs import call_macs, module_macs
 from vtatune.deploy._match import LayerPlan, layer_plan
 from vtatune.deploy._model import (
@@ -32,9 +33,17 @@ from vtatune.deploy._model import (
 from vtatune.deploy._partition import partition
 from vtatune.deploy._patterns import PREFIX
 from vtatune.deploy._tvm import tvm
-from vtatune.networks import CpuLayer, CpuOp, Layer, Network, network_name, tasks_of
+from vtatune.networks import (
+    CpuLayer,
+    CpuOp,
+    Layer,
+    Network,
+    load_network,
+    network_name,
+    tasks_of,
+)
 
-__all__ = ["Placement", "PlacedLayer", "placed_network", "placement"]
+__all__ = ["Placement", "PlacedLayer", "load_placed", "placed_network", "placement"]
 
 #: How a CPU layer is named by the Relax op at its core (as ``network`` names layers).
 _KINDS = {"nn.conv2d": "conv2d", "nn.conv2d_transpose": "conv2d_transpose",
@@ -177,3 +186,26 @@ def placed_network(model: Any, hw: HardwareConfig | str | None = None, *,
     return Network(name or network_name(model if isinstance(model, str | Path) else p.name),
                    source, p.hw, grouped, cpu, (),
                    tuple(x.layer for x in p.layers), steps, "deploy")
+
+
+def load_placed(network: str | Path, hw: HardwareConfig | str | None = None, *,
+                batch: int | None = None, tasks: str = "deployed",
+                placement: str | None = None) -> Network:
+    """:func:`vtatune.networks.load_network`, with an ONNX model whose placement is
+    ``deploy`` (its default) placed by deploy itself (:func:`placed_network`), so ``network``
+    and ``design`` place and count it as deploy runs it. Where deploy does not run the model
+    (a float model, one TVM cannot import, TVM not installed) or runs another batch than
+    ``batch``, the ONNX reader places it, and a note says why."""
+    hw = hw if isinstance(hw, HardwareConfig) else HardwareConfig.resolve(hw)
+    onnx_file = str(network).endswith(".onnx") or Path(network).is_file()
+    deployed = (placement or ("tvm014" if tasks == "autotvm" else "deploy")) == "deploy"
+    if not onnx_file or not deployed or batch not in (None, 1):
+        return load_network(network, hw, batch=batch, tasks=tasks, placement=placement)
+    try:
+        return placed_network(network, hw, tasks=tasks)
+    except DeployError as exc:
+        refused = str(exc)
+    net = load_network(network, hw, tasks=tasks, placement="deploy")
+    return replace(net, notes=(*net.notes, f"deploy does not run this model ({refused}); "
+                               "its layers are placed by the ONNX reader as deploy would "
+                               "place them"))

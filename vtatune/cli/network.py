@@ -23,13 +23,15 @@ __all__ = [
 
 _DESCRIPTION = (
     "Tune a whole network: a catalogue network by name or an ONNX model file. Each layer VTA "
-    "can run (TVM's graph-packing rules: channels per group multiples of the block, batch a "
-    "multiple of BATCH; the first convolution and depthwise convolutions stay on the CPU) "
-    "becomes a task; identical layers are one task with a multiplicity. --trials is the "
-    "network's total, shared out by the task scheduler (gradient: Ansor's, on the objective "
-    "sum of multiplicity x cycles; round-robin). A task that has converged stops taking "
-    "trials. One study per task, all in one storage and one log. Without NAME, lists the "
-    "catalogue. Exit status: 0, 2 on bad input, 130 when interrupted (--resume continues).")
+    "can run (a quantized ONNX model: as `vtatune deploy` places and runs it, each VTA pass "
+    "counted; a catalogue network: TVM's graph-packing rules, channels per group multiples "
+    "of the block, batch a multiple of BATCH; the first convolution and depthwise "
+    "convolutions stay on the CPU) becomes a task; identical layers are one task with a "
+    "multiplicity. --trials is the network's total, shared out by the task scheduler "
+    "(gradient: Ansor's, on the objective sum of multiplicity x cycles; round-robin). A task "
+    "that has converged stops taking trials. One study per task, all in one storage and one "
+    "log. Without NAME, lists the catalogue. Exit status: 0, 2 on bad input, 130 when "
+    "interrupted (--resume continues).")
 
 _EXAMPLES = (
     "python -m vtatune network resnet18 --list",

@@ -108,6 +108,14 @@ def _shape(expr: Any) -> str:
         return "?"
 
 
+def _dequantized(arg: Any, values: dict[Any, Any]) -> bool:
+    """``arg`` is an 8-bit tensor dequantized (the operand of a QDQ layer)."""
+    t = tvm()
+    expr = values.get(arg, arg)
+    return isinstance(expr, t.relax.Call) and isinstance(expr.op, t.ir.Op) and \
+        expr.op.name == "relax.dequantize"
+
+
 def placement(model: Any, hw: HardwareConfig | str | None = None, *,
               exact: bool = False) -> Placement:
     """Where each layer of ``model`` (an ONNX path or ModelProto, quantized) runs on ``hw``
@@ -158,7 +166,7 @@ def placement(model: Any, hw: HardwareConfig | str | None = None, *,
                 reason = _unmatched(v, values)
             if reason:
                 cpu = CpuLayer(b.var.name, _KINDS[op], _shape(b.var), reason,
-                               quantized=not reason.startswith("its "),
+                               quantized=all(_dequantized(a, values) for a in v.args[:2]),
                                macs=call_macs(v, b.var) or 0)
                 layers.append(PlacedLayer(cpu))
                 steps.append(cpu)

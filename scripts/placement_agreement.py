@@ -80,8 +80,10 @@ def measure(path: str, hw: str, trials: int) -> dict:
     with tempfile.TemporaryDirectory() as tmp, warnings.catch_warnings():
         warnings.simplefilter("ignore", FallbackWarning)
         log = str(Path(tmp) / "log.jsonl")
-        tune_network(net, trials_per_task=trials, seed=0, log=log)
-        counted = network_from_logs(net, [log]).vta_cycles
+        counted = 0
+        if net.tunable:  # no VTA layer: nothing to tune or count
+            tune_network(net, trials_per_task=trials, seed=0, log=log)
+            counted = network_from_logs(net, [log]).vta_cycles
         compiled = compile_model(path, hw=hw, log=log)
         x = random_input(compiled.input_shape, compiled.input_dtype, 0)
         result = compiled.run(x)

@@ -84,7 +84,7 @@ def measure(path: str, hw: str, trials: int) -> dict:
         if net.tunable:  # no VTA layer: nothing to tune or count
             tune_network(net, trials_per_task=trials, seed=0, log=log)
             counted = network_from_logs(net, [log]).vta_cycles
-        compiled = compile_model(path, hw=hw, log=log)
+        compiled = compile_model(path, hw=hw, log=log if net.tunable else None)
         x = random_input(compiled.input_shape, compiled.input_dtype, 0)
         result = compiled.run(x)
     out.update(model_macs=result.model_macs, vta_macs=result.vta_macs,

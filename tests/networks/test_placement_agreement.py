@@ -190,3 +190,29 @@ def test_the_same_on_transformers_exports(name, tmp_path, capsys):
     r = deploy_run(onnx.load(str(path)), "pynq")
     assert deploy_verdicts(r) == network_verdicts(listed)
     assert listed["vta_mac_share"] == r.vta_mac_share <= 1
+
+
+def test_model_macs_counts_what_onnx_shape_inference_leaves_unknown():
+    """A MatMul after a Reshape to a computed shape (torch exports attention's head split
+    so): ONNX shape inference, which does not propagate the shape's values, leaves its
+    shapes unknown; TVM's import knows them, and every MAC is counted."""
+    from onnx import TensorProto, helper
+
+    from vtatune.deploy import model_macs
+
+    w = helper.make_tensor("w", TensorProto.FLOAT, [32, 64], [0.0] * 2048)
+    nodes = [helper.make_node("Shape", ["x"], ["s"]),
+             helper.make_node("Slice", ["s", "zero", "two"], ["lead"]),
+             helper.make_node("Concat", ["lead", "minus_one"], ["target"], axis=0),
+             helper.make_node("Reshape", ["x", "target"], ["r"]),
+             helper.make_node("MatMul", ["r", "w"], ["y"])]
+    consts = [helper.make_tensor(n, TensorProto.INT64, [1], [v])
+              for n, v in (("zero", 0), ("two", 2), ("minus_one", -1))]
+    graph = helper.make_graph(nodes, "reshaped", [
+        helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16, 32])], [
+        helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [w, *consts])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    inferred = onnx.shape_inference.infer_shapes(model)
+    r = next(v for v in inferred.graph.value_info if v.name == "r")
+    assert not all(d.HasField("dim_value") for d in r.type.tensor_type.shape.dim)
+    assert model_macs(model) == 16 * 32 * 64

@@ -35,8 +35,11 @@ _DESCRIPTION = (
     "requantizes each layer in its one pass: by a shift (a power-of-two multiplier, rounding "
     "half up) or a fixed-point multiply from shifts and adds (any other per-tensor "
     "multiplier, every element within one step of the exact rounding); per-channel "
-    "multipliers, or every one with --exact, on the CPU. Exit status: 0, 2 on bad input, 130 "
-    "when interrupted.")
+    "multipliers, or every one with --exact, on the CPU. --check compares the output with "
+    "TVM's CPU build, onnxruntime and exact arithmetic (the quantized graph in float64). "
+    "Exit status: 0; 2 on bad input; 3 when --check could not run a reference (each one that "
+    "failed is one line, the run's own result printed and its output saved all the same); "
+    "130 when interrupted.")
 
 _EXAMPLES = (
     "python -m vtatune deploy model.onnx --log logs/resnet18-pynq.jsonl",
@@ -88,10 +91,12 @@ def register(sub: Any) -> None:
                         "TVM's (its half-up shift, its fixed-point multiply: VTA then runs "
                         "such a layer once per accumulator byte)")
     p.add_argument("--check", action="store_true",
-                   help="compare the output (each of a batch's) with TVM's CPU build and "
-                        "onnxruntime's: elements exact over all, and for class scores how many "
-                        "inputs have the same top-1 class (the largest score, the first of "
-                        "equal ones)")
+                   help="compare the output (each of a batch's) with TVM's CPU build, "
+                        "onnxruntime's and exact arithmetic's (the quantized graph in float64, "
+                        "which rounds as exact arithmetic does): elements exact over all, and "
+                        "for class scores how many inputs have the same top-1 class (the "
+                        "largest score, the first of equal ones); a reference that cannot run "
+                        "is one line, exit status 3")
     p.add_argument("--json", action="store_true",
                    help="print one JSON object: offloaded, cpu_ops, vta_cycles, "
                         "default_cycles, tuning, the output's shape, dtype, SHA-256 and "
@@ -123,9 +128,6 @@ def _load_npy(path: str, flag: str) -> Any:
         raise UsageError(f"{flag} {path}: {exc}") from None
 
 
-_ENGINES = {"tvm": "TVM (CPU only)", "onnxruntime": "onnxruntime"}
-
-
 def _tuning(args: argparse.Namespace) -> dict[str, Any]:
     """compile_model's tuning arguments: tuned by default into the cache log; ``--tune N``
     with ``--log`` into that log; a bar on a terminal only."""
@@ -143,6 +145,7 @@ def cmd_deploy(args: argparse.Namespace) -> int:
     import numpy as np
 
     from vtatune.deploy import (
+        ENGINES,
         ModelInput,
         bundle_target,
         check_outputs,
@@ -206,10 +209,10 @@ def cmd_deploy(args: argparse.Namespace) -> int:
         if checks:
             d["check"] = {c.engine: c.as_dict() for c in checks}
         print(json.dumps(d))
-        return 0
+        return _check_status(checks)
     print(result.report())
     for c in checks:
-        print(f"against {_ENGINES[c.engine]}: {c.describe()}")
+        print(f"against {ENGINES[c.engine]}: {c.describe()}")
     s = result.seconds
     print(f"output {'x'.join(map(str, saved.shape))} {saved.dtype} saved to "
           f"{out}; " + ", ".join(f"{k} {v:.2f} s" for k, v in s.items()))
@@ -218,7 +221,12 @@ def cmd_deploy(args: argparse.Namespace) -> int:
               f"({batch_seconds / len(batch):.2f} s each)")
     if args.save:
         print(f"bundle saved to {args.save} (run it: python -m vtatune run {args.save})")
-    return 0
+    return _check_status(checks)
+
+
+def _check_status(checks: Any) -> int:
+    """3 when a reference --check asked for could not run, else 0."""
+    return 3 if any(c.agreement is None for c in checks) else 0
 
 
 def _deploy_for_another_cpu(args: argparse.Namespace, cpu: Any) -> int:

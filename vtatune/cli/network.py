@@ -23,13 +23,15 @@ __all__ = [
 
 _DESCRIPTION = (
     "Tune a whole network: a catalogue network by name or an ONNX model file. Each layer VTA "
-    "can run (TVM's graph-packing rules: channels per group multiples of the block, batch a "
-    "multiple of BATCH; the first convolution and depthwise convolutions stay on the CPU) "
-    "becomes a task; identical layers are one task with a multiplicity. --trials is the "
-    "network's total, shared out by the task scheduler (gradient: Ansor's, on the objective "
-    "sum of multiplicity x cycles; round-robin). A task that has converged stops taking "
-    "trials. One study per task, all in one storage and one log. Without NAME, lists the "
-    "catalogue. Exit status: 0, 2 on bad input, 130 when interrupted (--resume continues).")
+    "can run (a quantized ONNX model: as `vtatune deploy` places and runs it, each VTA pass "
+    "counted; a catalogue network: TVM's graph-packing rules, channels per group multiples "
+    "of the block, batch a multiple of BATCH; the first convolution and depthwise "
+    "convolutions stay on the CPU) becomes a task; identical layers are one task with a "
+    "multiplicity. --trials is the network's total, shared out by the task scheduler "
+    "(gradient: Ansor's, on the objective sum of multiplicity x cycles; round-robin). A task "
+    "that has converged stops taking trials. One study per task, all in one storage and one "
+    "log. Without NAME, lists the catalogue. Exit status: 0, 2 on bad input, 130 when "
+    "interrupted (--resume continues).")
 
 _EXAMPLES = (
     "python -m vtatune network resnet18 --list",
@@ -97,7 +99,7 @@ def register(sub: Any) -> None:
 
 
 def cmd_network(args: argparse.Namespace) -> int:
-    from vtatune.networks import NETWORKS, load_network
+    from vtatune.networks import NETWORKS
 
     warnings_one_line()
     if args.network is None:
@@ -120,9 +122,7 @@ def cmd_network(args: argparse.Namespace) -> int:
         raise UsageError("give --trials (the network's total) or --trials-per-task, not both")
     if args.plot and args.list:
         raise UsageError("--plot draws a tuned network: drop --list")
-    net = load_network(args.network, args.hw, batch=args.batch,
-                       tasks="autotvm" if getattr(args, "space", "full") == "autotvm"
-                       else "deployed", placement=args.placement)
+    net = _load(args)
     if args.list:
         if args.json:
             print(json.dumps(network_json(net)))
@@ -163,6 +163,15 @@ def cmd_network(args: argparse.Namespace) -> int:
     return 130 if result.interrupted else 0
 
 
+def _load(args: argparse.Namespace) -> Any:
+    """The network, an ONNX model placed as deploy runs it (:func:`vtatune.deploy.load_placed`)."""
+    from vtatune.deploy import load_placed
+
+    return load_placed(args.network, args.hw, batch=args.batch,
+                       tasks="autotvm" if getattr(args, "space", "full") == "autotvm"
+                       else "deployed", placement=args.placement)
+
+
 def _shape(wl: Any) -> str:
     """The workload's shape (its epilogue has a column: :func:`_epilogue`)."""
     return wl.describe().removeprefix(f"{wl.name} ").removeprefix(f"{wl.operator} ") \
@@ -190,8 +199,36 @@ def network_json(net: Any) -> dict[str, Any]:
                        "layers": list(t.layers), "skipped": t.skip} for t in net.tasks],
             "cpu": [{"name": c.name, "operator": c.operator, "shape": c.shape,
                      "reason": c.reason, "quantized": c.quantized} for c in net.cpu],
+            "layers": layer_placements(net),
             "int8_layers": [layer.name for layer in net.layers if layer.quantized],
             "notes": list(net.notes)}
+
+
+def layer_placements(net: Any) -> list[dict[str, Any]]:
+    """Where each layer runs, in order: on VTA, its task, the workload's shape and the VTA
+    programs one run of it runs (its passes, steps ``<layer>/<j>`` after the first; a
+    batch_matmul's for every head, ``<layer>#<h>``), as deploy's ``passes``; on the CPU,
+    the reason."""
+    cpu = {c.name: c for c in net.cpu}
+    tasks = {name: t for t in net.tasks for name in t.layers}
+    passes: dict[str, int] = {}  # the last pass's index + 1 (a layer may run twice)
+    for step in net.steps:
+        if step.task is not None:
+            base, _, j = step.name.partition("/")
+            base = base.split("#")[0]
+            passes[base] = max(passes.get(base, 1), int(j or 0) + 1)
+    out = []
+    for layer in net.layers:
+        if layer.name in cpu:
+            out.append({"name": layer.name, "operator": layer.operator, "on": "cpu",
+                        "reason": cpu[layer.name].reason, "macs": layer.macs})
+        elif layer.name in tasks:
+            task = tasks[layer.name]
+            heads = getattr(layer, "heads", 1)
+            out.append({"name": layer.name, "operator": layer.operator, "on": "vta",
+                        "task": task.name, "workload": _shape(task.workload), "heads": heads,
+                        "passes": heads * passes.get(layer.name, 1), "macs": layer.macs})
+    return out
 
 
 def _table(head: tuple[str, ...], rows: list[tuple[str, ...]], left: int = 4) -> None:

@@ -54,19 +54,23 @@ from typing import TYPE_CHECKING, Any
 
 #: The public API: each name and the module that defines it.
 _API = {
-    **dict.fromkeys(("Agreement", "Check", "CompiledModel", "agreement", "check_outputs",
-                     "compile_model", "deploy", "reference", "references",
+    **dict.fromkeys(("ENGINES", "Agreement", "Check", "CompiledModel", "agreement",
+                     "check_outputs", "compile_model", "deploy", "reference", "references",
                      "top1"), "vtatune.deploy._deploy"),
     **dict.fromkeys(("bundle_target", "save"), "vtatune.deploy._bundle"),
     **dict.fromkeys(("CpuTarget", "resolve_cpu_target"), "vtatune.deploy._cpu_target"),
     "DeployError": "vtatune.deploy.runtime._errors",
     **dict.fromkeys(("LayerSpec", "QParams", "refusal", "refusals", "spec_of",
                      "workload_of"), "vtatune.deploy._match"),
-    **dict.fromkeys(("MAC_OPS", "is_quantized", "load_model", "model_input", "model_macs",
+    **dict.fromkeys(("MAC_OPS", "import_model", "is_quantized", "load_model", "model_input",
                      "output_step"), "vtatune.deploy._model"),
+    **dict.fromkeys(("call_macs", "model_macs", "module_macs"), "vtatune.deploy._macs"),
     **dict.fromkeys(("external_functions", "partition"), "vtatune.deploy._partition"),
     **dict.fromkeys(("PREFIX", "Partitioning", "Refusal", "pattern_entries", "register"),
                     "vtatune.deploy._patterns"),
+    **dict.fromkeys(("PlacedLayer", "Placement", "load_placed", "placed_network", "placement"),
+                    "vtatune.deploy._placement"),
+    "float64_model": "vtatune.deploy._exact",
     "quantize": "vtatune.deploy._quantize",
     "Requantization": "vtatune.deploy.runtime._requantize",
     **dict.fromkeys(("LayerBuilder", "LayerPrograms", "cost_model_pick"),
@@ -97,11 +101,14 @@ __all__ = [
     "output_file", "save_output", "CACHE_ENV", "DEFAULT_TUNE_TRIALS", "Tuning", "cache_dir",
     "cache_log", "cost_model_pick", "tune_workloads",
     "output_file", "save_output", "ModelInput", "bundle_target",
+    "output_file", "save_output", "ENGINES", "float64_model", "PlacedLayer", "Placement",
+    "placed_network", "placement", "load_placed", "call_macs", "module_macs", "import_model",
 ]
 
 if TYPE_CHECKING:
     from vtatune.deploy._bundle import bundle_target, save
     from vtatune.deploy._deploy import (
+        ENGINES,
         Agreement,
         Check,
         CompiledModel,
@@ -113,6 +120,8 @@ if TYPE_CHECKING:
         references,
         top1,
     )
+    from vtatune.deploy._exact import float64_model
+    from vtatune.deploy._macs import call_macs, model_macs, module_macs
     from vtatune.deploy._match import (
         LayerSpec,
         QParams,
@@ -123,14 +132,21 @@ if TYPE_CHECKING:
     )
     from vtatune.deploy._model import (
         MAC_OPS,
+        import_model,
         is_quantized,
         load_model,
         model_input,
-        model_macs,
         output_step,
     )
     from vtatune.deploy._partition import external_functions, partition
     from vtatune.deploy._patterns import PREFIX, Partitioning, Refusal, pattern_entries, register
+    from vtatune.deploy._placement import (
+        PlacedLayer,
+        Placement,
+        load_placed,
+        placed_network,
+        placement,
+    )
     from vtatune.deploy._quantize import quantize
     from vtatune.deploy._schedules import LayerBuilder, LayerPrograms, cost_model_pick
     from vtatune.deploy._tuning import (

@@ -24,11 +24,13 @@ from simulator.hardware import HardwareConfig
 from vtatune.builds import FallbackWarning
 from vtatune.deploy._chain import link
 from vtatune.deploy._cpu_target import CpuTarget, resolve_cpu_target
+from vtatune.deploy._macs import module_macs
 from vtatune.deploy._model import (
+    float_model_error,
+    import_model,
     is_quantized,
     load_model,
     model_input,
-    model_macs,
     output_step,
 )
 from vtatune.deploy._partition import partition
@@ -44,17 +46,6 @@ from vtatune.networks import DEFAULT_PATIENCE
 
 #: The op at the core of each layer kind VTA could run (CPU ops VTA refused get a reason).
 _ANCHOR_OPS = ("nn.conv2d", "nn.conv2d_transpose", "matmul", "add", "nn.relu")
-
-
-def _import(model: Any, shape: tuple[int, ...], name: str) -> Any:
-    tvm()
-    from tvm.relax.frontend.onnx import from_onnx
-
-    try:
-        return from_onnx(model, shape_dict={name: list(shape)})
-    except Exception as exc:  # the frontend raises whatever it meets
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise DeployError(f"TVM cannot import the model: {first}") from None
 
 
 #: The widest loop the CPU schedule vectorizes whole (a wider one: in pieces of this).
@@ -146,9 +137,8 @@ class CompiledModel(DeployedModel):
                  seconds: dict[str, float], *, model_sha256: str = "", executable: Any = None,
                  regions: dict[str, Region] | None = None,
                  output_spec: tuple[tuple[int, ...], np.dtype] | None = None,
-                 cpu_target: CpuTarget | None = None) -> None:
-        super().__init__(name, hw, device, input_spec, vm, trace, main_ops, seconds,
-                         model_macs(model))
+                 cpu_target: CpuTarget | None = None, macs: int = 0) -> None:
+        super().__init__(name, hw, device, input_spec, vm, trace, main_ops, seconds, macs)
         self.model = model
         self.partitioning = partitioning
         self.model_sha256 = model_sha256
@@ -270,14 +260,12 @@ def compile_model(model: Any, *, hw: HardwareConfig | str | None = None,
     digest = _model_sha256(model, proto)
     if not is_quantized(proto):
         if calibration is None:
-            raise DeployError(
-                f"{name} is a float model: VTA runs 8-bit integers. Quantize it in QDQ "
-                "format (onnxruntime.quantization.quantize_static, any of its options) or "
-                "give calibration inputs (--calibration X.npy) to have vtatune do it")
+            raise float_model_error(name)
         proto = quantize(proto, calibration)
     input_spec = model_input(proto)
-    mod = _import(proto, input_spec[1], input_spec[0])
+    mod = import_model(proto, input_spec[1], input_spec[0])
     seconds["import"] = time.perf_counter() - t0
+    macs = module_macs(mod)  # the shapes the model is built with
     builder = LayerBuilder(hw, log, tune_trials, tune_log, seed=seed, progress=progress,
                            patience=tune_patience)
     t0 = time.perf_counter()
@@ -308,7 +296,7 @@ def compile_model(model: Any, *, hw: HardwareConfig | str | None = None,
     compiled = CompiledModel(name, proto, hw, device, input_spec, vm, codegen.trace,
                              main_ops, state, seconds, model_sha256=digest,
                              executable=executable, regions=codegen.regions,
-                             output_spec=_output_spec(mod), cpu_target=cpu)
+                             output_spec=_output_spec(mod), cpu_target=cpu, macs=macs)
     compiled.tuning = builder.tuning.as_dict() if builder.tuning is not None else None
     return compiled
 
@@ -343,10 +331,17 @@ def deploy(model: Any, *, log: str | Path | None = None, hw: HardwareConfig | st
 
 
 # --- references -------------------------------------------------------------------------------
+#: The reference engines, as ``--check`` names them: TVM's CPU build, onnxruntime (both
+#: float32) and exact arithmetic (the graph in float64: ``_exact``).
+ENGINES = {"tvm": "TVM (CPU only)", "onnxruntime": "onnxruntime",
+           "exact": "exact arithmetic (float64)"}
+
+
 def reference(model: Any, input: Any, engine: str = "tvm") -> np.ndarray:
-    """The same model's output on ``engine``: ``tvm`` (built by TVM for the CPU alone) or
+    """The same model's output on ``engine``: ``tvm`` (built by TVM for the CPU alone),
     ``onnxruntime`` (graph optimizations off: the float QDQ semantics; its fused integer
-    kernels are not exact on CPUs without VNNI)."""
+    kernels are not exact on CPUs without VNNI) or ``exact`` (the QDQ graph in float64,
+    built by TVM: rounds as exact arithmetic does; :func:`vtatune.deploy._exact.float64_model`)."""
     return references(model, [input], engine)[0]
 
 
@@ -356,11 +351,16 @@ def references(model: Any, inputs: Any, engine: str = "tvm") -> np.ndarray:
     proto, _ = load_model(model)
     name, shape, dtype = model_input(proto)
     xs = [check_input(x, shape, dtype) for x in inputs]
-    if engine == "tvm":
+    if engine in ("tvm", "exact"):
         t = tvm()
         from tvm import relax
 
-        vm = relax.VirtualMachine(_build(_import(proto, shape, name)), t.cpu())
+        if engine == "exact":
+            from vtatune.deploy._exact import float64_model
+
+            proto = float64_model(proto)
+            xs = [x.astype(np.float64) if x.dtype == np.float32 else x for x in xs]
+        vm = relax.VirtualMachine(_build(import_model(proto, shape, name)), t.cpu())
         return np.stack([run_main(vm, x) for x in xs])
     if engine == "onnxruntime":
         try:
@@ -374,7 +374,7 @@ def references(model: Any, inputs: Any, engine: str = "tvm") -> np.ndarray:
         session = ort.InferenceSession(proto.SerializeToString(), options,
                                        providers=["CPUExecutionProvider"])
         return np.stack([session.run(None, {name: x})[0] for x in xs])
-    raise DeployError(f"unknown reference engine {engine!r} (tvm, onnxruntime)")
+    raise DeployError(f"unknown reference engine {engine!r} ({', '.join(ENGINES)})")
 
 
 def top1(outputs: np.ndarray, refs: np.ndarray) -> int | None:
@@ -423,14 +423,18 @@ def agreement(a: np.ndarray, b: np.ndarray, step: float) -> Agreement:
 class Check:
     """A batch's outputs against a reference engine's (:func:`check_outputs`): the
     elements' agreement over all of them and, for class scores, on how many of the
-    ``inputs`` the top-1 class is the reference's (:func:`top1`; None otherwise)."""
+    ``inputs`` the top-1 class is the reference's (:func:`top1`; None otherwise); or, when
+    the engine could not run the model, ``error`` (its first line) and no agreement."""
 
     engine: str
     inputs: int
-    agreement: Agreement
+    agreement: Agreement | None
     top1: int | None
+    error: str = ""
 
     def describe(self) -> str:
+        if self.agreement is None:
+            return f"could not run: {self.error}"
         text = self.agreement.describe()
         if self.top1 is not None:
             text += f"; top-1 the same on {self.top1}/{self.inputs} inputs"
@@ -438,23 +442,42 @@ class Check:
 
     def as_dict(self) -> dict[str, Any]:
         a = self.agreement
+        if a is None:
+            return {"inputs": self.inputs, "error": self.error}
         return {"inputs": self.inputs, "exact": a.exact, "elements": a.elements,
                 "max_steps": a.max_steps, "top1": self.top1}
 
 
 def check_outputs(model: Any, inputs: Any, outputs: Any,
-                  engines: tuple[str, ...] = ("tvm", "onnxruntime")) -> tuple[Check, ...]:
+                  engines: tuple[str, ...] = tuple(ENGINES)) -> tuple[Check, ...]:
     """A batch's outputs (N x the output shape) on VTA against each engine's
     (:func:`references`) for the same inputs (N x the input shape), in quantization steps
-    of the model's output."""
+    of the model's output. An engine that cannot run the model (onnxruntime refusing an
+    export it cannot compute, say) is a Check with its ``error``, never an exception; so is
+    an output that is not a dequantized int8 tensor (no step to count in) for every engine."""
     proto, _ = load_model(model)
-    step = output_step(proto)
     outputs = np.asarray(outputs)
     if len(inputs) != len(outputs):
         raise DeployError(f"{len(outputs)} outputs for {len(inputs)} inputs")
+    try:
+        step = output_step(proto)
+    except DeployError as exc:
+        return tuple(Check(e, len(outputs), None, None, str(exc)) for e in engines)
     checks = []
     for engine in engines:
-        refs = references(proto, inputs, engine)
-        checks.append(Check(engine, len(outputs), agreement(outputs, refs, step),
-                            top1(outputs, refs)))
+        try:
+            refs = references(proto, inputs, engine)
+            checks.append(Check(engine, len(outputs), agreement(outputs, refs, step),
+                                top1(outputs, refs)))
+        except KeyboardInterrupt:
+            raise
+        except Exception as exc:  # noqa: BLE001 - an engine raises whatever it meets
+            checks.append(Check(engine, len(outputs), None, None, _first_line(exc)))
     return tuple(checks)
+
+
+def _first_line(exc: BaseException) -> str:
+    """An exception as one line: its message's first line that says something (an
+    onnxruntime or TVM error is many lines), with its type when it says nothing."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    return lines[0] if lines else type(exc).__name__

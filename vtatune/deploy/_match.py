@@ -503,6 +503,44 @@ def workload_of(spec: LayerSpec, hw: HardwareConfig, name: str = "",
     return replace(placed, epilogue=req.epilogues(bias)[0])
 
 
+@dataclass(frozen=True)
+class LayerPlan:
+    """How VTA runs one accepted layer: ``workload`` as placed (channels padded to whole
+    blocks, the first pass's epilogue: what a log's record is looked up by and a task is
+    tuned on), ``runs`` the workload VTA runs with that schedule (unpadded on a zero-point
+    border, else the same), the requantization, ``epilogues`` one per VTA pass, and whether
+    the passes read a bias tensor."""
+
+    workload: Workload
+    runs: Workload
+    requant: Requantization
+    epilogues: tuple
+    bias: bool
+
+    @property
+    def passes(self) -> tuple[Workload, ...]:
+        """What VTA runs, pass by pass (per head for a batch_matmul)."""
+        return tuple(replace(self.runs, epilogue=e) for e in self.epilogues)
+
+
+def layer_plan(spec: LayerSpec, hw: HardwareConfig, name: str = "",
+               exact: bool = False) -> LayerPlan:
+    """How VTA runs ``spec`` (accepted: :func:`refusals` empty): the one decision the code
+    generator builds (``_region.build_layer``) and ``network`` counts
+    (:func:`vtatune.deploy.placement`) alike."""
+    requant = spec.requantization(exact)
+    workload = workload_of(spec, hw, name, exact)
+    if spec.kind == "add":
+        return LayerPlan(workload, workload, requant, requant.epilogues(bias=False), False)
+    if spec.kind == "batch_matmul":  # weight and bias packed at run time, per head
+        bias = requant.needs_bias(spec.has_bias)
+        return LayerPlan(workload, workload, requant, requant.epilogues(bias=bias), bias)
+    bias = requant.needs_bias(spec.accumulator_bias() is not None)
+    runs = spec.run_workload(workload)
+    return LayerPlan(workload, replace(runs, epilogue=workload.epilogue), requant,
+                     requant.epilogues(bias=bias), bias)
+
+
 _SCHEDULE_REFUSALS: dict[tuple[Workload, HardwareConfig], str | None] = {}
 
 

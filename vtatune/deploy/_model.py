@@ -14,8 +14,8 @@ from vtatune.deploy.runtime import check_input, random_input
 from vtatune.deploy.runtime._errors import DeployError
 
 #: (check_input and random_input, which the runtime needs too, live there)
-__all__ = ["QUANTIZED_OPS", "check_input", "is_quantized", "load_model", "model_input",
-           "output_step", "random_input"]
+__all__ = ["MAC_OPS", "QUANTIZED_OPS", "check_input", "float_model_error", "import_model",
+           "is_quantized", "load_model", "model_input", "output_step", "random_input"]
 
 #: ONNX ops that make a model quantized (QDQ, QOperator, integer ops).
 QUANTIZED_OPS = frozenset({"QuantizeLinear", "DequantizeLinear", "QLinearConv",
@@ -40,6 +40,14 @@ def load_model(model: Any) -> tuple[Any, str]:
         return model, model.graph.name or "model"
     raise DeployError(f"a model is an ONNX file or an onnx.ModelProto, got "
                       f"{type(model).__name__}")
+
+
+def float_model_error(name: str) -> DeployError:
+    """What deploy says of a float model (VTA runs 8-bit integers)."""
+    return DeployError(
+        f"{name} is a float model: VTA runs 8-bit integers. Quantize it in QDQ "
+        "format (onnxruntime.quantization.quantize_static, any of its options) or "
+        "give calibration inputs (--calibration X.npy) to have vtatune do it")
 
 
 def model_input(model: Any) -> tuple[str, tuple[int, ...], np.dtype]:
@@ -73,40 +81,23 @@ def output_step(model: Any) -> float:
     raise DeployError(f"the model's output {out.name} is not a dequantized int8 tensor")
 
 
-#: The ONNX ops whose multiply-accumulates :func:`model_macs` counts.
+#: The ONNX ops that multiply (what a model's multiply-accumulates are counted over:
+#: :func:`vtatune.deploy.model_macs`, from the shapes TVM's import gives them).
 MAC_OPS = ("Conv", "ConvTranspose", "Gemm", "MatMul")
 
 
-def model_macs(model: Any) -> int:
-    """The model's multiply-accumulates, counted from its own Conv, ConvTranspose, Gemm and
-    MatMul nodes (shapes by ONNX shape inference, a symbolic dimension read as 1): per
-    output element, a conv's ``I/g x KH x KW``, a Gemm's or MatMul's inner dimension; per
-    input element, a transposed conv's ``O/g x KH x KW`` (how ``network`` counts a layer's,
-    :attr:`vtatune.networks.Layer.macs`). 0 when a shape is unknown."""
-    onnx = _onnx()
+def import_model(model: Any, shape: tuple[int, ...] | None = None, name: str = "") -> Any:
+    """``model`` (a ModelProto) imported by ``tvm.relax.frontend.onnx`` with its input's
+    ``shape`` (default: :func:`model_input`'s); DeployError when the frontend cannot."""
+    from vtatune.deploy._tvm import tvm
+
+    tvm()
+    from tvm.relax.frontend.onnx import from_onnx
+
+    if shape is None:
+        name, shape, _ = model_input(model)
     try:
-        graph = onnx.shape_inference.infer_shapes(model).graph
-    except Exception:  # noqa: BLE001  (a model shape inference cannot read: count what is known)
-        graph = model.graph
-    shapes = {i.name: tuple(i.dims) for i in graph.initializer}
-    for v in (*graph.input, *graph.value_info, *graph.output):
-        dims = v.type.tensor_type.shape.dim
-        if v.type.tensor_type.HasField("shape"):
-            shapes[v.name] = tuple(d.dim_value if d.HasField("dim_value") else 1 for d in dims)
-    total = 0
-    for node in graph.node:
-        if node.op_type not in MAC_OPS:
-            continue
-        a, b = (shapes.get(n) for n in node.input[:2])
-        out = shapes.get(node.output[0])
-        if a is None or b is None or out is None or not a or not b:
-            continue
-        if node.op_type == "Conv":
-            total += int(np.prod(out)) * int(np.prod(b[1:]))
-        elif node.op_type == "ConvTranspose":
-            total += int(np.prod(a)) * int(np.prod(b[1:]))
-        else:
-            trans_a = any(x.name == "transA" and x.i for x in node.attribute)
-            inner = a[-2] if node.op_type == "Gemm" and trans_a else a[-1]
-            total += int(np.prod(out)) * int(inner)
-    return total
+        return from_onnx(model, shape_dict={name: list(shape)})
+    except Exception as exc:  # the frontend raises whatever it meets
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise DeployError(f"TVM cannot import the model: {first}") from None

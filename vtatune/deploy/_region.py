@@ -12,7 +12,7 @@ import numpy as np
 
 from simulator.hardware import HardwareConfig
 from simulator.timing import time_program
-from vtatune.deploy._match import LayerSpec, workload_of
+from vtatune.deploy._match import LayerSpec, layer_plan
 from vtatune.deploy._schedules import LayerBuilder, LayerPrograms
 from vtatune.deploy.runtime import (
     Buffer,
@@ -124,19 +124,18 @@ class LayerProblem:
 
 
 def layer_problem(layer: VtaLayer, hw: HardwareConfig, exact: bool = False) -> LayerProblem:
-    """The :class:`LayerProblem` of ``layer`` on ``hw`` (``exact``: as :func:`build_layer`)."""
+    """The :class:`LayerProblem` of ``layer`` on ``hw`` (``exact``: as :func:`build_layer`),
+    from its :func:`~vtatune.deploy._match.layer_plan` (the one decision ``network`` counts
+    too)."""
     spec = layer.spec
-    requant = spec.requantization(exact)
-    workload = workload_of(spec, hw, layer.name, exact)
-    if isinstance(workload, AddWorkload):
-        return LayerProblem(workload, requant.epilogues(bias=False), False)
+    plan = layer_plan(spec, hw, layer.name, exact)
+    if spec.kind == "add":
+        return LayerProblem(plan.workload, plan.epilogues, plan.bias)
     if spec.kind == "batch_matmul":  # weight and bias packed at run time, per head
-        has_bias = requant.needs_bias(spec.has_bias)
         heads = int(np.prod(spec.inputs[0][0][:-2]))
-        return LayerProblem(workload, requant.epilogues(bias=has_bias), has_bias, calls=heads)
-    has_bias = requant.needs_bias(spec.accumulator_bias() is not None)
-    return LayerProblem(workload, requant.epilogues(bias=has_bias), has_bias,
-                        spec.run_workload(workload))
+        return LayerProblem(plan.workload, plan.epilogues, plan.bias, calls=heads)
+    return LayerProblem(plan.workload, plan.epilogues, plan.bias,
+                        spec.run_workload(plan.workload))
 
 
 def build_layer(layer: VtaLayer, device: Device, builder: LayerBuilder,

@@ -23,8 +23,9 @@ import numpy as np
 
 from vtatune.deploy._tvm import onnx as _onnx
 
-__all__ = ["attention", "classifier", "conv_residual", "dense_rows", "dense_rows_qdq",
-           "encoder_block", "grouped_conv", "mlp", "resnet18", "transposed_conv"]
+__all__ = ["attention", "classifier", "conv_residual", "convnext_stage", "dense_rows",
+           "dense_rows_qdq", "encoder_block", "grouped_conv", "mlp", "resnet18",
+           "transposed_conv"]
 
 #: The ONNX opset the models use.
 OPSET = 17
@@ -268,3 +269,23 @@ def encoder_block(seq: int = 32, hidden: int = 32, heads: int = 2, intermediate:
     m = _matmul(g, m, intermediate, hidden)
     y = norm(g.node("Add", [m, a]))
     return g.model("encoder_block", "x", [1, seq, hidden], y, [1, seq, hidden])
+
+
+def convnext_stage(channels: int = 32, size: int = 8, blocks: int = 2, seed: int = 7) -> Any:
+    """ConvNeXt's blocks as torchvision builds them, ``blocks`` of them after a 2x2 stride-2
+    downsampling conv: a depthwise 7x7 conv, LayerNorm over the channels (NHWC, as torch
+    permutes for it), a 4x MLP of 1x1 convs with GELU, a per-channel layer scale (``Mul``),
+    and the residual add."""
+    g = _Graph(seed)
+    x = g.conv("x", channels, channels, 2, stride=2)
+    for _ in range(blocks):
+        y = g.conv(x, channels, channels, 7, pad=3, groups=channels)
+        y = g.node("Transpose", [y], perm=[0, 2, 3, 1])
+        y = g.node("LayerNormalization", [y, g.const("gamma", np.ones(channels)),
+                                          g.const("beta", np.zeros(channels))], axis=-1)
+        y = g.node("Transpose", [y], perm=[0, 3, 1, 2])
+        y = g.conv(_gelu(g, g.conv(y, channels, 4 * channels, 1)), 4 * channels, channels, 1)
+        scale = g.const("gamma", np.full((channels, 1, 1), 0.5))
+        x = g.node("Add", [g.node("Mul", [y, scale]), x])
+    return g.model("convnext_stage", "x", [1, channels, 2 * size, 2 * size], x,
+                   [1, channels, size, size])

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from simulator.hardware import HardwareConfig
 from vtatune.errors import VtatuneError
-from vtatune.networks import Network, load_network
+from vtatune.networks import Network
 
 
 class DesignError(VtatuneError):
@@ -25,8 +25,12 @@ class DesignError(VtatuneError):
 
 @lru_cache(maxsize=256)
 def placed(network: str, hw: HardwareConfig) -> Network:
-    """``network`` (a catalogue name or an ONNX file) placed on ``hw``."""
-    return load_network(network, hw)
+    """``network`` (a catalogue name or an ONNX file) placed on ``hw``: an ONNX model as
+    deploy runs it (:func:`vtatune.deploy.load_placed`), its passes counted as deploy runs
+    them."""
+    from vtatune.deploy import load_placed  # TVM's import, for an ONNX model only
+
+    return load_placed(network, hw)
 
 
 def vta_layers(net: Network) -> frozenset[str]:

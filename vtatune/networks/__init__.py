@@ -39,7 +39,7 @@ from vtatune.networks._layers import (
     place,
     tasks_of,
 )
-from vtatune.networks._onnx import OnnxModel, layers_from_model, read_onnx
+from vtatune.networks._onnx import OnnxModel, layers_from_model, network_name, read_onnx
 from vtatune.networks._onnx_graph import OnnxGraph
 from vtatune.networks._plot import check_matplotlib, draw_network
 from vtatune.networks._tuning import (
@@ -62,6 +62,7 @@ __all__ = [
     "KernelRun", "Layer", "NETWORKS", "Network", "NetworkError", "NetworkResult",
     "NetworkSpec", "OnnxGraph", "OnnxModel", "SharedTrials", "Step", "TASK_KINDS", "Task",
     "TaskResult", "check_matplotlib", "default_network_log", "deployed_run", "draw_network",
-    "layers_from_model", "load_network", "network_from_logs", "network_names", "padded",
-    "place", "read_onnx", "schedules_from_logs", "share_trials", "tasks_of", "tune_network",
+    "layers_from_model", "load_network", "network_from_logs", "network_name", "network_names",
+    "padded", "place", "read_onnx", "schedules_from_logs", "share_trials", "tasks_of",
+    "tune_network",
 ]

@@ -96,7 +96,8 @@ def deployed_run(net: Network, schedules: dict[str, Schedule]) -> DeployedRun:
             workload = step.workload or tasks[step.task].workload
             key = (workload, schedules[step.task], carry)
             if key not in programs:
-                low = lower(workload, schedules[step.task], hw, carry=carry)
+                low = _lower(workload, schedules[step.task], tasks[step.task].workload, hw,
+                             carry)
                 timing = time_program(low.program, hw)
                 # the carry moves no byte: a program's counters are its own
                 programs[key] = (len(low.program), timing.cycles,
@@ -115,6 +116,22 @@ def deployed_run(net: Network, schedules: dict[str, Schedule]) -> DeployedRun:
     alu = sum(r.cycles for r in runs if isinstance(tasks[r.task].workload, AddWorkload))
     gemm = sum(alone[r.task] for r in runs if r.task in alone)
     return DeployedRun(cycles, counters, tuple(runs), gemm, cycles - alu - gemm, alu)
+
+
+def _lower(workload: Any, schedule: Schedule, tuned: Any, hw: HardwareConfig,
+           carry: Carry) -> Any:
+    """``workload`` lowered with its task's schedule; a pass deploy runs in another form
+    than its task (unpadded on a zero-point border, another epilogue) takes the default
+    schedule where the task's does not lower, as deploy's builder does."""
+    try:
+        return lower(workload, schedule, hw, carry=carry)
+    except VtatuneError:
+        if workload == replace(tuned, name=workload.name):
+            raise
+        from search_spaces import default_schedule
+
+        return lower(workload, default_schedule(workload, hw, workload.epilogue.bias), hw,
+                     carry=carry)
 
 
 @dataclass(frozen=True)

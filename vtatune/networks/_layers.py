@@ -18,7 +18,7 @@ network's :class:`Step` sequence is what the deployed model runs, in order.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
 from simulator.hardware import HardwareConfig
@@ -368,8 +368,14 @@ TASK_KINDS = ("deployed", "autotvm")
 PLACEMENTS = ("tvm014", "deploy")
 
 
+#: A layer placed by its reader (``vtatune.deploy.placement``): the workload its task is
+#: tuned on and the workload of each VTA pass it runs, or why it stays on the CPU.
+Placed = tuple[Workload, tuple[Workload, ...]] | str
+
+
 def tasks_of(layers: list[Layer | CpuLayer | CpuOp], hw: HardwareConfig, network: str,
-             kind: str = "deployed", placement: str = "tvm014"
+             kind: str = "deployed", placement: str = "tvm014",
+             placed: Mapping[str, Placed] | None = None
              ) -> tuple[tuple[Task, ...], tuple[CpuLayer, ...], tuple[Step, ...]]:
     """Place every layer; the VTA layers of one AutoTVM key (:func:`autotvm_key`: operator
     and shapes) become one task (first occurrence order), as TVM tunes and applies one
@@ -383,6 +389,9 @@ def tasks_of(layers: list[Layer | CpuLayer | CpuOp], hw: HardwareConfig, network
 
     A task is named ``<network>.<label>`` after the catalogue's label for its shape, else
     ``<network>.T<i>`` in order of first occurrence. ``placement``: :data:`PLACEMENTS`.
+    ``placed``: the layers a reader placed already, by name (:data:`Placed`: deploy's
+    placement, which :func:`place` is part of); each VTA pass of such a layer is a step
+    (``<layer>/<pass>`` after the first), a batch_matmul's per head.
     """
     if kind not in TASK_KINDS:
         raise NetworkError(f"unknown task kind {kind!r} (known: {', '.join(TASK_KINDS)})")
@@ -401,19 +410,23 @@ def tasks_of(layers: list[Layer | CpuLayer | CpuOp], hw: HardwareConfig, network
             cpu.append(layer)
             order.append((layer.name, None, layer, None))
             continue
-        placed = place(layer, hw, pad_channels=placement == "deploy")
-        if isinstance(placed, str):
-            cpu.append(CpuLayer(layer.name, layer.operator, layer.describe(), placed,
+        verdict = placed[layer.name] if placed is not None and layer.name in placed else \
+            place(layer, hw, pad_channels=placement == "deploy")
+        if isinstance(verdict, str):
+            cpu.append(CpuLayer(layer.name, layer.operator, layer.describe(), verdict,
                                 layer.quantized, layer.macs))
             order.append((layer.name, None, cpu[-1], None))
             continue
-        key = autotvm_key(placed)
+        wl, passes = verdict if isinstance(verdict, tuple) else (verdict, (verdict,))
+        key = autotvm_key(wl)
         label, variants, names = groups.setdefault(key, (layer.label, [], []))
-        variants.append(placed)
+        variants.append(wl)
         names.append(layer.name)
         runs[key] = runs.get(key, 0) + layer.heads  # a batch_matmul runs once per head
-        order += [(layer.name if layer.heads == 1 else f"{layer.name}#{h}", key, None, placed)
-                  for h in range(layer.heads)]
+        for h in range(layer.heads):
+            head = layer.name if layer.heads == 1 else f"{layer.name}#{h}"
+            order += [(head if j == 0 else f"{head}/{j}", key, None, p)
+                      for j, p in enumerate(passes)]
     tasks, names_of = [], {}
     for i, (key, (label, variants, names)) in enumerate(groups.items(), start=1):
         if kind == "autotvm":

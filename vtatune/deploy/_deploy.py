@@ -35,6 +35,7 @@ from vtatune.deploy._model import (
 )
 from vtatune.deploy._partition import partition
 from vtatune.deploy._patterns import Partitioning
+from vtatune.deploy._qoperator import to_qdq
 from vtatune.deploy._region import CpuOp, Region, Trace
 from vtatune.deploy._schedules import NO_LOG, LayerBuilder
 from vtatune.deploy._tvm import tvm
@@ -255,6 +256,7 @@ def compile_model(model: Any, *, hw: HardwareConfig | str | None = None,
     t0 = time.perf_counter()
     proto, name = load_model(model)
     digest = _model_sha256(model, proto)
+    proto = to_qdq(proto)  # a QOperator model: its QDQ form
     if not is_quantized(proto):
         if calibration is None:
             raise DeployError(
@@ -340,7 +342,7 @@ def references(model: Any, inputs: Any, engine: str = "tvm") -> np.ndarray:
         t = tvm()
         from tvm import relax
 
-        vm = relax.VirtualMachine(_build(_import(proto, shape, name)), t.cpu())
+        vm = relax.VirtualMachine(_build(_import(to_qdq(proto), shape, name)), t.cpu())
         return np.stack([run_main(vm, x) for x in xs])
     if engine == "onnxruntime":
         try:

@@ -1,0 +1,117 @@
+"""The int8 forms onnxruntime's quantizer writes besides QDQ, on VTA: QOperator models
+(QLinearConv, QLinearMatMul, QGemm, QLinearAdd, ...) rewritten to their QDQ form; a fused
+kernel with no such form refused in one line. Each model is built with onnx.helper and
+quantized by onnxruntime."""
+
+from __future__ import annotations
+
+import collections
+import warnings
+
+import numpy as np
+import pytest
+
+pytest.importorskip("tvm")
+pytest.importorskip("onnxruntime")
+
+from vtatune.deploy import DeployError, deploy, models  # noqa: E402
+from vtatune.deploy._qoperator import QOPERATOR_OPS, to_qdq  # noqa: E402
+
+pytestmark = pytest.mark.filterwarnings("ignore::vtatune.builds.FallbackWarning")
+
+
+class _Reader:
+    def __init__(self, name, shape, n=4):
+        rng = np.random.default_rng(0)
+        self.items = iter([{name: rng.standard_normal(shape).astype(np.float32)}
+                           for _ in range(n)])
+
+    def get_next(self):
+        return next(self.items, None)
+
+
+def quantized(float_model, tmp_path, fmt, **options):
+    """``float_model`` quantized by ``quantize_static`` in format ``fmt`` (``QDQ`` or
+    ``QOperator``), and a seeded input."""
+    import onnx
+    from onnxruntime.quantization import QuantFormat, quantize_static
+
+    inp = float_model.graph.input[0]
+    shape = [d.dim_value for d in inp.type.tensor_type.shape.dim]
+    src, dst = tmp_path / "float.onnx", tmp_path / f"{fmt}.onnx"
+    onnx.save(float_model, src)
+    quantize_static(src, dst, _Reader(inp.name, shape),
+                    quant_format=QuantFormat.from_string(fmt), **options)
+    x = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
+    return onnx.load(dst), x
+
+
+def ort(model, x):
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    session = ort.InferenceSession(model.SerializeToString(), options,
+                                   providers=["CPUExecutionProvider"])
+    return session.run(None, {model.graph.input[0].name: x})[0]
+
+
+def _deploy(model, x):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return deploy(model, input=x)
+
+
+CASES = {"conv_residual": (models.conv_residual, {}),
+         "classifier": (models.classifier, {}),
+         "mlp_per_channel": (models.mlp, {"per_channel": True}),
+         "encoder": (lambda: models.encoder_block(seq=16), {})}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_the_qdq_form_of_a_qoperator_model_computes_what_onnxruntime_does(tmp_path, name):
+    """quantize_static's QOperator model rewritten to QDQ: onnxruntime's QLinear* kernels
+    on the one and its float QDQ semantics on the other give the same output, bit for
+    bit (convs with zero points, Gemm with per-channel weights, attention's QLinearMatMul,
+    QLinearSoftmax, QLinearAdd and QLinearMul)."""
+    build, options = CASES[name]
+    qop, x = quantized(build(), tmp_path, "QOperator", **options)
+    ops = collections.Counter(n.op_type for n in qop.graph.node)
+    assert set(ops) & set(QOPERATOR_OPS), ops
+    rewritten = to_qdq(qop)
+    assert not {n.op_type for n in rewritten.graph.node} & set(QOPERATOR_OPS)
+    np.testing.assert_array_equal(ort(rewritten, x), ort(qop, x))
+
+
+def test_a_qdq_model_is_left_as_it_is(tmp_path):
+    qdq, _ = quantized(models.conv_residual(), tmp_path, "QDQ")
+    assert to_qdq(qdq) is qdq
+
+
+@pytest.mark.parametrize("name", ["conv_residual", "classifier"])
+def test_a_qoperator_model_deploys_as_its_qdq_model(tmp_path, name):
+    """The same layers on VTA and the same output, bit for bit, as the QDQ model."""
+    build, options = CASES[name]
+    qop, x = quantized(build(), tmp_path, "QOperator", **options)
+    qdq, _ = quantized(build(), tmp_path, "QDQ", **options)
+    a, b = _deploy(qop, x), _deploy(qdq, x)
+    assert [c.op for c in a.offloaded] == [c.op for c in b.offloaded]
+    assert len(a.offloaded) >= 2
+    np.testing.assert_array_equal(a.output, b.output)
+
+
+def test_a_fused_kernel_with_no_qdq_form_is_refused_naming_the_node(tmp_path):
+    from onnx import TensorProto, helper
+
+    qop, x = quantized(models.conv_residual(), tmp_path, "QOperator")
+    qop.graph.node.append(helper.make_node(
+        "QAttention", ["x"], ["unused"], name="attention_0", domain="com.microsoft"))
+    qop.graph.value_info.append(helper.make_tensor_value_info("unused", TensorProto.FLOAT,
+                                                              None))
+    with pytest.raises(DeployError) as err:
+        _deploy(qop, x)
+    text = str(err.value)
+    assert text == ("node attention_0 (QAttention) is one of onnxruntime's fused quantized "
+                    "kernels and has no QDQ form: quantize the float model in QDQ format "
+                    "(onnxruntime.quantization.quantize_static, quant_format=QuantFormat.QDQ, "
+                    "its default)")

@@ -14,8 +14,7 @@ import pytest
 pytest.importorskip("tvm")
 pytest.importorskip("onnxruntime")
 
-from vtatune.deploy import DeployError, deploy, models  # noqa: E402
-from vtatune.deploy._qoperator import QOPERATOR_OPS, to_qdq  # noqa: E402
+from vtatune.deploy import QOPERATOR_OPS, DeployError, deploy, models, to_qdq  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore::vtatune.builds.FallbackWarning")
 

@@ -30,6 +30,8 @@ loaded on first use (as ``vtatune``'s are), so that ``vtatune.deploy.runtime`` a
 - ``runtime._driver``: the device over VTA's C driver API (:class:`DriverDevice`, any
   ``libvta``), chosen by :func:`device_from_spec` (``sim`` or ``libvta:PATH``);
 - ``_quantize``: quantizing a float model with onnxruntime (power-of-two scales);
+- ``_qoperator``: a QOperator model (QLinearConv, QGemm, ...) as its QDQ form
+  (:func:`to_qdq`);
 - ``_model``: the ONNX model (:func:`load_model`, :func:`model_input`, ...);
 - ``_deploy``: :func:`compile_model`, :func:`deploy`, :func:`reference`, :func:`agreement`,
   :func:`check_outputs` (a batch against both references);
@@ -65,6 +67,7 @@ _API = {
     **dict.fromkeys(("PREFIX", "Partitioning", "Refusal", "pattern_entries", "register"),
                     "vtatune.deploy._patterns"),
     "quantize": "vtatune.deploy._quantize",
+    **dict.fromkeys(("QOPERATOR_OPS", "to_qdq"), "vtatune.deploy._qoperator"),
     "Requantization": "vtatune.deploy._requantize",
     **dict.fromkeys(("LayerBuilder", "LayerPrograms"), "vtatune.deploy._schedules"),
     "TVM_VERSION": "vtatune.deploy._tvm",
@@ -86,7 +89,7 @@ __all__ = [
     "load", "load_model", "model_input", "model_macs", "output_sha256", "output_step",
     "partition", "pattern_entries", "program_words", "quantize", "random_input", "reference",
     "refusal", "refusals", "register", "same_memory", "save", "spec_of", "workload_of",
-    "output_file", "save_output",
+    "output_file", "save_output", "QOPERATOR_OPS", "to_qdq",
 ]
 
 if TYPE_CHECKING:
@@ -123,6 +126,7 @@ if TYPE_CHECKING:
     )
     from vtatune.deploy._partition import external_functions, partition
     from vtatune.deploy._patterns import PREFIX, Partitioning, Refusal, pattern_entries, register
+    from vtatune.deploy._qoperator import QOPERATOR_OPS, to_qdq
     from vtatune.deploy._quantize import quantize
     from vtatune.deploy._requantize import Requantization
     from vtatune.deploy._schedules import LayerBuilder, LayerPrograms

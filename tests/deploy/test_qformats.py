@@ -114,3 +114,66 @@ def test_a_fused_kernel_with_no_qdq_form_is_refused_naming_the_node(tmp_path):
                     "kernels and has no QDQ form: quantize the float model in QDQ format "
                     "(onnxruntime.quantization.quantize_static, quant_format=QuantFormat.QDQ, "
                     "its default)")
+
+
+# --- the import that does not give up first ---------------------------------------------------
+def _halved(model, y, by_data=False):
+    """``model`` with its output ``y`` [1, C, H, W] reshaped to [1, ceil(C / 2), -1], the
+    half computed from ``y``'s shape in float (as torch exports ``math.ceil`` of a size:
+    TVM's importer cannot take the float arithmetic on a shape); ``by_data``: divided by
+    ``y``'s largest value instead of 2 (nothing to fold: the import still fails)."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    g = model.graph
+    consts = {"one_i": np.array(1, np.int64), "lead": np.array([1], np.int64),
+              "rest": np.array([-1], np.int64), "axes": np.array([0], np.int64)}
+    if not by_data:
+        consts["two"] = np.array(2.0, np.float32)
+    g.initializer.extend(numpy_helper.from_array(v, k) for k, v in consts.items())
+    nodes = [("Shape", [y], "s", {}), ("Gather", ["s", "one_i"], "c", {}),
+             ("Cast", ["c"], "cf", {"to": TensorProto.FLOAT}),
+             ("Div", ["cf", "two"], "half", {}), ("Ceil", ["half"], "hc", {}),
+             ("Cast", ["hc"], "hi", {"to": TensorProto.INT64}),
+             ("Unsqueeze", ["hi", "axes"], "hu", {}),
+             ("Concat", ["lead", "hu", "rest"], "shape", {"axis": 0}),
+             ("Reshape", [y, "shape"], "reshaped", {})]
+    if by_data:
+        nodes.insert(0, ("ReduceMax", [y], "two", {"keepdims": 0}))
+    g.node.extend(helper.make_node(op, ins, [out], name=f"{out}_node", **attrs)
+                  for op, ins, out, attrs in nodes)
+    channels = [d.dim_value for d in g.output[0].type.tensor_type.shape.dim][1]
+    del g.output[:]
+    g.output.append(helper.make_tensor_value_info("reshaped", TensorProto.FLOAT,
+                                                  [1, (channels + 1) // 2, None]))
+    return model
+
+
+def test_an_import_that_fails_is_retried_after_shape_inference_and_constant_folding(
+        tmp_path):
+    """The reshape's shape folds to a constant (onnxslim) and the model deploys: its convs on
+    VTA, its output onnxruntime's, exactly; the steps taken are said."""
+    from vtatune.deploy import compile_model
+
+    qdq, x = quantized(models.conv_residual(), tmp_path, "QDQ")
+    model = _halved(qdq, qdq.graph.output[0].name)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        compiled = compile_model(model)
+    assert compiled.prepared == ("the input's shape fixed and ONNX shape inference",
+                                 "onnxruntime's symbolic shape inference",
+                                 "constant folding (onnxslim)")
+    r = compiled.run(x)
+    assert [c.op for c in r.offloaded] == ["conv2d", "conv2d"]
+    np.testing.assert_array_equal(r.output, ort(model, x))
+
+
+def test_an_import_that_still_fails_names_the_node_and_operator(tmp_path):
+    qdq, x = quantized(models.conv_residual(), tmp_path, "QDQ")
+    model = _halved(qdq, qdq.graph.output[0].name, by_data=True)
+    with pytest.raises(DeployError) as err:
+        _deploy(model, x)
+    assert str(err.value) == (
+        "TVM cannot import the model: node reshaped_node (Reshape): Reshape requires the "
+        "input new shape to be Shape. However, the given one is relax.TensorType (also after "
+        "the input's shape fixed and ONNX shape inference, onnxruntime's symbolic shape "
+        "inference, constant folding (onnxslim))")

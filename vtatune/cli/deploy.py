@@ -196,8 +196,13 @@ def cmd_deploy(args: argparse.Namespace) -> int:
             d["bundle"] = args.save
         if checks:
             d["check"] = {c.engine: c.as_dict() for c in checks}
+        if compiled.prepared:
+            d["prepared"] = list(compiled.prepared)
         print(json.dumps(d))
         return 0
+    if compiled.prepared:
+        print("import: TVM's importer failed on the model as given; imported after "
+              + ", ".join(compiled.prepared))
     print(result.report())
     for c in checks:
         print(f"against {_ENGINES[c.engine]}: {c.describe()}")

@@ -26,6 +26,7 @@ from vtatune.deploy._chain import link
 from vtatune.deploy._cpu_target import CpuTarget, resolve_cpu_target
 from vtatune.deploy._device import Device, SimulatedDevice
 from vtatune.deploy._errors import DeployError
+from vtatune.deploy._import import import_model
 from vtatune.deploy._model import (
     is_quantized,
     load_model,
@@ -44,17 +45,6 @@ from vtatune.deploy.runtime._tvm import run_main
 
 #: The op at the core of each layer kind VTA could run (CPU ops VTA refused get a reason).
 _ANCHOR_OPS = ("nn.conv2d", "nn.conv2d_transpose", "matmul", "add", "nn.relu")
-
-
-def _import(model: Any, shape: tuple[int, ...], name: str) -> Any:
-    tvm()
-    from tvm.relax.frontend.onnx import from_onnx
-
-    try:
-        return from_onnx(model, shape_dict={name: list(shape)})
-    except Exception as exc:  # the frontend raises whatever it meets
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise DeployError(f"TVM cannot import the model: {first}") from None
 
 
 #: The widest loop the CPU schedule vectorizes whole (a wider one: in pieces of this).
@@ -135,6 +125,10 @@ class CompiledModel(DeployedModel):
     ``executable``: TVM's build of the CPU's part, for ``cpu_target`` (another machine's
     CPU: ``vm`` is None, the model is saved to run there, not run here); ``regions``: the
     offloaded regions by symbol; ``output_spec``: the output's shape and dtype."""
+
+    #: The preparation TVM's importer needed (``_import``: shape inference, constant
+    #: folding), in order; empty when it took the model as given.
+    prepared: tuple[str, ...] = ()
 
     def __init__(self, name: str, model: Any, hw: HardwareConfig, device: Device,
                  input_spec: tuple[str, tuple[int, ...], np.dtype], vm: Any, trace: Trace,
@@ -265,7 +259,8 @@ def compile_model(model: Any, *, hw: HardwareConfig | str | None = None,
                 "give calibration inputs (--calibration X.npy) to have vtatune do it")
         proto = quantize(proto, calibration)
     input_spec = model_input(proto)
-    mod = _import(proto, input_spec[1], input_spec[0])
+    imported = import_model(proto, input_spec[1], input_spec[0])
+    mod, proto = imported.module, imported.model  # prepared, when the import needed it
     seconds["import"] = time.perf_counter() - t0
     builder = LayerBuilder(hw, log, tune_trials, tune_log)
     t0 = time.perf_counter()
@@ -289,10 +284,12 @@ def compile_model(model: Any, *, hw: HardwareConfig | str | None = None,
     executable = _build(mod, cpu)
     vm = relax.VirtualMachine(executable, t.cpu()) if cpu.runs_here else None
     seconds["build"] = time.perf_counter() - t0
-    return CompiledModel(name, proto, hw, device, input_spec, vm, codegen.trace,
-                         main_ops, state, seconds, model_sha256=digest,
-                         executable=executable, regions=codegen.regions,
-                         output_spec=_output_spec(mod), cpu_target=cpu)
+    compiled = CompiledModel(name, proto, hw, device, input_spec, vm, codegen.trace,
+                             main_ops, state, seconds, model_sha256=digest,
+                             executable=executable, regions=codegen.regions,
+                             output_spec=_output_spec(mod), cpu_target=cpu)
+    compiled.prepared = imported.prepared  # what the import needed, said (deploy prints it)
+    return compiled
 
 
 def _model_sha256(model: Any, proto: Any) -> str:
@@ -342,7 +339,7 @@ def references(model: Any, inputs: Any, engine: str = "tvm") -> np.ndarray:
         t = tvm()
         from tvm import relax
 
-        vm = relax.VirtualMachine(_build(_import(to_qdq(proto), shape, name)), t.cpu())
+        vm = relax.VirtualMachine(_build(import_model(to_qdq(proto), shape, name).module), t.cpu())
         return np.stack([run_main(vm, x) for x in xs])
     if engine == "onnxruntime":
         try:

@@ -1,7 +1,9 @@
 """The int8 forms onnxruntime's quantizer writes besides QDQ, on VTA: QOperator models
 (QLinearConv, QLinearMatMul, QGemm, QLinearAdd, ...) rewritten to their QDQ form; a fused
-kernel with no such form refused in one line. Each model is built with onnx.helper and
-quantized by onnxruntime."""
+kernel with no such form refused in one line; dynamically quantized models
+(DynamicQuantizeLinear + MatMulInteger / ConvInteger) with their integer GEMMs on VTA; an
+import TVM fails retried after the standard preparation. Each model is built with
+onnx.helper and quantized by onnxruntime."""
 
 from __future__ import annotations
 
@@ -14,7 +16,15 @@ import pytest
 pytest.importorskip("tvm")
 pytest.importorskip("onnxruntime")
 
-from vtatune.deploy import QOPERATOR_OPS, DeployError, deploy, models, to_qdq  # noqa: E402
+from vtatune.deploy import (  # noqa: E402
+    QOPERATOR_OPS,
+    DeployError,
+    deploy,
+    models,
+    reference,
+    to_accumulators,
+    to_qdq,
+)
 
 pytestmark = pytest.mark.filterwarnings("ignore::vtatune.builds.FallbackWarning")
 
@@ -114,6 +124,51 @@ def test_a_fused_kernel_with_no_qdq_form_is_refused_naming_the_node(tmp_path):
                     "kernels and has no QDQ form: quantize the float model in QDQ format "
                     "(onnxruntime.quantization.quantize_static, quant_format=QuantFormat.QDQ, "
                     "its default)")
+
+
+# --- dynamic quantization --------------------------------------------------------------------
+def dynamic(float_model, tmp_path):
+    """``float_model`` quantized by ``quantize_dynamic`` (its defaults), and a seeded input."""
+    import onnx
+    from onnxruntime.quantization import quantize_dynamic
+
+    inp = float_model.graph.input[0]
+    shape = [d.dim_value for d in inp.type.tensor_type.shape.dim]
+    src, dst = tmp_path / "float.onnx", tmp_path / "dynamic.onnx"
+    onnx.save(float_model, src)
+    quantize_dynamic(src, dst)
+    x = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
+    return onnx.load(dst), x
+
+
+@pytest.mark.parametrize("name", ["conv_residual", "classifier", "encoder"])
+def test_the_accumulator_form_of_a_dynamic_model_computes_what_onnxruntime_does(
+        tmp_path, name):
+    """MatMulInteger / ConvInteger at a per-call zero point, split into a GEMM at the
+    fixed zero point 128 and the CPU's correction: onnxruntime gives both models the same
+    output, bit for bit (padded convs included: the correction per output position)."""
+    model, x = dynamic(CASES[name][0](), tmp_path)
+    ops = {n.op_type for n in model.graph.node}
+    assert ops & {"MatMulInteger", "ConvInteger"}, ops
+    rewritten = to_accumulators(model)
+    assert not {n.op_type for n in rewritten.graph.node} & {"MatMulInteger", "ConvInteger"}
+    np.testing.assert_array_equal(ort(rewritten, x), ort(model, x))
+
+
+@pytest.mark.parametrize("name", ["conv_residual", "mlp_per_channel"])
+def test_a_dynamic_model_runs_its_integer_gemms_on_vta_exactly(tmp_path, name):
+    """Every ConvInteger / MatMulInteger on VTA, its int32 accumulators handed to the CPU
+    byte by byte (3 passes: the weights bound them below 2^23); the output TVM's CPU
+    build's and onnxruntime's, bit for bit."""
+    model, x = dynamic(CASES[name][0](), tmp_path)
+    r = _deploy(model, x)
+    gemms = sum(n.op_type in ("MatMulInteger", "ConvInteger") for n in model.graph.node)
+    assert len(r.offloaded) == gemms == 2
+    assert all(c.passes == 3 and c.requantization.startswith(
+        "on the CPU: the int32 accumulators as float32") for c in r.offloaded)
+    assert r.vta_mac_share == 1.0
+    np.testing.assert_array_equal(r.output, reference(model, x, "tvm"))
+    np.testing.assert_array_equal(r.output, ort(model, x))
 
 
 # --- the import that does not give up first ---------------------------------------------------

@@ -32,6 +32,9 @@ loaded on first use (as ``vtatune``'s are), so that ``vtatune.deploy.runtime`` a
 - ``_quantize``: quantizing a float model with onnxruntime (power-of-two scales);
 - ``_qoperator``: a QOperator model (QLinearConv, QGemm, ...) as its QDQ form
   (:func:`to_qdq`);
+- ``_dynamic``: a dynamically quantized model's integer GEMMs in the form VTA runs
+  (:func:`to_accumulators`);
+- ``_import``: TVM's import, retried after the standard preparation when it fails;
 - ``_model``: the ONNX model (:func:`load_model`, :func:`model_input`, ...);
 - ``_deploy``: :func:`compile_model`, :func:`deploy`, :func:`reference`, :func:`agreement`,
   :func:`check_outputs` (a batch against both references);
@@ -68,6 +71,7 @@ _API = {
                     "vtatune.deploy._patterns"),
     "quantize": "vtatune.deploy._quantize",
     **dict.fromkeys(("QOPERATOR_OPS", "to_qdq"), "vtatune.deploy._qoperator"),
+    **dict.fromkeys(("INTEGER_OPS", "to_accumulators"), "vtatune.deploy._dynamic"),
     "Requantization": "vtatune.deploy._requantize",
     **dict.fromkeys(("LayerBuilder", "LayerPrograms"), "vtatune.deploy._schedules"),
     "TVM_VERSION": "vtatune.deploy._tvm",
@@ -90,6 +94,7 @@ __all__ = [
     "partition", "pattern_entries", "program_words", "quantize", "random_input", "reference",
     "refusal", "refusals", "register", "same_memory", "save", "spec_of", "workload_of",
     "output_file", "save_output", "QOPERATOR_OPS", "to_qdq",
+    "INTEGER_OPS", "to_accumulators",
 ]
 
 if TYPE_CHECKING:
@@ -107,6 +112,7 @@ if TYPE_CHECKING:
         references,
         top1,
     )
+    from vtatune.deploy._dynamic import INTEGER_OPS, to_accumulators
     from vtatune.deploy._errors import DeployError
     from vtatune.deploy._match import (
         LayerSpec,

@@ -25,6 +25,7 @@ from vtatune.builds import FallbackWarning
 from vtatune.deploy._chain import link
 from vtatune.deploy._cpu_target import CpuTarget, resolve_cpu_target
 from vtatune.deploy._device import Device, SimulatedDevice
+from vtatune.deploy._dynamic import to_accumulators
 from vtatune.deploy._errors import DeployError
 from vtatune.deploy._import import import_model
 from vtatune.deploy._model import (
@@ -250,7 +251,7 @@ def compile_model(model: Any, *, hw: HardwareConfig | str | None = None,
     t0 = time.perf_counter()
     proto, name = load_model(model)
     digest = _model_sha256(model, proto)
-    proto = to_qdq(proto)  # a QOperator model: its QDQ form
+    proto = to_accumulators(to_qdq(proto))  # QOperator: its QDQ form; dynamic: VTA's
     if not is_quantized(proto):
         if calibration is None:
             raise DeployError(
@@ -339,7 +340,8 @@ def references(model: Any, inputs: Any, engine: str = "tvm") -> np.ndarray:
         t = tvm()
         from tvm import relax
 
-        vm = relax.VirtualMachine(_build(import_model(to_qdq(proto), shape, name).module), t.cpu())
+        vm = relax.VirtualMachine(_build(import_model(
+            to_accumulators(to_qdq(proto)), shape, name).module), t.cpu())
         return np.stack([run_main(vm, x) for x in xs])
     if engine == "onnxruntime":
         try:

@@ -126,6 +126,23 @@ def test_a_fused_kernel_with_no_qdq_form_is_refused_naming_the_node(tmp_path):
                     "its default)")
 
 
+def test_a_qgemm_whose_bias_is_not_int32_is_refused(tmp_path):
+    """onnxruntime's quantizer sometimes quantizes a bias shared with a LayerNorm as int8
+    for a QGemm (onnxruntime then cannot load the model): refused, naming node and bias."""
+    from onnx import numpy_helper
+
+    qop, _ = quantized(models.mlp(), tmp_path, "QOperator")
+    gemm = next(n for n in qop.graph.node if n.op_type == "QGemm")
+    bias = next(i for i in qop.graph.initializer if i.name == gemm.input[6])
+    bias.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(bias).astype(np.int8),
+                                          bias.name))
+    name = gemm.name or gemm.output[0]
+    with pytest.raises(DeployError, match=f"^node {name} \\(QGemm\\): its bias "
+                       f"{bias.name} is int8, the operator takes int32 \\(onnxruntime cannot "
+                       "run the model either\\): quantize the float model in QDQ format"):
+        to_qdq(qop)
+
+
 # --- dynamic quantization --------------------------------------------------------------------
 def dynamic(float_model, tmp_path):
     """``float_model`` quantized by ``quantize_dynamic`` (its defaults), and a seeded input."""

@@ -245,6 +245,11 @@ def _bias(r: _Rewriter, node: Any, bias: str, scales: tuple[str, str],
     onnxruntime's quantizer computes it), zero point 0; no nodes without a bias."""
     if not bias:
         return [], ""
+    value = r.value(bias)
+    if value is not None and value.dtype != np.int32:
+        raise DeployError(f"node {_base(node)} ({node.op_type}): its bias {bias} is "
+                          f"{value.dtype}, the operator takes int32 (onnxruntime cannot run "
+                          f"the model either): {_FIX}")
     a, b = (r.value(s) for s in scales)
     if a is None or b is None:
         raise DeployError(f"node {_base(node)} ({node.op_type}): its scales are computed, "

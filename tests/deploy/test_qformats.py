@@ -249,3 +249,34 @@ def test_an_import_that_still_fails_names_the_node_and_operator(tmp_path):
         "input new shape to be Shape. However, the given one is relax.TensorType (also after "
         "the input's shape fixed and ONNX shape inference, onnxruntime's symbolic shape "
         "inference, constant folding (onnxslim))")
+
+
+def test_a_dynamic_model_saved_as_a_bundle_runs_the_same(tmp_path):
+    """The float accumulators' requantization (its passes, its bound) goes into the bundle:
+    the bundle, run in a fresh process, gives the built model's output and passes."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from vtatune.deploy import compile_model
+
+    model, x = dynamic(models.mlp(), tmp_path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        compiled = compile_model(model)
+        want = compiled.run(x)
+    compiled.save(tmp_path / "bundle")
+    np.save(tmp_path / "x.npy", x)
+    root = Path(__file__).resolve().parents[2]
+    proc = subprocess.run(
+        [sys.executable, "-m", "vtatune", "run", str(tmp_path / "bundle"), "--input",
+         str(tmp_path / "x.npy"), "--output", str(tmp_path / "y.npy"), "--json"],
+        capture_output=True, text=True, cwd=root, timeout=300,
+        env={**os.environ, "PYTHONPATH": str(root)})
+    assert proc.returncode == 0, proc.stderr
+    got = np.load(tmp_path / "y.npy")
+    assert got.dtype == np.float32
+    np.testing.assert_array_equal(got, want.output)
+    assert [c["passes"] for c in json.loads(proc.stdout)["offloaded"]] == [3, 3]

@@ -222,8 +222,9 @@ def _halved(model, y, by_data=False):
 
 def test_an_import_that_fails_is_retried_after_shape_inference_and_constant_folding(
         tmp_path):
-    """The reshape's shape folds to a constant (onnxslim) and the model deploys: its convs on
-    VTA, its output onnxruntime's, exactly; the steps taken are said."""
+    """The reshape's shape folds to a constant (as onnxruntime computes it) and the model
+    deploys: its convs on VTA, its output onnxruntime's, exactly; the steps taken are
+    said."""
     from vtatune.deploy import compile_model
 
     qdq, x = quantized(models.conv_residual(), tmp_path, "QDQ")
@@ -233,7 +234,7 @@ def test_an_import_that_fails_is_retried_after_shape_inference_and_constant_fold
         compiled = compile_model(model)
     assert compiled.prepared == ("the input's shape fixed and ONNX shape inference",
                                  "onnxruntime's symbolic shape inference",
-                                 "constant folding (onnxslim)")
+                                 "the shape computations folded (onnxruntime)")
     r = compiled.run(x)
     assert [c.op for c in r.offloaded] == ["conv2d", "conv2d"]
     np.testing.assert_array_equal(r.output, ort(model, x))
@@ -248,7 +249,37 @@ def test_an_import_that_still_fails_names_the_node_and_operator(tmp_path):
         "TVM cannot import the model: node reshaped_node (Reshape): Reshape requires the "
         "input new shape to be Shape. However, the given one is relax.TensorType (also after "
         "the input's shape fixed and ONNX shape inference, onnxruntime's symbolic shape "
-        "inference, constant folding (onnxslim))")
+        "inference, the shape computations folded (onnxruntime) (skipped: no shape computed "
+        "from shapes and constants alone), constant folding (onnxslim))")
+
+
+def test_constant_folding_folds_constants_and_keeps_the_qdq_form(tmp_path):
+    """onnxslim's step (the last): a constant chain folded, every weight's
+    DequantizeLinear kept (the patterns read the int8 weights)."""
+    from onnx import helper, numpy_helper
+
+    from vtatune.deploy._import import PREPARATION
+
+    qdq, _ = quantized(models.conv_residual(), tmp_path, "QDQ")
+    g = qdq.graph
+    g.initializer.extend([numpy_helper.from_array(np.array(2.0, np.float32), "two"),
+                          numpy_helper.from_array(np.array(3.0, np.float32), "three")])
+    y = g.output[0].name
+    g.node[-1].output[0] = "before"
+    g.node.extend([helper.make_node("Add", ["two", "three"], ["five"], name="five"),
+                   helper.make_node("Mul", ["before", "five"], [y], name="times_five")])
+    (what, fold), = [p for p in PREPARATION if "onnxslim" in p[0]]
+    folded = fold(qdq, (1, 16, 8, 8), g.input[0].name)
+    ops = [n.op_type for n in folded.graph.node]
+    assert "Add" not in ops[-2:] and ops[-1] == "Mul"
+    assert ops.count("DequantizeLinear") == [n.op_type for n in g.node].count(
+        "DequantizeLinear")
+    np.testing.assert_array_equal(ort(folded, _x(qdq)), ort(qdq, _x(qdq)))
+
+
+def _x(model):
+    shape = [d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim]
+    return np.random.default_rng(1).standard_normal(shape).astype(np.float32)
 
 
 def test_a_dynamic_model_saved_as_a_bundle_runs_the_same(tmp_path):

@@ -7,10 +7,15 @@ retrying after each (:func:`import_model`):
    ``Shape`` ops become known;
 2. onnxruntime's symbolic shape inference (``onnxruntime.tools.symbolic_shape_infer``,
    what ``quant_pre_process`` runs), which knows onnxruntime's contrib ops;
-3. constant folding and dead-node elimination by onnxslim (no fusion: a QDQ graph keeps
-   its DequantizeLinear -> op -> QuantizeLinear form): shape arithmetic that TVM's
-   importer cannot take (a ``Reshape`` to a shape computed in float, a ``broadcast_to`` of
-   a computed shape) becomes constants.
+3. every shape, axes or size an op reads (a ``Reshape``'s shape, an ``Expand``'s: TVM's
+   importer needs them constant) that is computed from shapes and constants alone,
+   replaced by the value onnxruntime computes for it with the input's shape fixed, even
+   through the QuantizeLinear / DequantizeLinear pairs ``quantize_static`` wraps such
+   arithmetic in (MobileViT's patch sizes: no constant folder folds a QDQ pair, the QDQ
+   form being what they keep);
+4. constant folding and dead-node elimination by onnxslim (no fusion: a QDQ graph keeps
+   its DequantizeLinear -> op -> QuantizeLinear form): what else is computed from
+   constants.
 
 onnxslim, not onnxsim: it is pure Python (numpy and onnx's reference evaluator, no
 compiled extension to build for a board's Python), released monthly, and folds constants
@@ -90,6 +95,69 @@ def _constant_folding(model: Any, shape: tuple[int, ...], name: str) -> Any:
                                                  "weight_tying"])
 
 
+#: The inputs that are shapes, axes or indices of a size (what TVM's importer needs as
+#: constants): by op, their positions.
+SHAPE_INPUTS = {"Reshape": (1,), "Expand": (1,), "Tile": (1,), "Slice": (1, 2, 3, 4),
+                "ConstantOfShape": (0,), "Resize": (1, 2, 3), "Upsample": (1,),
+                "Unsqueeze": (1,), "Squeeze": (1,), "Pad": (1, 2, 3), "Range": (0, 1, 2),
+                "Split": (1,), "TopK": (1,), "OneHot": (1,), "CumSum": (1,),
+                "ReduceSum": (1,), "ReduceMean": (1,), "ReduceMax": (1,), "ReduceMin": (1,),
+                "ReduceProd": (1,), "ReduceL2": (1,)}
+
+
+def _shape_values(model: Any, shape: tuple[int, ...], name: str) -> Any:
+    """Every shape, axes or size an op reads (:data:`SHAPE_INPUTS`) that is computed from
+    tensors' shapes and constants alone (``Shape`` -> arithmetic -> a ``Reshape``'s shape,
+    even through the QuantizeLinear/DequantizeLinear pairs ``quantize_static`` wraps such
+    arithmetic in, which no folder folds: they are the QDQ form) replaced by the constant
+    onnxruntime computes for it with the input's shape fixed; the nodes no longer read
+    dropped."""
+    import numpy as np
+    import onnxruntime as ort
+
+    onnx = _onnx()
+    model = _fixed_input(model, shape, name)
+    graph = model.graph
+    static = {i.name for i in graph.initializer}  # from constants and shapes alone
+    for node in graph.node:
+        ins = [i for i in node.input if i]
+        if node.op_type in ("Shape", "Size", "Constant") or all(i in static for i in ins):
+            static.update(node.output)
+    frontier = sorted({node.input[k] for node in graph.node
+                       for k in SHAPE_INPUTS.get(node.op_type, ())
+                       if k < len(node.input) and node.input[k] in static} - {
+        i.name for i in graph.initializer})
+    if not frontier:
+        raise _Skipped("no shape computed from shapes and constants alone")
+    probe = onnx.ModelProto()
+    probe.CopyFrom(model)
+    del probe.graph.output[:]
+    probe.graph.output.extend(onnx.helper.make_empty_tensor_value_info(v) for v in frontier)
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    options.log_severity_level = 3
+    session = ort.InferenceSession(probe.SerializeToString(), options,
+                                   providers=["CPUExecutionProvider"])
+    dtype = onnx.helper.tensor_dtype_to_np_dtype(
+        next(i for i in graph.input if i.name == name).type.tensor_type.elem_type)
+    values = session.run(None, {name: np.zeros(shape, dtype)})
+    graph.initializer.extend(onnx.numpy_helper.from_array(np.asarray(v), n)
+                             for n, v in zip(frontier, values, strict=True))
+    folded = set(frontier)
+    outputs = {o.name for o in graph.output}
+    keep = [n for n in graph.node if not set(n.output) & folded]
+    needed = {i for n in keep for i in n.input} | outputs
+    while True:  # the nodes only the folded values read: gone
+        live = [n for n in keep if set(n.output) & needed or not n.output]
+        if len(live) == len(keep):
+            break
+        keep = live
+        needed = {i for n in keep for i in n.input} | outputs
+    del graph.node[:]
+    graph.node.extend(keep)
+    return model
+
+
 class _Skipped(Exception):  # noqa: N818  (a step that could not run: the reason)
     pass
 
@@ -98,6 +166,7 @@ class _Skipped(Exception):  # noqa: N818  (a step that could not run: the reason
 PREPARATION: tuple[tuple[str, Callable[[Any, tuple[int, ...], str], Any]], ...] = (
     ("the input's shape fixed and ONNX shape inference", _onnx_shapes),
     ("onnxruntime's symbolic shape inference", _symbolic_shapes),
+    ("the shape computations folded (onnxruntime)", _shape_values),
     ("constant folding (onnxslim)", _constant_folding),
 )
 
@@ -123,6 +192,9 @@ def import_model(model: Any, shape: tuple[int, ...], name: str) -> Imported:
     for what, step in PREPARATION:
         try:
             prepared = step(prepared, shape, name)
+        except _Skipped as exc:
+            steps.append(f"{what} (skipped: {exc})")
+            continue
         except Exception as exc:  # noqa: BLE001  (a step that cannot run on this model)
             text = str(exc).strip().splitlines()
             steps.append(f"{what} (could not run: {text[0] if text else type(exc).__name__})")

@@ -208,8 +208,13 @@ def cmd_deploy(args: argparse.Namespace) -> int:
             d["bundle"] = args.save
         if checks:
             d["check"] = {c.engine: c.as_dict() for c in checks}
+        if compiled.prepared:
+            d["prepared"] = list(compiled.prepared)
         print(json.dumps(d))
         return _check_status(checks)
+    if compiled.prepared:
+        print("import: TVM's importer failed on the model as given; imported after "
+              + ", ".join(compiled.prepared))
     print(result.report())
     for c in checks:
         print(f"against {ENGINES[c.engine]}: {c.describe()}")

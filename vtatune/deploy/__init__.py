@@ -33,6 +33,11 @@ loaded on first use (as ``vtatune``'s are), so that ``vtatune.deploy.runtime`` a
 - ``runtime._driver``: the device over VTA's C driver API (:class:`DriverDevice`, any
   ``libvta``), chosen by :func:`device_from_spec` (``sim`` or ``libvta:PATH``);
 - ``_quantize``: quantizing a float model with onnxruntime (power-of-two scales);
+- ``_qoperator``: a QOperator model (QLinearConv, QGemm, ...) as its QDQ form
+  (:func:`to_qdq`);
+- ``_dynamic``: a dynamically quantized model's integer GEMMs in the form VTA runs
+  (:func:`to_accumulators`);
+- ``_import``: TVM's import, retried after the standard preparation when it fails;
 - ``_model``: the ONNX model (:func:`load_model`, :func:`model_input`, ...);
 - ``_deploy``: :func:`compile_model`, :func:`deploy`, :func:`reference`, :func:`agreement`,
   :func:`check_outputs` (a batch against both references);
@@ -62,7 +67,8 @@ _API = {
     "DeployError": "vtatune.deploy.runtime._errors",
     **dict.fromkeys(("LayerSpec", "QParams", "refusal", "refusals", "spec_of",
                      "workload_of"), "vtatune.deploy._match"),
-    **dict.fromkeys(("MAC_OPS", "import_model", "is_quantized", "load_model", "model_input",
+    **dict.fromkeys(("Imported", "PREPARATION", "import_model"), "vtatune.deploy._import"),
+    **dict.fromkeys(("MAC_OPS", "is_quantized", "load_model", "model_input",
                      "output_step"), "vtatune.deploy._model"),
     **dict.fromkeys(("call_macs", "model_macs", "module_macs"), "vtatune.deploy._macs"),
     **dict.fromkeys(("external_functions", "partition"), "vtatune.deploy._partition"),
@@ -77,6 +83,8 @@ _API = {
                     "vtatune.deploy._schedules"),
     **dict.fromkeys(("CACHE_ENV", "DEFAULT_TUNE_TRIALS", "Tuning", "cache_dir", "cache_log",
                      "tune_workloads"), "vtatune.deploy._tuning"),
+    **dict.fromkeys(("QOPERATOR_OPS", "to_qdq"), "vtatune.deploy._qoperator"),
+    **dict.fromkeys(("INTEGER_OPS", "to_accumulators"), "vtatune.deploy._dynamic"),
     "TVM_VERSION": "vtatune.deploy._tvm",
     **dict.fromkeys(("FixedPoint", "fixed_point"), "vtatune.deploy.runtime"),
     **dict.fromkeys(("Buffer", "CpuOp", "DeployResult", "DeployedModel", "Device",
@@ -103,6 +111,8 @@ __all__ = [
     "output_file", "save_output", "ModelInput", "bundle_target",
     "output_file", "save_output", "ENGINES", "float64_model", "PlacedLayer", "Placement",
     "placed_network", "placement", "load_placed", "call_macs", "module_macs", "import_model",
+    "output_file", "save_output", "QOPERATOR_OPS", "to_qdq",
+    "INTEGER_OPS", "to_accumulators", "Imported", "PREPARATION",
 ]
 
 if TYPE_CHECKING:
@@ -120,7 +130,9 @@ if TYPE_CHECKING:
         references,
         top1,
     )
+    from vtatune.deploy._dynamic import INTEGER_OPS, to_accumulators
     from vtatune.deploy._exact import float64_model
+    from vtatune.deploy._import import PREPARATION, Imported, import_model
     from vtatune.deploy._macs import call_macs, model_macs, module_macs
     from vtatune.deploy._match import (
         LayerSpec,
@@ -132,7 +144,6 @@ if TYPE_CHECKING:
     )
     from vtatune.deploy._model import (
         MAC_OPS,
-        import_model,
         is_quantized,
         load_model,
         model_input,
@@ -147,6 +158,7 @@ if TYPE_CHECKING:
         placed_network,
         placement,
     )
+    from vtatune.deploy._qoperator import QOPERATOR_OPS, to_qdq
     from vtatune.deploy._quantize import quantize
     from vtatune.deploy._schedules import LayerBuilder, LayerPrograms, cost_model_pick
     from vtatune.deploy._tuning import (

@@ -24,10 +24,11 @@ from simulator.hardware import HardwareConfig
 from vtatune.builds import FallbackWarning
 from vtatune.deploy._chain import link
 from vtatune.deploy._cpu_target import CpuTarget, resolve_cpu_target
+from vtatune.deploy._dynamic import to_accumulators
+from vtatune.deploy._import import import_model
 from vtatune.deploy._macs import module_macs
 from vtatune.deploy._model import (
     float_model_error,
-    import_model,
     is_quantized,
     load_model,
     model_input,
@@ -35,6 +36,7 @@ from vtatune.deploy._model import (
 )
 from vtatune.deploy._partition import partition
 from vtatune.deploy._patterns import Partitioning
+from vtatune.deploy._qoperator import to_qdq
 from vtatune.deploy._region import CpuOp, Region, Trace
 from vtatune.deploy._schedules import NO_LOG, LayerBuilder
 from vtatune.deploy._tvm import tvm
@@ -130,6 +132,10 @@ class CompiledModel(DeployedModel):
     ``executable``: TVM's build of the CPU's part, for ``cpu_target`` (another machine's
     CPU: ``vm`` is None, the model is saved to run there, not run here); ``regions``: the
     offloaded regions by symbol; ``output_spec``: the output's shape and dtype."""
+
+    #: The preparation TVM's importer needed (``_import``: shape inference, constant
+    #: folding), in order; empty when it took the model as given.
+    prepared: tuple[str, ...] = ()
 
     def __init__(self, name: str, model: Any, hw: HardwareConfig, device: Device,
                  input_spec: tuple[str, tuple[int, ...], np.dtype], vm: Any, trace: Trace,
@@ -258,12 +264,14 @@ def compile_model(model: Any, *, hw: HardwareConfig | str | None = None,
     t0 = time.perf_counter()
     proto, name = load_model(model)
     digest = _model_sha256(model, proto)
+    proto = to_accumulators(to_qdq(proto))  # QOperator: its QDQ form; dynamic: VTA's
     if not is_quantized(proto):
         if calibration is None:
             raise float_model_error(name)
         proto = quantize(proto, calibration)
     input_spec = model_input(proto)
-    mod = import_model(proto, input_spec[1], input_spec[0])
+    imported = import_model(proto, input_spec[1], input_spec[0])
+    mod, proto = imported.module, imported.model  # prepared, when the import needed it
     seconds["import"] = time.perf_counter() - t0
     macs = module_macs(mod)  # the shapes the model is built with
     builder = LayerBuilder(hw, log, tune_trials, tune_log, seed=seed, progress=progress,
@@ -298,6 +306,7 @@ def compile_model(model: Any, *, hw: HardwareConfig | str | None = None,
                              executable=executable, regions=codegen.regions,
                              output_spec=_output_spec(mod), cpu_target=cpu, macs=macs)
     compiled.tuning = builder.tuning.as_dict() if builder.tuning is not None else None
+    compiled.prepared = imported.prepared  # what the import needed, said (deploy prints it)
     return compiled
 
 
@@ -355,12 +364,13 @@ def references(model: Any, inputs: Any, engine: str = "tvm") -> np.ndarray:
         t = tvm()
         from tvm import relax
 
+        proto = to_accumulators(to_qdq(proto))
         if engine == "exact":
             from vtatune.deploy._exact import float64_model
 
             proto = float64_model(proto)
             xs = [x.astype(np.float64) if x.dtype == np.float32 else x for x in xs]
-        vm = relax.VirtualMachine(_build(import_model(proto, shape, name)), t.cpu())
+        vm = relax.VirtualMachine(_build(import_model(proto, shape, name).module), t.cpu())
         return np.stack([run_main(vm, x) for x in xs])
     if engine == "onnxruntime":
         try:

@@ -15,7 +15,10 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from vtatune.deploy._model import import_model, load_model
+from vtatune.deploy._dynamic import to_accumulators
+from vtatune.deploy._import import import_model
+from vtatune.deploy._model import load_model
+from vtatune.deploy._qoperator import to_qdq
 from vtatune.deploy._tvm import tvm
 
 __all__ = ["MAC_CALLS", "call_macs", "model_macs", "module_macs"]
@@ -71,4 +74,4 @@ def model_macs(model: Any) -> int:
     Conv, ConvTranspose, Gemm and MatMul nodes with the shapes TVM's import gives them
     (:func:`module_macs`; a symbolic input dimension read as 1, as deploy reads it)."""
     proto, _ = load_model(model)
-    return module_macs(import_model(proto))
+    return module_macs(import_model(to_accumulators(to_qdq(proto))).module)

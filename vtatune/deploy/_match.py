@@ -84,6 +84,9 @@ class LayerSpec:
     bias_rounding: float = 0.0
     #: What that rounding lost per channel, in real units (None when exact).
     bias_residuals: tuple[float, ...] | None = None
+    #: The output is the accumulators as float32, no int8 tensor (an accumulator pattern:
+    #: a dynamically quantized model's integer GEMM, ``_dynamic``).
+    float_output: bool = False
     strides: tuple[int, int] = (1, 1)
     padding: tuple[int, int, int, int] = (0, 0, 0, 0)
     dilation: tuple[int, int] = (1, 1)
@@ -144,10 +147,15 @@ class LayerSpec:
                                   offset=-(a.zero_point + r.zero_point))
         scales = self.acc_scales()
         channel = tuple(float(v) for v in scales) if self.weight_scales is not None else None
+        bound = 0
+        if self.float_output and self.weight is not None:  # |x| <= 128 for every int8
+            axes = tuple(range(1, self.weight.ndim))
+            bound = 128 * int(np.abs(self.weight.astype(np.int64)).sum(axes).max(initial=0))
         return Requantization(float(scales[0]), self.out.scale, self.out.zero_point,
                               self.relu, exact=exact, channel_scales=channel,
                               channel_residuals=self.bias_residuals,
-                              reduction=self.reduction)
+                              reduction=self.reduction, float_output=self.float_output,
+                              acc_bound=bound)
 
     @property
     def reduction(self) -> int:
@@ -349,7 +357,8 @@ def _pair(values: Any) -> tuple[int, int]:
 def spec_of(kind: str, ann: dict[str, Any]) -> LayerSpec:
     """The layer a match of ``kind`` annotates (Relax expressions by annotation name);
     Unsupported when it is not an 8-bit layer of that kind with per-tensor activations."""
-    out = _qparams(ann, "out", _offset(ann, "root"))
+    float_output = "out_scale" not in ann  # an accumulator pattern: no quantize after it
+    out = QParams(1.0, 0) if float_output else _qparams(ann, "out", _offset(ann, "root"))
     out_shape = _shape(ann["root"])
     relu = "relu" in ann
     if kind == "relu":
@@ -376,7 +385,8 @@ def spec_of(kind: str, ann: dict[str, Any]) -> LayerSpec:
     channels = _channels(kind, out_shape)
     wq, w_scales = _weight_qparams(ann, channels, w_offset)
     common: dict[str, Any] = dict(inputs=((x_shape, x),), out_shape=out_shape, out=out,
-                                  relu=relu, weight_q=wq, weight_scales=w_scales)
+                                  relu=relu, weight_q=wq, weight_scales=w_scales,
+                                  float_output=float_output)
     if "b_q" in ann or "b_f" in ann:
         probe = LayerSpec(kind, ((x_shape, x),), out_shape, out, weight_q=wq,
                           weight_scales=w_scales)

@@ -14,7 +14,7 @@ from vtatune.deploy.runtime import check_input, random_input
 from vtatune.deploy.runtime._errors import DeployError
 
 #: (check_input and random_input, which the runtime needs too, live there)
-__all__ = ["MAC_OPS", "QUANTIZED_OPS", "check_input", "float_model_error", "import_model",
+__all__ = ["MAC_OPS", "QUANTIZED_OPS", "check_input", "float_model_error",
            "is_quantized", "load_model", "model_input", "output_step", "random_input"]
 
 #: ONNX ops that make a model quantized (QDQ, QOperator, integer ops).
@@ -85,19 +85,3 @@ def output_step(model: Any) -> float:
 #: :func:`vtatune.deploy.model_macs`, from the shapes TVM's import gives them).
 MAC_OPS = ("Conv", "ConvTranspose", "Gemm", "MatMul")
 
-
-def import_model(model: Any, shape: tuple[int, ...] | None = None, name: str = "") -> Any:
-    """``model`` (a ModelProto) imported by ``tvm.relax.frontend.onnx`` with its input's
-    ``shape`` (default: :func:`model_input`'s); DeployError when the frontend cannot."""
-    from vtatune.deploy._tvm import tvm
-
-    tvm()
-    from tvm.relax.frontend.onnx import from_onnx
-
-    if shape is None:
-        name, shape, _ = model_input(model)
-    try:
-        return from_onnx(model, shape_dict={name: list(shape)})
-    except Exception as exc:  # the frontend raises whatever it meets
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise DeployError(f"TVM cannot import the model: {first}") from None

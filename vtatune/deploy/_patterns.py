@@ -16,7 +16,10 @@ it, from the int8 inputs to the int8 output:
   as a layer of its own, fused into the layer before it;
 - ``vta.qbatch_matmul``: ``quantize(matmul(dequantize(x), dequantize(w)))`` of two int8
   activations [..., M, K] x [..., K, N] (attention's Q.K^T and P.V): one GEMM per leading
-  index, ``w`` packed as its weight at run time.
+  index, ``w`` packed as its weight at run time;
+- ``vta.qconv2d_acc``, ``vta.qdense_acc``: ``op(dequantize(x, 1), dequantize(W, 1))``, no
+  quantize after it: the integer GEMM of a dynamically quantized model (``_dynamic``), its
+  int32 accumulators handed to the CPU as float32 (lowest priority; unit scales only).
 
 Later entries have higher priority (the registry's rule), so the longest pattern wins.
 
@@ -150,6 +153,22 @@ def anchor_pattern(op: str, bias: bool, relu: bool) -> tuple[Any, dict[str, Any]
     return _quantize(core, ann), ann
 
 
+def accumulator_pattern(op: str) -> tuple[Any, dict[str, Any]]:
+    """``op(dq(x), dq(W))`` with no quantize after it: a layer whose output is its
+    accumulators (a dynamically quantized model's integer GEMM as ``_dynamic`` writes
+    it: unit scales)."""
+    from tvm.relax.dpl import is_const, is_op, wildcard
+
+    ann: dict[str, Any] = {}
+    x = _dequantize(wildcard(), "x", ann)
+    w = _dequantize(is_const(), "w", ann)
+    if op == "relax.matmul":
+        ann["w_perm"] = is_op("relax.permute_dims")(w)
+        w = w | ann["w_perm"]
+    ann["core"] = ann["root"] = is_op(op)(x, w)
+    return ann["root"], ann
+
+
 def add_pattern(relu: bool) -> tuple[Any, dict[str, Any]]:
     """``quantize([relu](add(dq(a), dq(r))))``."""
     from tvm.relax.dpl import is_op, wildcard
@@ -182,7 +201,9 @@ def batch_matmul_pattern() -> tuple[Any, dict[str, Any]]:
 
 def pattern_entries() -> list[tuple[str, Any, dict[str, Any], str]]:
     """``(name, pattern, annotations, kind)`` of every pattern, lowest priority first."""
-    entries = [(f"{PREFIX}.qrelu", *relu_pattern(), "relu"),
+    entries = [(f"{PREFIX}.q{kind}_acc", *accumulator_pattern(op), kind)
+               for op, kind in ANCHORS.items() if kind != "conv2d_transpose"]
+    entries += [(f"{PREFIX}.qrelu", *relu_pattern(), "relu"),
                (f"{PREFIX}.qbatch_matmul", *batch_matmul_pattern(), "batch_matmul")]
     for relu in (False, True):
         entries.append((f"{PREFIX}.qadd" + "_relu" * relu, *add_pattern(relu), "add"))
@@ -236,6 +257,8 @@ def _check(name: str, kind: str) -> Callable[[Any], bool]:
         state = _ACTIVE.get()
         hw = state.hw if state is not None else DEFAULT
         ann = dict(ctx.annotated_expr)
+        if name.endswith("_acc") and not _unit_scales(ann):
+            return False  # a float layer of a QDQ model: as before, no pattern of ours
         var2val = {v: e for e, v in ctx.value_to_bound_var.items()}
         spec: LayerSpec | None = None
         try:
@@ -262,6 +285,16 @@ def _check(name: str, kind: str) -> Callable[[Any], bool]:
         return False
 
     return check
+
+
+def _unit_scales(ann: dict[str, Any]) -> bool:
+    """Whether an accumulator match dequantizes both operands at scale 1 (what
+    ``_dynamic`` writes; a QDQ model's unquantized layer has its real scales)."""
+    try:
+        return all(float(ann[k].value.numpy().reshape(-1)[0]) == 1.0 and
+                   ann[k].value.numpy().size == 1 for k in ("x_scale", "w_scale"))
+    except (AttributeError, KeyError):
+        return False
 
 
 def _relu_refusal(spec: LayerSpec, ann: dict[str, Any], ctx: Any, var2val: dict[Any, Any],

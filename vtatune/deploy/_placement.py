@@ -20,17 +20,19 @@ from typing import Any
 
 from simulator.hardware import HardwareConfig
 from vtatune.deploy._deploy import _LAYER_OPS, _unmatched
+from vtatune.deploy._dynamic import to_accumulators
+from vtatune.deploy._import import import_model
 from vtatune.deploy._macs import call_macs, module_macs
 from vtatune.deploy._match import LayerPlan, layer_plan
 from vtatune.deploy._model import (
     float_model_error,
-    import_model,
     is_quantized,
     load_model,
     model_input,
 )
 from vtatune.deploy._partition import partition
 from vtatune.deploy._patterns import PREFIX
+from vtatune.deploy._qoperator import to_qdq
 from vtatune.deploy._tvm import tvm
 from vtatune.deploy.runtime._errors import DeployError
 from vtatune.networks import (
@@ -128,10 +130,11 @@ def placement(model: Any, hw: HardwareConfig | str | None = None, *,
 
     hw = hw if isinstance(hw, HardwareConfig) else HardwareConfig.resolve(hw)
     proto, name = load_model(model)
+    proto = to_accumulators(to_qdq(proto))  # QOperator: its QDQ form; dynamic: VTA's
     if not is_quantized(proto):
         raise float_model_error(name)
     input_name, shape, _ = model_input(proto)
-    mod = import_model(proto, shape, input_name)
+    mod = import_model(proto, shape, input_name).module
     macs = module_macs(mod)
     mod, state = partition(mod, hw)
     names = _Names()

@@ -237,7 +237,10 @@ def to_int8(x: np.ndarray) -> np.ndarray:
 
 
 def from_int8(y: np.ndarray, dtype: Any) -> np.ndarray:
-    """An int8 tensor back as ``dtype`` (uint8: ``q + 128``)."""
+    """An int8 tensor back as ``dtype`` (uint8: ``q + 128``); a float one (a layer's
+    accumulators as float32) as it is."""
+    if np.asarray(y).dtype.kind == "f":
+        return np.ascontiguousarray(y, dtype=dtype)
     y = np.ascontiguousarray(y, dtype=np.int8)
     return (y.view(np.uint8) ^ np.uint8(0x80)) if np.dtype(dtype) == np.uint8 else y
 

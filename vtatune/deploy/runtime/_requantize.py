@@ -105,13 +105,19 @@ class Requantization:
     #: units: the CPU adds it back after scaling (a fused requantization cannot).
     channel_residuals: tuple[float, ...] | None = None
     reduction: int = 0
+    #: The layer's output is its accumulators as float32 (``acc * acc_scale``), not an int8
+    #: tensor: a dynamically quantized model's MatMulInteger / ConvInteger (``_dynamic``).
+    float_output: bool = False
+    #: The largest ``|acc|`` the layer can reach (from its weights; 0: unknown): how many
+    #: accumulator bytes a float output needs.
+    acc_bound: int = 0
 
     @property
     def shift(self) -> int | None:
         """``k`` when the multiplier is ``2^-k`` with ``0 <= k <= 31`` (VTA requantizes;
         with ``exact``, only ``k = 0``), else None (the CPU does)."""
-        if self.channel_scales is not None:
-            return None  # per channel: channel_shifts
+        if self.channel_scales is not None or self.float_output:
+            return None  # per channel: channel_shifts; a float output: the CPU's
         return self._shift(self.acc_scale)
 
     def _shift(self, acc_scale: float) -> int | None:
@@ -129,7 +135,7 @@ class Requantization:
         """Per-channel scales whose every multiplier is a power of two ``2^-k_c``: the
         ``k_c`` (VTA requantizes, shifting each channel by its own amount: the epilogue's
         ``shr(shift)`` reads them as a per-channel tensor); else None (the CPU does)."""
-        if self.channel_scales is None or self.rounding != "bias":
+        if self.channel_scales is None or self.rounding != "bias" or self.float_output:
             return None
         shifts = tuple(self._shift(s) for s in self.channel_scales)
         return None if any(k is None for k in shifts) else shifts  # type: ignore[return-value]
@@ -139,8 +145,8 @@ class Requantization:
         """The fixed-point multiply VTA runs when the multiplier is no power of two (per
         tensor, a GEMM layer's bias to fold the rounding into, not ``exact``, and the
         accumulators bounded: ``reduction``); else None."""
-        if (self.exact or self.channel_scales is not None or self.rounding != "bias"
-                or self.shift is not None or not self.reduction
+        if (self.exact or self.float_output or self.channel_scales is not None
+                or self.rounding != "bias" or self.shift is not None or not self.reduction
                 or self.reduction * PRODUCT_BOUND > MAX_ACCUMULATOR):
             return None
         # a bias rescaled to accumulator units loses up to half a unit, which the fixed
@@ -178,6 +184,11 @@ class Requantization:
         the output too (``|acc| * multiplier >= 256``)."""
         if self.on_vta:
             return 1
+        if self.float_output:  # every byte of the accumulator: the top one signed, unclipped
+            n = 1
+            while n < MAX_PLANES and (not self.acc_bound or self.acc_bound >= 1 << 8 * n - 1):
+                n += 1
+            return n
         n = 1
         while n < MAX_PLANES and (1 << 8 * (n - 1)) * 127 * self.multiplier < 256:
             n += 1
@@ -272,6 +283,8 @@ class Requantization:
                                       else scales)
         if residuals is not None:
             f = f + residuals
+        if self.float_output:
+            return f.astype(np.float32)
         q = np.rint(f / np.float32(self.out_scale)) + self.zero_point
         return np.clip(q, self.low, QMAX).astype(np.int8)
 
@@ -289,6 +302,9 @@ class Requantization:
                     f"{fixed.bound:.2f} of a step){zp}{relu}")
         if self.on_vta:
             return f"on VTA: shift {self.shift}{zp}{relu}"
+        if self.float_output:
+            return (f"on the CPU: the int32 accumulators as float32 x{self.acc_scale:.6g} "
+                    f"({self.planes} VTA passes, one per accumulator byte)")
         if self.channel_scales is not None:
             m = self.multipliers
             times = f"x{m.min():.6g}..{m.max():.6g} per channel"

@@ -1,0 +1,157 @@
+"""Issue 39's goal, measured: models in each of onnxruntime's quantized forms (QDQ,
+QOperator, dynamic) deployed as a user deploys them. Per file: deployed or refused (and
+why), what the import needed, the share of the model's multiply-accumulates on VTA, the
+output against onnxruntime's (on the file as given) and TVM's CPU build's, top-1
+(classifiers), wall time.
+
+    python scripts/bench_formats.py MODEL.onnx ... [--hw pynq] [--seed 0]
+        [--json OUT.jsonl] [--markdown OUT.md]
+
+The models come from ``scripts/quantized_models.py`` (``DIR/<family>.<form>.onnx``). One
+seeded random input per model (integer inputs, token ids, uniform in [0, 100)). Distances:
+in quantization steps of the output where it is a dequantized int8 tensor, else (a float
+output: LayerNorm's, a dynamic model's) the largest absolute difference. The verdict
+``ok`` is issue 39's: VTA within max(2 steps, TVM's distance from onnxruntime) of
+onnxruntime (a float output: within TVM's distance, or 1e-5 of the output's range),
+top-1 onnxruntime's. Each model's row is printed as soon as it is done.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+from vtatune.records import append_whole, write_whole
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_quantizers import _input  # noqa: E402
+
+COLUMNS = ("model", "deployed", "import", "vta_mac_share", "VTA vs onnxruntime",
+           "TVM vs onnxruntime", "VTA vs TVM", "top-1 = onnxruntime", "verdict", "seconds")
+
+
+def _distance(a: np.ndarray, b: np.ndarray, step: float | None) -> float:
+    """Largest difference, in steps of ``step`` (rounded) or in output units."""
+    d = float(np.abs(np.asarray(a, np.float64) - np.asarray(b, np.float64)).max(initial=0))
+    return float(np.rint(d / step)) if step else d
+
+
+def measure(path: Path, hw: str, seed: int) -> dict:
+    import onnx
+
+    from vtatune.deploy import (
+        DeployError,
+        compile_model,
+        model_input,
+        output_step,
+        reference,
+    )
+
+    proto = onnx.load(str(path))
+    _, shape, dtype = model_input(proto)
+    x = _input(shape, dtype, seed)
+    m: dict = {"model": path.name, "hw": hw}
+    t0 = time.perf_counter()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            compiled = compile_model(proto, hw=hw)
+            r = compiled.run(x)
+    except DeployError as exc:
+        m.update(deployed=False, refused=str(exc), seconds=time.perf_counter() - t0)
+        return m
+    except Exception as exc:  # noqa: BLE001  (a bug: recorded, the next model goes on)
+        m.update(deployed=False, error=f"{type(exc).__name__}: {exc}",
+                 seconds=time.perf_counter() - t0)
+        return m
+    seconds = time.perf_counter() - t0
+    try:
+        step = output_step(proto)
+    except DeployError:
+        step = None
+    refs = {}
+    for engine in ("onnxruntime", "tvm"):
+        try:
+            refs[engine] = reference(proto, x, engine)
+        except Exception as exc:  # noqa: BLE001  (onnxruntime cannot run some exports)
+            m[f"{engine}_failed"] = str(exc).strip().splitlines()[0]
+    m.update(deployed=True, prepared=list(compiled.prepared), vta_mac_share=r.vta_mac_share,
+             vta_cycles=r.vta_cycles, offloaded=len(r.offloaded), step=step, seconds=seconds,
+             cpu_reasons=sorted({c.reason for c in r.cpu_ops if c.reason}))
+    ort, tvm = refs.get("onnxruntime"), refs.get("tvm")
+    if ort is not None:
+        m["vta_vs_ort"] = _distance(r.output, ort, step)
+    if tvm is not None:
+        m["vta_vs_tvm"] = _distance(r.output, tvm, step)
+    if ort is not None and tvm is not None:
+        m["tvm_vs_ort"] = _distance(tvm, ort, step)
+    if ort is not None and r.output.ndim == 2 and r.output.shape[1] > 1:
+        m["top1"] = bool((r.output.argmax(1) == ort.argmax(1)).all())
+    if "vta_vs_ort" in m and "tvm_vs_ort" in m:
+        if step:
+            within = m["vta_vs_ort"] <= max(2, m["tvm_vs_ort"])
+        else:
+            scale = float(np.abs(ort).max(initial=0))
+            within = m["vta_vs_ort"] <= max(m["tvm_vs_ort"], 1e-5 * scale)
+        m["ok"] = within and m.get("top1", True) is not False
+    return m
+
+
+def row(m: dict) -> str:
+    if not m["deployed"]:
+        why = m.get("refused") or m.get("error", "")
+        cells = (m["model"], "no: " + why.replace("|", "/"), "-", "-", "-", "-", "-", "-",
+                 "refused" if "refused" in m else "ERROR", f"{m['seconds']:.1f}")
+        return "| " + " | ".join(cells) + " |"
+
+    def dist(key: str) -> str:
+        if key not in m:
+            return "-"
+        v = m[key]
+        return f"{v:.0f} steps" if m["step"] else f"{v:.3g}"
+
+    top1 = {None: "-", True: "yes", False: "NO"}[m.get("top1")]
+    verdict = {None: "-", True: "ok", False: "NOT ok"}[m.get("ok")]
+    if "onnxruntime_failed" in m:
+        verdict = "onnxruntime cannot run it"
+    cells = (m["model"], f"yes ({m['offloaded']} on VTA)",
+             "; ".join(m["prepared"]) or "as given", f"{100 * m['vta_mac_share']:.1f} %",
+             dist("vta_vs_ort"), dist("tvm_vs_ort"), dist("vta_vs_tvm"), top1, verdict,
+             f"{m['seconds']:.1f}")
+    return "| " + " | ".join(cells) + " |"
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("models", nargs="+", type=Path)
+    p.add_argument("--hw", default="pynq")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", type=Path, help="append one JSON line per model")
+    p.add_argument("--markdown", type=Path, help="write the table here too")
+    args = p.parse_args(argv)
+    lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+    print("\n".join(lines), flush=True)
+    for path in args.models:
+        m = measure(path, args.hw, args.seed)
+        lines.append(row(m))
+        print(lines[-1], flush=True)
+        if args.json:  # a line each model, whole or not at all
+            fd = os.open(args.json, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+            try:
+                append_whole(fd, (json.dumps(m) + "\n").encode())
+            finally:
+                os.close(fd)
+        if args.markdown:  # the table so far: a long run leaves what it measured
+            write_whole({args.markdown: ("\n".join(lines) + "\n").encode()})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -74,7 +74,8 @@ _API = {
     **dict.fromkeys(("CACHE_ENV", "DEFAULT_TUNE_TRIALS", "Tuning", "cache_dir", "cache_log",
                      "tune_workloads"), "vtatune.deploy._tuning"),
     "TVM_VERSION": "vtatune.deploy._tvm",
-    **dict.fromkeys(("FixedPoint", "fixed_point"), "vtatune.deploy.runtime"),
+    **dict.fromkeys(("ChannelFixedPoint", "FixedPoint", "channel_fixed_point", "fixed_point"),
+                    "vtatune.deploy.runtime"),
     **dict.fromkeys(("Buffer", "CpuOp", "DeployResult", "DeployedModel", "Device",
                      "OffloadedCall", "SimulatedDevice", "check_input", "device_from_spec",
                      "load", "output_file", "output_sha256", "random_input", "same_memory",
@@ -87,6 +88,7 @@ __all__ = [
     "MAC_OPS", "Agreement", "Buffer", "Check", "check_outputs", "input_batch", "references",
     "top1", "CompiledModel", "CpuOp", "CpuTarget", "resolve_cpu_target", "DeployError",
     "DeployResult", "DeployedModel", "Device", "DriverDevice", "FixedPoint", "fixed_point",
+    "ChannelFixedPoint", "channel_fixed_point",
     "LayerBuilder", "LayerPrograms",
     "LayerSpec", "OffloadedCall", "PREFIX", "Partitioning", "QParams", "Refusal",
     "Requantization", "SimulatedDevice", "TVM_VERSION", "agreement", "check_input",
@@ -144,6 +146,7 @@ if TYPE_CHECKING:
     from vtatune.deploy._tvm import TVM_VERSION
     from vtatune.deploy.runtime import (
         Buffer,
+        ChannelFixedPoint,
         CpuOp,
         DeployedModel,
         DeployResult,
@@ -151,6 +154,7 @@ if TYPE_CHECKING:
         FixedPoint,
         OffloadedCall,
         SimulatedDevice,
+        channel_fixed_point,
         check_input,
         device_from_spec,
         fixed_point,

@@ -32,7 +32,12 @@ Example (a bundle saved by ``python -m vtatune deploy MODEL --save DIR``):
 
 from vtatune.deploy.runtime._bundle import load, read_manifest
 from vtatune.deploy.runtime._device import Buffer, Device, SimulatedDevice
-from vtatune.deploy.runtime._fixed_point import FixedPoint, fixed_point
+from vtatune.deploy.runtime._fixed_point import (
+    ChannelFixedPoint,
+    FixedPoint,
+    channel_fixed_point,
+    fixed_point,
+)
 from vtatune.deploy.runtime._libvta import end_process
 from vtatune.deploy.runtime._model import (
     INDEX_VALUES,
@@ -62,7 +67,8 @@ from vtatune.deploy.runtime._region import (
 from vtatune.deploy.runtime._select import SPECS, device_from_spec
 
 __all__ = [
-    "FixedPoint", "fixed_point", "Border", "Buffer", "CpuOp", "DeployResult", "DeployedModel",
+    "ChannelFixedPoint", "FixedPoint", "channel_fixed_point", "fixed_point", "Border", "Buffer",
+    "CpuOp", "DeployResult", "DeployedModel",
     "Device", "INDEX_VALUES",
     "OffloadedCall", "RegionLayer", "RegionRunner", "SPECS", "SimulatedDevice", "Trace",
     "check_input", "device_from_spec", "dilate_packed", "end_process", "from_int8", "load",

@@ -58,7 +58,7 @@ def _captured_layers(model, hw, log, x):
         acc = planes[-1].astype(np.int64) << 8 * (len(planes) - 1)
         for j, plane in enumerate(planes[:-1]):
             acc += plane.view(np.uint8).astype(np.int64) << 8 * j
-        seen.append((self, acc))
+        seen.append((self, acc, packed_shape))
         return finish(self, planes, packed_shape)
 
     Requantization.finish = capture
@@ -72,17 +72,40 @@ def _captured_layers(model, hw, log, x):
 def _layer_errors(seen):
     """Over every element of the layers VTA now requantizes with the fixed point: the
     largest distance in steps from the exact rounding, elements, exact elements."""
+    from vtatune.workloads import SHIFTS
+
+    def spread(values, packed_shape, dtype):
+        """Per-channel values over a packed output (N/B, C/c, ..., c): channel cb * c + ci;
+        padded channels 0."""
+        cb, c = packed_shape[1], packed_shape[-1]
+        out = np.zeros(cb * c, dtype)
+        out[:len(values)] = values
+        shape = [1] * len(packed_shape)
+        shape[1], shape[-1] = cb, c
+        return out.reshape(shape)
+
     worst, n, exact = 0, 0, 0
-    for req, acc in seen:
+    for req, acc, packed_shape in seen:
         one = replace(req, exact=False)
         fixed = one.fixed_point
-        if fixed is None:
+        channel = one.channel_fixed_point
+        if fixed is None and channel is None:
             continue
         (epilogue,) = one.epilogues(bias=True)
-        got = epilogue.apply(acc, {"bias": np.int64(fixed.offset)}).astype(np.int64)
-        want = np.clip(np.floor(acc * float(one.multipliers[0]) + 0.5) + one.zero_point,
-                       one.low, 127)
-        d = np.abs(got - want)
+        if channel is not None:  # per channel, over the packed output layout
+            tensors = {"bias": spread(channel.offsets, packed_shape, np.int64),
+                       **{SHIFTS[j]: spread(p, packed_shape, np.int64)
+                          for j, p in enumerate(channel.shifts())}}
+            m = spread(one.multipliers, packed_shape, np.float64)
+            # the model's channels, not those padded to whole blocks (cut off)
+            real = np.broadcast_to(spread(np.ones(len(one.multipliers), bool), packed_shape,
+                                          bool), acc.shape)
+        else:
+            tensors, m = {"bias": np.int64(fixed.offset)}, float(one.multipliers[0])
+            real = np.ones(acc.shape, bool)
+        got = epilogue.apply(acc, tensors).astype(np.int64)
+        want = np.clip(np.floor(acc * m + 0.5) + one.zero_point, one.low, 127)
+        d = np.abs(got - want)[real]
         worst, n, exact = max(worst, int(d.max())), n + d.size, exact + int((d == 0).sum())
     return worst, n, exact
 
@@ -98,13 +121,25 @@ def _alu_cost(b) -> dict:
 
     low = b.programs.passes[0]
     e = low.workload.epilogue
-    shift = Epilogue((e.ops[0], EpilogueOp("shr", b.requant.fixed_point.digits[0]), e.ops[-1]))
+    fixed = b.requant.fixed_point
+    last = EpilogueOp("shr", fixed.digits[0]) if fixed else EpilogueOp("shr", tensor="shift")
+    shift = Epilogue((e.ops[0], last, e.ops[-1]))
     short = lower(replace(low.workload, epilogue=shift), low.schedule, low.hw, bias=low.bias)
     one, base = (time_program(x.program, low.hw).cycles for x in (low, short))
     heads = len(b.programs.passes)  # a batch_matmul's heads, each its own program
-    return {"layer": b.layer.name, "digits": len(b.requant.fixed_point.digits),
+    return {"layer": b.layer.name, "digits": _digits(_fixed(b.requant)),
             "cycles": one * heads, "shift_cycles": base * heads,
             "extra_cycles": (one - base) * heads}
+
+
+def _fixed(requant):
+    """The layer's fixed point, per tensor or per channel (or None)."""
+    return requant.fixed_point or requant.channel_fixed_point
+
+
+def _digits(fixed) -> int:
+    """Powers of two a channel (per tensor: the layer)."""
+    return fixed.digits if isinstance(fixed.digits, int) else len(fixed.digits)
 
 
 def measure(path: Path, hw: str, log: str | None, seed: int) -> dict:
@@ -126,8 +161,8 @@ def measure(path: Path, hw: str, log: str | None, seed: int) -> dict:
     a = agreement(r.output, ref, output_step(proto))
     worst, n, exact = _layer_errors(seen)
     built = [b for region in compiled.regions.values() for b in region.built
-             if b.requant.fixed_point is not None]
-    fixed = [b.requant.fixed_point for b in built]
+             if _fixed(b.requant) is not None]
+    fixed = [_fixed(b.requant) for b in built]
     alu_cost = [_alu_cost(b) for b in built]
     top1 = None
     if r.output.ndim == 2 and r.output.shape[-1] >= 10:
@@ -137,7 +172,7 @@ def measure(path: Path, hw: str, log: str | None, seed: int) -> dict:
         "layers": len(r.offloaded),
         # a batch_matmul runs a pass a head
         "one_pass": sum(c.requantization.startswith("on VTA") for c in r.offloaded),
-        "digits": sorted({len(f.digits) for f in fixed}),
+        "digits": sorted({_digits(f) for f in fixed}),
         "extra_alu_ops": sorted({len(f.ops()) + 2 * ("save" in [o.op for o in f.ops()])
                                  for f in fixed}),
         "cycles_one_pass": r.vta_cycles, "cycles_exact": exact_run.vta_cycles,

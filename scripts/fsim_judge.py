@@ -160,6 +160,12 @@ def kernel_cases(n_schedules: int = 4, hw: HardwareConfig = DEFAULT) -> Iterator
         EpilogueOp("add", tensor="saved"), EpilogueOp("shr", 2),
         EpilogueOp("add", tensor="saved"), EpilogueOp("shr", 9),
         EpilogueOp("clip", -3, hi=127)))
+    # per channel: each shift a plane of the per-channel shift input
+    channel_fixed_point = Epilogue((
+        EpilogueOp("add", tensor="bias"), EpilogueOp("save"),
+        EpilogueOp("shr", tensor="shift"), EpilogueOp("add", tensor="saved"),
+        EpilogueOp("shr", tensor="shift1"), EpilogueOp("add", tensor="saved"),
+        EpilogueOp("shr", tensor="shift2"), EpilogueOp("clip", -128, hi=127)))
     kernels = [
         ("gemm", GemmWorkload(1, 64, 32), False),
         ("gemm_bias", GemmWorkload(1, 64, 48), True),
@@ -178,6 +184,10 @@ def kernel_cases(n_schedules: int = 4, hw: HardwareConfig = DEFAULT) -> Iterator
         ("conv_fixed_point", replace(Conv2dWorkload(1, 8, 8, 32, 32, 3, 1, 1),
                                      epilogue=fixed_point), True),
         ("gemm_fixed_point", replace(GemmWorkload(4, 64, 32), epilogue=fixed_point), True),
+        ("conv_channel_fixed_point", replace(Conv2dWorkload(1, 8, 8, 32, 32, 3, 1, 1),
+                                             epilogue=channel_fixed_point), True),
+        ("gemm_channel_fixed_point", replace(GemmWorkload(4, 64, 32),
+                                             epilogue=channel_fixed_point), True),
     ]
     for k, (name, wl, bias) in enumerate(kernels):
         for label, schedule in _schedules(wl, hw, bias, n_schedules, seed=k):

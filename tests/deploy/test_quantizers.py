@@ -131,11 +131,20 @@ def test_uint8_activations_fold_into_int8(tmp_path):
 @pytest.mark.parametrize("float_model", [models.conv_residual(channels=32), models.mlp()],
                          ids=["conv", "dense"])
 def test_per_channel_weight_scales_requantize_per_channel(tmp_path, float_model):
+    """Per-channel multipliers, no powers of two: VTA requantizes each channel by its own
+    sum of powers of two (the shifts per-channel operands), one pass a layer, within one
+    step of the CPU's exact requantization (``--exact``: the byte passes, bit-exact)."""
     model, x = ort_quantized(float_model, tmp_path, per_channel=True)
     r = _deploy(model, x)
     assert len(r.offloaded) == 2
-    assert all(" per channel" in c.requantization and c.passes == 3 for c in r.offloaded)
+    assert all(" per channel as " in c.requantization and c.passes == 1
+               and "shr(shift1)" in c.workload for c in r.offloaded)
     _exact(r, model, x)
+    exact = _deploy(model, x, exact=True)
+    assert all(c.passes == 3 and "on the CPU" in c.requantization for c in exact.offloaded)
+    _exact(exact, model, x)
+    assert np.abs(r.output.astype(int) - exact.output.astype(int)).max() <= 1
+    assert sum(c.cycles for c in r.offloaded) < sum(c.cycles for c in exact.offloaded)
 
 
 def test_channel_counts_that_are_not_whole_blocks_are_padded(tmp_path):

@@ -147,3 +147,44 @@ def test_acc_capacity_counts_the_copy():
     with pytest.raises(IllegalSchedule, match="no TVM VTA schedule does") as e:
         lower(replace(wl, epilogue=HORNER), replace(sch, tvm_strict=True), DEFAULT)
     assert e.value.rule == "tvm_saved_copy"
+
+
+# a per-channel fixed point (vtatune.deploy.runtime._fixed_point.ChannelFixedPoint): each
+# shift a plane of the per-channel shift input
+PER_CHANNEL = Epilogue((EpilogueOp("add", tensor="bias"), EpilogueOp("save"),
+                        EpilogueOp("shr", tensor="shift"), EpilogueOp("add", tensor="saved"),
+                        EpilogueOp("shr", tensor="shift1"), EpilogueOp("add", tensor="saved"),
+                        EpilogueOp("shr", tensor="shift2"),
+                        EpilogueOp("clip", -128, hi=127)))
+
+
+@pytest.mark.parametrize("workload,hw", [
+    (Conv2dWorkload(1, 8, 8, 32, 32, 3, 1, 1), DEFAULT),
+    (GemmWorkload(16, 64, 32), DEFAULT),
+    (Conv2dWorkload(1, 8, 8, 64, 64, 3, 1, 1), OUT32),
+    (GemmWorkload(1, 256, 128), IN32),
+], ids=lambda x: x.bitstream if isinstance(x, HardwareConfig) else x.describe()[:32])
+def test_per_channel_shift_planes_are_bit_exact(workload, hw):
+    """Three per-channel shift planes besides the bias (each its own ACC tile, loaded from
+    its plane of the one shift input): random legal schedules equal Epilogue.apply with
+    random shifts per plane (a plane read from another's place would not pass)."""
+    wl = replace(workload, epilogue=PER_CHANNEL)
+    assert PER_CHANNEL.channel_tensors == ("bias", "shift", "shift1", "shift2")
+    rng = random.Random(wl.key() + hw.bitstream)
+    tpl = get_template(wl, hw, tune_store=True)
+    for config in random_legal(tpl, rng, 3):
+        s = tpl.to_schedule(config)
+        low = lower(wl, s, hw, verify_encoding=True)
+        assert low.program.tensor("shift").shape[0] == 3
+        v = verify(low, seed=rng.randrange(1 << 16))
+        assert v.ok, (wl.describe(), hw.bitstream, s.short(), v.mismatches)
+        assert low.plan.channels == ("bias", "shift", "shift1", "shift2")
+    ops = random_operands(wl, False, 0)
+    assert ops.shift.shape == (3, wl.out_channels)
+    swapped = replace(ops, shift=ops.shift[[1, 0, 2]])
+    assert (reference_output(wl, ops) != reference_output(wl, swapped)).any()
+
+
+def test_shift_planes_are_read_in_order():
+    with pytest.raises(WorkloadError, match="reads the shift planes in order shift, shift1"):
+        _ = Epilogue((EpilogueOp("shr", tensor="shift1"),)).shift_planes

@@ -113,8 +113,9 @@ class Build:
         group_conv2d: weight (O, I / groups, H, W); conv2d_transpose: weight IOHW (ONNX's
         ConvTranspose layout; the build dilates the input and flips the kernel as TVM's
         compute needs); gemm: data (N, I), weight (O, I). Bias is required exactly when the
-        build has one; shift (int32 0..31 per output channel) exactly when the workload's
-        epilogue shifts each channel by its own amount (``EpilogueOp("shr",
+        build has one; shift (int32 0..31 per output channel; (planes, channels) when the
+        epilogue reads several shift planes, ``shift``, ``shift1``...) exactly when the
+        workload's epilogue shifts each channel by its own amount (``EpilogueOp("shr",
         tensor="shift")``).
         """
         from vtatune.lowering import packed_inputs, unpack_output

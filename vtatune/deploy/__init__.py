@@ -86,7 +86,8 @@ _API = {
     **dict.fromkeys(("QOPERATOR_OPS", "to_qdq"), "vtatune.deploy._qoperator"),
     **dict.fromkeys(("INTEGER_OPS", "to_accumulators"), "vtatune.deploy._dynamic"),
     "TVM_VERSION": "vtatune.deploy._tvm",
-    **dict.fromkeys(("FixedPoint", "fixed_point"), "vtatune.deploy.runtime"),
+    **dict.fromkeys(("ChannelFixedPoint", "FixedPoint", "channel_fixed_point", "fixed_point"),
+                    "vtatune.deploy.runtime"),
     **dict.fromkeys(("Buffer", "CpuOp", "DeployResult", "DeployedModel", "Device",
                      "ModelInput", "OffloadedCall", "SimulatedDevice", "check_input",
                      "device_from_spec", "input_batch", "load", "output_file", "output_sha256",
@@ -99,6 +100,7 @@ __all__ = [
     "MAC_OPS", "Agreement", "Buffer", "Check", "check_outputs", "input_batch", "references",
     "top1", "CompiledModel", "CpuOp", "CpuTarget", "resolve_cpu_target", "DeployError",
     "DeployResult", "DeployedModel", "Device", "DriverDevice", "FixedPoint", "fixed_point",
+    "ChannelFixedPoint", "channel_fixed_point",
     "LayerBuilder", "LayerPrograms",
     "LayerSpec", "OffloadedCall", "PREFIX", "Partitioning", "QParams", "Refusal",
     "Requantization", "SimulatedDevice", "TVM_VERSION", "agreement", "check_input",
@@ -172,6 +174,7 @@ if TYPE_CHECKING:
     from vtatune.deploy._tvm import TVM_VERSION
     from vtatune.deploy.runtime import (
         Buffer,
+        ChannelFixedPoint,
         CpuOp,
         DeployedModel,
         DeployResult,
@@ -180,6 +183,7 @@ if TYPE_CHECKING:
         ModelInput,
         OffloadedCall,
         SimulatedDevice,
+        channel_fixed_point,
         check_input,
         device_from_spec,
         fixed_point,

@@ -167,8 +167,9 @@ def build_layer(layer: VtaLayer, device: Device, builder: LayerBuilder,
             raise DeployError(f"{layer.name}: bias packed as {list(bias.shape)}, the program "
                               f"reads {list(first.tensor('bias').shape)}")
     shift = None
-    if requant.channel_shifts is not None:
-        shifts = pad_channels(np.asarray(requant.channel_shifts, np.int32), (runs.out_channels,))
+    values = requant.shift_values  # (channels,) or (planes, channels)
+    if values is not None:
+        shifts = pad_channels(values, (*values.shape[:-1], runs.out_channels))
         shift = device.upload(pack_bias(shifts, runs.batch, hw))
     return BuiltLayer(layer, workload, requant, programs, weight, bias, runs, shift)
 

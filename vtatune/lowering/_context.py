@@ -213,7 +213,7 @@ def context(workload: Workload, hw: HardwareConfig) -> Context:
     widths, layout_error = _widths(hw)
     # All tensors (bias included, and a per-channel shift the epilogue reads) with
     # alignment slack, in the smallest element.
-    shift = "shift" in workload.epilogue.tensors
+    shift = workload.epilogue.shift_planes  # the shift input's planes
     dram_bytes = (op.batch * op.in_channels * op.h * op.w * hw.inp_width // 8
                   + op.out_channels * op.group_in * op.k ** 2 * hw.wgt_width // 8
                   + (1 + shift) * op.batch * op.out_channels * hw.acc_width // 8

@@ -76,7 +76,7 @@ from vtatune.lowering._skeleton import (
     _skeleton,
     epilogue_leaves,
 )
-from vtatune.workloads import CHANNEL_TENSORS, GemmWorkload
+from vtatune.workloads import CHANNEL_TENSORS, SHIFTS, GemmWorkload
 
 
 @lru_cache(maxsize=256)
@@ -99,9 +99,11 @@ def _tensors(workload, hw, bias: bool):
                  ("weight", (g.cob, g.cib, g.k, g.k, BO, BI), "int8", "input")]
         # packed by BLOCK_IN when BLOCK_IN > BLOCK_OUT (the next layer's input layout)
         out_shape = (g.nb, g.cob // g.out_pack, g.oh, g.ow, B, BO * g.out_pack)
-    for name, reads in (("bias", bias), ("shift", "shift" in workload.epilogue.tensors)):
-        if reads:
-            specs.append((name, (g.nb, g.cob, B, BO), "int32", "input"))
+    planes = workload.epilogue.shift_planes
+    if bias:
+        specs.append(("bias", (g.nb, g.cob, B, BO), "int32", "input"))
+    if planes:  # one plane per shift the epilogue reads (SHIFTS), one after the other
+        specs.append(("shift", (planes, g.nb, g.cob, B, BO)[planes == 1:], "int32", "input"))
     specs.append(("output", out_shape, "int8", "output"))
     align = max(hw.inp_elem_bytes, hw.wgt_elem_bytes, hw.acc_elem_bytes, hw.out_elem_bytes)
     return layout_tensors(specs, align)
@@ -111,14 +113,23 @@ def _tensors(workload, hw, bias: bool):
 def _layout(workload, hw, bias: bool, channels: tuple[str, ...]):
     """(tensors, DRAM bytes, the DRAM bases of the data, weights, first per-channel tensor,
     output and second per-channel tensor in their elements (``channels``: the per-channel
-    tensors in the order of their ACC tiles; 0 where none)): :func:`_tensors` and what the
-    queue program reads of it."""
+    tensors in the order of their ACC tiles; 0 where none), and a shift plane's elements:
+    the third and later tensors are the next planes): :func:`_tensors` and what the queue
+    program reads of it."""
     tensors, dram_bytes = _tensors(workload, hw, bias)
     base = {t.name: t.address for t in tensors}
-    channel = [base[name] // hw.acc_elem_bytes for name in channels] + [0, 0]
+    g = context(workload, hw)
+    plane = g.nb * g.cob  # a shift plane's ACC elements
+    channel = [base["bias"] // hw.acc_elem_bytes if name == "bias" else
+               base["shift"] // hw.acc_elem_bytes + SHIFTS.index(name) * plane
+               for name in channels] + [0, 0]
+    # the emitter finds channel c > 0 at the second's base + (c - 1) planes
+    if any(channel[c] != channel[1] + (c - 1) * plane for c in range(2, len(channels))):
+        raise ValueError(f"per-channel tensors {channels}: past the first, the emitter reads "
+                         "shift planes in order")
     return tensors, dram_bytes, (
         base["data"] // hw.inp_elem_bytes, base["weight"] // hw.wgt_elem_bytes,
-        channel[0], base["output"] // hw.out_elem_bytes, channel[1])
+        channel[0], base["output"] // hw.out_elem_bytes, channel[1], plane)
 
 
 @lru_cache(maxsize=4096)
@@ -435,12 +446,13 @@ def _prototypes(reset_axes, reset_folds, gemm_axes, gemm_folds, alu_rows, alu_uo
 
 
 # The plan vector :func:`_queue_tables` reads (see :func:`emit`). _P_BIAS0, _P_BIAS1: the
-# DRAM bases of the per-channel tensors (the bias, the shift) in the order of their tiles.
+# DRAM bases of the first two per-channel tensors (the bias, the shift) in the order of their
+# tiles; _P_CPLANE: how far each later one (the next shift plane) lies past the one before.
 (_P_OCN, _P_HN, _P_TB, _P_TCO, _P_TCI, _P_TH, _P_TW, _P_CIB, _P_COB, _P_GH, _P_GW, _P_PK, _P_KK,
  _P_OH, _P_OW, _P_OPK, _P_INB, _P_GLOOP, _P_PERTILE, _P_GROUPS, _P_INP0, _P_WGT0, _P_BIAS0,
- _P_OUT0, _P_BIAS1, _P_INPT, _P_WGTT, _P_ACCT, _P_BIAST, _P_NT, _P_CHAN, _P_REUSE, _P_WGT2D,
- _P_BIAS2D, _P_OUT2D, _P_STORE, _P_NCHAN, _P_ROWS, _P_CHT, _P_EXTENTS) = (
-    *range(32), 32, 35, 38, 41, 56, 57, 58, 59)
+ _P_OUT0, _P_BIAS1, _P_CPLANE, _P_INPT, _P_WGTT, _P_ACCT, _P_BIAST, _P_NT, _P_CHAN, _P_REUSE,
+ _P_WGT2D, _P_BIAS2D, _P_OUT2D, _P_STORE, _P_NCHAN, _P_ROWS, _P_CHT, _P_EXTENTS) = (
+    *range(33), 33, 36, 39, 42, 57, 58, 59, 60)
 
 
 @njit(cache=True)
@@ -510,7 +522,8 @@ def _queue_tables(pv, template, reset_axes, reset_folds, gemm_axes,
             # the thread's per-channel area, tensor c's tile_b x tile_co tile in it
             row[_D_OPCODE], row[_D_MEM], row[_D_STAGE] = Opcode.LOAD, MemId.ACC, COMPUTE
             row[_D_SRAM] = pv[_P_NT] * pv[_P_ACCT] + t * pv[_P_BIAST] + c * pv[_P_CHT]
-            row[_D_DRAM] = (pv[_P_BIAS0] if c == 0 else pv[_P_BIAS1]) + t_oc * tile_co
+            row[_D_DRAM] = (pv[_P_BIAS0] if c == 0 else pv[_P_BIAS1] + (c - 1) * pv[_P_CPLANE]
+                            ) + t_oc * tile_co
             if rows:  # one per row: the tile's rows, (v[h] h_n + t_h) tile_h on
                 row[_D_DRAM] += t_h * pv[_P_TH] * cob
                 row[_D_COEF + _H] = h_n * pv[_P_TH] * cob

@@ -39,6 +39,7 @@ from vtatune.workloads._epilogue import (
     INTO_SAVED,
     RESIDUAL,
     SAVED,
+    SHIFTS,
     Epilogue,
     EpilogueOp,
     benchmark,
@@ -90,6 +91,7 @@ from vtatune.workloads._reference import (
 
 __all__ = [
     "AddWorkload", "BENCHMARK", "BENCHMARK_BIAS", "CHANNEL_TENSORS", "INTO_SAVED", "SAVED",
+    "SHIFTS",
     "Conv2dTransposeWorkload",
     "Conv2dWorkload",
     "DEPLOYED_SHIFT", "ElementwiseWorkload", "Epilogue", "EpilogueOp", "GemmWorkload",

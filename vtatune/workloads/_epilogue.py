@@ -11,7 +11,10 @@ An :class:`Epilogue` is an ordered tuple of :class:`EpilogueOp`, each one ALU in
   sign-extending int8 mode (TVM's ``MEM_ID_ACC_8BIT``);
 - ``shift``: one int32 per output channel (and batch row), 0..31, the amount a ``shr``
   shifts that channel right by (a requantization whose per-channel multipliers are powers
-  of two), loaded as the bias is, into its own accumulator area.
+  of two), loaded as the bias is, into its own accumulator area. A per-channel fixed-point
+  requantization shifts by several: ``shift``, ``shift1``... (:data:`SHIFTS`, read in that
+  order), the planes of one ``shift`` input of shape (planes, channels), each loaded into
+  its own area.
 
 And one that is no input: ``saved``, a copy of the accumulator tile in its own area of the
 accumulator buffer (as large as the tile), written by a ``save`` step (three ALU
@@ -52,8 +55,11 @@ from vtatune.errors import WorkloadError
 #: The ALU's operations an epilogue step may use (``clip`` is a min and a max).
 OPS = ("add", "max", "min", "shr", "mul", "clip", "save")
 #: The extra inputs a step may read instead of an immediate, with the ops that may read each.
-TENSOR_OPS = {"bias": ("add", "mul"), "residual": ("add", "mul"), "shift": ("shr",),
-              "saved": ("add",)}
+#: The per-channel shift planes an epilogue may read, in the order it reads them: plane ``j``
+#: of the ``shift`` input (a fixed-point multiply's Horner gaps and final shift per channel).
+SHIFTS = ("shift", *(f"shift{j}" for j in range(1, 8)))
+TENSOR_OPS = {"bias": ("add", "mul"), "residual": ("add", "mul"),
+              **{name: ("shr",) for name in SHIFTS}, "saved": ("add",)}
 #: The copy of the accumulator tile a ``save`` step writes (no input of the operator).
 SAVED = "saved"
 #: What an ALU instruction of a ``save`` step names as its tensor: it writes the copy's area
@@ -62,7 +68,7 @@ INTO_SAVED = "into_saved"
 TENSORS = tuple(t for t in TENSOR_OPS if t != SAVED)
 #: The extra inputs that hold one int32 per output channel and batch row (DMA-loaded into
 #: the accumulator buffer beside the accumulator tile).
-CHANNEL_TENSORS = ("bias", "shift")
+CHANNEL_TENSORS = ("bias", *SHIFTS)
 
 
 @dataclass(frozen=True)
@@ -157,6 +163,18 @@ class Epilogue:
         return any(o.op == "save" for o in self.ops)
 
     @property
+    def shift_planes(self) -> int:
+        """How many per-channel shift planes it reads (``shift``, ``shift1``...: the
+        ``shift`` input's planes; 0 when none). They are read in order, so the planes it
+        reads are the first ones: an epilogue reading ``shift2`` before ``shift1`` is an
+        error."""
+        read = [t for t in self.tensors if t in SHIFTS]
+        if read != list(SHIFTS[:len(read)]):
+            raise WorkloadError(f"an epilogue reads the shift planes in order shift, shift1, "
+                                f"...: got {', '.join(read)}")
+        return len(read)
+
+    @property
     def bias(self) -> bool:
         """It reads a per-channel bias."""
         return "bias" in self.tensors
@@ -225,7 +243,7 @@ class Epilogue:
                 continue
             y = saved if name == SAVED else \
                 np.asarray((tensors or {})[name], np.int64) if name else np.int64(imm)
-            if name == "shift" and y.size and not (0 <= y.min() and y.max() < 32):
+            if name in SHIFTS and y.size and not (0 <= y.min() and y.max() < 32):
                 raise WorkloadError(f"a shift is 0..31, got {y.min()}..{y.max()}")
             if op == "add":
                 x = _wrap32(x + y)

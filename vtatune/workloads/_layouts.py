@@ -77,7 +77,10 @@ def unpack_matrix(m: np.ndarray) -> np.ndarray:
 
 def pack_bias(bias: np.ndarray, batch: int, hw: HardwareConfig) -> np.ndarray:
     """Per-output-channel bias (CO,) -> (N/B, CO/BO, B, BO), the same for every batch row;
-    any per-channel tensor (a ``shift``) is packed so."""
+    any per-channel tensor (a ``shift``) is packed so; (planes, CO) (a ``shift`` of several
+    planes) -> (planes, N/B, CO/BO, B, BO)."""
+    if bias.ndim == 2:
+        return np.stack([pack_bias(plane, batch, hw) for plane in bias])
     full = np.broadcast_to(bias.astype(np.int32), (batch, bias.size))
     return pack_matrix(np.ascontiguousarray(full), hw.batch, hw.block_out)
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from vtatune.workloads._epilogue import BENCHMARK, Epilogue
+from vtatune.workloads._epilogue import BENCHMARK, SHIFTS, Epilogue
 from vtatune.workloads._operators import (
     AddWorkload,
     Conv2dTransposeWorkload,
@@ -46,7 +46,10 @@ def _finish(acc: np.ndarray, bias: np.ndarray | None, epilogue: Epilogue,
     """int32 accumulators (wrapping) -> ``epilogue`` (with a per-channel ``bias`` when one is
     given: the benchmark epilogue gains it; and the per-channel ``shift`` it reads) ->
     int8."""
-    channel = {"bias": bias, "shift": shift}
+    channel = {"bias": bias}
+    if shift is not None:  # (channels,) or (planes, channels): plane j is SHIFTS[j]
+        planes = shift.reshape(-1, shift.shape[-1])
+        channel.update(zip(SHIFTS, planes, strict=False))
     tensors = {name: v.reshape(channel_axis_shape) for name, v in channel.items()
                if v is not None}
     return epilogue.with_bias(bias is not None).apply(_wrap32(acc.astype(np.int64)), tensors)
@@ -134,7 +137,9 @@ def operand_shapes(workload: Workload) -> dict[str, tuple[int, ...]]:
         else:
             weight = (wl.out_channels, wl.in_channels, k, k)
         shapes = {"data": (wl.batch, wl.in_channels, wl.height, wl.width), "weight": weight}
-    return {**shapes, "bias": (wl.out_channels,), "shift": (wl.out_channels,)}
+    planes = wl.epilogue.shift_planes
+    shift = (planes, wl.out_channels) if planes > 1 else (wl.out_channels,)
+    return {**shapes, "bias": (wl.out_channels,), "shift": shift}
 
 
 def random_operands(workload: Workload, bias: bool, seed: int = 0) -> Operands:
@@ -151,7 +156,7 @@ def random_operands(workload: Workload, bias: bool, seed: int = 0) -> Operands:
     b = rng.integers(-(1 << 12), 1 << 12, shapes["bias"], dtype=np.int32) if bias else None
     # drawn last: the other operands are those of the same workload without a shift
     shift = (rng.integers(0, 32, shapes["shift"], dtype=np.int32)
-             if "shift" in workload.epilogue.tensors else None)
+             if workload.epilogue.shift_planes else None)
     return Operands(data, weight, b, shift)
 
 

@@ -34,7 +34,12 @@ Example (a bundle saved by ``python -m vtatune deploy MODEL --save DIR``):
 
 from vtatune.deploy.runtime._bundle import load, read_manifest
 from vtatune.deploy.runtime._device import Buffer, Device, SimulatedDevice, tokens_left
-from vtatune.deploy.runtime._fixed_point import FixedPoint, fixed_point
+from vtatune.deploy.runtime._fixed_point import (
+    ChannelFixedPoint,
+    FixedPoint,
+    channel_fixed_point,
+    fixed_point,
+)
 from vtatune.deploy.runtime._inputs import ModelInput, check_input, input_batch
 from vtatune.deploy.runtime._libvta import end_process
 from vtatune.deploy.runtime._model import (
@@ -64,8 +69,8 @@ from vtatune.deploy.runtime._region import (
 from vtatune.deploy.runtime._select import SPECS, device_from_spec
 
 __all__ = [
-    "FixedPoint", "fixed_point", "Border", "Buffer", "CpuOp", "DeployResult", "DeployedModel",
-    "Device", "INDEX_VALUES", "ModelInput",
+    "ChannelFixedPoint", "FixedPoint", "channel_fixed_point", "fixed_point", "Border", "Buffer",
+    "CpuOp", "DeployResult", "DeployedModel", "Device", "INDEX_VALUES", "ModelInput",
     "OffloadedCall", "RegionLayer", "RegionRunner", "SPECS", "SimulatedDevice", "Trace",
     "check_input", "device_from_spec", "dilate_packed", "end_process", "from_int8", "input_batch",
     "load", "output_file", "output_sha256", "packed_function", "pad_channels", "random_input",

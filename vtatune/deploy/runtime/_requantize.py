@@ -18,8 +18,12 @@ scale). The requantization multiplier is ``acc_scale / out_scale``:
   on the accumulators and a copy of them (:mod:`vtatune.deploy.runtime._fixed_point`:
   the design and its proof), the rounding and the zero point folded into the bias: one
   pass, ``add(bias) save [shr(k) add(saved)]... shr(e) clip(low, 127)``.
-- **per channel** (multipliers that are not all powers of two), with ``exact``, or when the
-  fixed point cannot bound its error (a multiplier of 1/8 or more, an unknown reduction):
+- **per channel**, multipliers that are not all powers of two: the same fixed point with
+  each channel's digits, its shifts per-channel operands (the ``shift`` input's planes) and
+  its rounding and zero point in its own bias: one pass, ``add(bias) save [shr(shift)
+  add(saved)]... shr(shift{d-1}) clip(low, 127)``.
+- with ``exact``, or when the fixed point cannot bound its error (a multiplier near 1, an
+  unknown reduction):
   VTA cannot multiply by it (the HLS and Chisel ALUs have no MUL), and it
   stores int8 only, so it hands the accumulators to the CPU byte by byte: the same program
   runs :attr:`Requantization.planes` times, pass ``j`` storing byte ``j`` of
@@ -65,7 +69,9 @@ from vtatune.deploy.runtime._fixed_point import (
     MAX_ACCUMULATOR,
     PRODUCT_BOUND,
     TOLERANCE,
+    ChannelFixedPoint,
     FixedPoint,
+    channel_fixed_point,
     fixed_point,
 )
 from vtatune.workloads import Epilogue, EpilogueOp
@@ -156,6 +162,32 @@ class Requantization:
                             TOLERANCE - lost / float(np.float32(self.out_scale)))
 
     @property
+    def channel_fixed_point(self) -> ChannelFixedPoint | None:
+        """The fixed-point multiply per channel VTA runs when the per-channel multipliers
+        are not all powers of two (as :attr:`fixed_point`, each channel's digits); else
+        None."""
+        if (self.exact or self.channel_scales is None or self.rounding != "bias"
+                or self.channel_shifts is not None or not self.reduction
+                or self.reduction * PRODUCT_BOUND > MAX_ACCUMULATOR):
+            return None
+        lost = max((abs(v) for v in self.channel_residuals or ()), default=0.0)
+        return _channel_fixed_point(tuple(self.multipliers.tolist()), self.zero_point,
+                                    TOLERANCE - lost / float(np.float32(self.out_scale)))
+
+    @property
+    def shift_values(self) -> np.ndarray | None:
+        """The per-channel ``shift`` input the pass reads: :attr:`channel_shifts` (one per
+        channel), the per-channel fixed point's planes ((digits, channels); one plane: one
+        per channel), or None."""
+        if self.channel_shifts is not None:
+            return np.asarray(self.channel_shifts, np.int32)
+        fixed = self.channel_fixed_point
+        if fixed is None:
+            return None
+        planes = fixed.shifts()
+        return planes[0] if len(planes) == 1 else planes
+
+    @property
     def multiplier(self) -> float:
         """The (smallest, per channel) requantization multiplier."""
         return float(self.multipliers.min())
@@ -170,7 +202,7 @@ class Requantization:
     @property
     def on_vta(self) -> bool:
         return (self.shift is not None or self.channel_shifts is not None
-                or self.fixed_point is not None)
+                or self.fixed_point is not None or self.channel_fixed_point is not None)
 
     @property
     def low(self) -> int:
@@ -202,7 +234,7 @@ class Requantization:
         add_bias = (EpilogueOp("add", tensor="bias"),) if bias else ()
         if self.offset:
             add_bias += (EpilogueOp("add", self.offset),)
-        fixed = self.fixed_point
+        fixed = self.fixed_point or self.channel_fixed_point
         if fixed is not None:  # the rounding and the zero point: in the bias
             return (Epilogue((*add_bias, *fixed.ops(), EpilogueOp("clip", self.low, hi=QMAX))),)
         if self.channel_shifts is not None:  # the rounding per channel: in the bias
@@ -244,6 +276,16 @@ class Requantization:
                     "products per accumulator could overflow VTA's fixed-point "
                     "requantization: deploy with --exact")
             return (bias + fixed.offset).astype(np.int32)
+        channel = self.channel_fixed_point
+        if channel is not None:
+            if not channel.check_bias(bias, self.reduction):
+                raise DeployError(
+                    f"a bias up to {int(np.abs(bias).max(initial=0))} with {self.reduction} "
+                    "products per accumulator could overflow VTA's fixed-point "
+                    "requantization: deploy with --exact")
+            offsets = np.zeros(bias.shape[-1], np.int64)
+            offsets[:len(channel.channels)] = channel.offsets  # padded channels: none
+            return (bias + offsets).astype(np.int32)
         shifts = self.channel_shifts
         if shifts is not None:
             k = np.zeros(bias.shape[-1], np.int64)
@@ -257,7 +299,8 @@ class Requantization:
         """Whether a GEMM layer's passes read a bias tensor: its own, or the rounding."""
         shifts = self.channel_shifts or ()
         return has_bias or (self.rounding == "bias" and (
-            bool(self.shift) or any(shifts) or self.fixed_point is not None))
+            bool(self.shift) or any(shifts) or self.fixed_point is not None
+            or self.channel_fixed_point is not None))
 
     def finish(self, planes: list[np.ndarray], packed_shape: tuple[int, ...] | None = None
                ) -> np.ndarray:
@@ -300,6 +343,12 @@ class Requantization:
             powers = "+".join(f"2^-{e}" for e in fixed.digits)
             return (f"on VTA: x{self.multiplier:.6g} as {powers} (shifts and adds, within "
                     f"{fixed.bound:.2f} of a step){zp}{relu}")
+        channel = self.channel_fixed_point
+        if channel is not None:
+            m = self.multipliers
+            return (f"on VTA: x{m.min():.6g}..{m.max():.6g} per channel as {channel.digits} "
+                    f"powers of two each (shifts and adds, per-channel shift operands, "
+                    f"within {channel.bound:.2f} of a step){zp}{relu}")
         if self.on_vta:
             return f"on VTA: shift {self.shift}{zp}{relu}"
         if self.float_output:
@@ -318,6 +367,13 @@ class Requantization:
 def _fixed_point(multiplier: float, zero_point: int, tolerance: float) -> FixedPoint | None:
     """:func:`fixed_point`, once per layer's values (every property asks for it)."""
     return fixed_point(multiplier, zero_point, tolerance)
+
+
+@lru_cache(maxsize=256)
+def _channel_fixed_point(multipliers: tuple[float, ...], zero_point: int, tolerance: float
+                         ) -> ChannelFixedPoint | None:
+    """:func:`channel_fixed_point`, once per layer's values."""
+    return channel_fixed_point(multipliers, zero_point, tolerance)
 
 
 def _per_channel(values: tuple[float, ...] | None, packed_shape: tuple[int, ...]

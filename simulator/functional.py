@@ -3,8 +3,9 @@
 Each module runs its queue in program order; dependency tokens are honoured (load greedily
 first, which exposes a missing write-after-read dependency as a wrong result), and a
 stream whose pops can never be satisfied raises :class:`DeadlockError` naming the
-instruction and FIFO. A program is decoded once (:func:`decode`: its order and every index
-worked out) and then run as whole-instruction numpy steps, each GEMM as matrix products.
+instruction and FIFO (:mod:`simulator.tokens`). A program is decoded once (:func:`decode`:
+its order and every index worked out) and then run as whole-instruction numpy steps, each
+GEMM as matrix products. Its counters are fsim's (:mod:`simulator.counters`).
 
 Example:
     >>> result = run(program, hw)            # doctest: +SKIP
@@ -23,167 +24,25 @@ from typing import Any
 
 import numpy as np
 
-import simulator.rows as R
-from simulator.errors import DeadlockError, ProgramError
+from simulator.counters import FsimCounters, count
+from simulator.errors import ProgramError
 from simulator.hardware import HardwareConfig
 from simulator.isa import (
     AluInsn,
     AluOp,
-    FinishInsn,
     GemmInsn,
     Instruction,
     MemId,
     MemInsn,
-    Module,
     Opcode,
 )
-from simulator.jit import njit
 from simulator.program import Program, mem_elem_bytes
+from simulator.tokens import FIFOS, execution_order, pops_of, pushes_of
 
 __all__ = [
     "FIFOS", "DecodedProgram", "FsimCounters", "Machine", "RunResult", "count", "decode",
     "execution_order", "pops_of", "pushes_of", "run",
 ]
-
-#: The token FIFOs: name -> (producer, consumer).
-FIFOS = {
-    "l2g": (Module.LOAD, Module.COMPUTE),
-    "g2l": (Module.COMPUTE, Module.LOAD),
-    "g2s": (Module.COMPUTE, Module.STORE),
-    "s2g": (Module.STORE, Module.COMPUTE),
-}
-
-
-def pops_of(insn: Instruction) -> tuple[str, ...]:
-    """The FIFOs an instruction pops from, given its module."""
-    m = insn.module
-    out = []
-    if insn.pop_prev:
-        if m == Module.LOAD:
-            raise ProgramError(f"{insn.kind}: the load module has no previous stage to pop")
-        out.append("l2g" if m == Module.COMPUTE else "g2s")
-    if insn.pop_next:
-        if m == Module.STORE:
-            raise ProgramError(f"{insn.kind}: the store module has no next stage to pop")
-        out.append("g2l" if m == Module.LOAD else "s2g")
-    return tuple(out)
-
-
-def pushes_of(insn: Instruction) -> tuple[str, ...]:
-    """The FIFOs an instruction pushes to, given its module."""
-    m = insn.module
-    out = []
-    if insn.push_prev:
-        if m == Module.LOAD:
-            raise ProgramError(f"{insn.kind}: the load module has no previous stage to push")
-        out.append("g2l" if m == Module.COMPUTE else "s2g")
-    if insn.push_next:
-        if m == Module.STORE:
-            raise ProgramError(f"{insn.kind}: the store module has no next stage to push")
-        out.append("l2g" if m == Module.LOAD else "g2s")
-    return tuple(out)
-
-
-@dataclass(frozen=True)
-class FsimCounters:
-    """The seven counters of TVM's fsim profiler."""
-
-    inp_load_nbytes: int = 0
-    wgt_load_nbytes: int = 0
-    acc_load_nbytes: int = 0
-    uop_load_nbytes: int = 0
-    out_store_nbytes: int = 0
-    gemm_counter: int = 0
-    alu_counter: int = 0
-
-    def as_dict(self) -> dict[str, int]:
-        return dict(vars(self))  # plain ints: asdict's deep copy of each is not needed
-
-
-def count(program: Program, hw: HardwareConfig) -> FsimCounters:
-    """The fsim counters of a program, from its instructions alone (no execution needed)."""
-    loaded, stored, gemm, alu = _count(program.rows)
-    return FsimCounters(
-        inp_load_nbytes=int(loaded[MemId.INP]) * hw.inp_elem_bytes,
-        wgt_load_nbytes=int(loaded[MemId.WGT]) * hw.wgt_elem_bytes,
-        acc_load_nbytes=int(loaded[MemId.ACC] + loaded[MemId.ACC_8BIT]) * hw.acc_elem_bytes,
-        uop_load_nbytes=int(loaded[MemId.UOP]) * hw.uop_elem_bytes,
-        out_store_nbytes=int(stored) * hw.out_elem_bytes,
-        gemm_counter=int(gemm),
-        alu_counter=int(alu),
-    )
-
-
-@njit(cache=True)
-def _count(rows):
-    """(elements loaded per MemId, elements stored, GEMM and ALU micro-op iterations)."""
-    loaded = np.zeros(8, np.int64)
-    stored = gemm = alu = 0
-    for i in range(rows.shape[0]):
-        cls = rows[i, 0]
-        if cls == R.MEM:
-            n = rows[i, R.MEM_X] * rows[i, R.MEM_Y]
-            if rows[i, R.MEM_OPCODE] == Opcode.STORE:
-                stored += n
-            else:
-                loaded[rows[i, R.MEM_MEM]] += n
-        elif cls == R.GEMM:
-            if not rows[i, R.GEMM_RESET]:
-                gemm += (rows[i, R.GEMM_ITER_OUT] * rows[i, R.GEMM_ITER_IN]
-                         * (rows[i, R.GEMM_UOP_END] - rows[i, R.GEMM_UOP_BGN]))
-        elif cls == R.ALU:
-            alu += (rows[i, R.ALU_ITER_OUT] * rows[i, R.ALU_ITER_IN]
-                    * (rows[i, R.ALU_UOP_END] - rows[i, R.ALU_UOP_BGN]))
-    return loaded, stored, gemm, alu
-
-
-def execution_order(program: Program) -> list[int]:
-    """A valid execution order of the instructions (indices), honouring every token.
-
-    Raises DeadlockError when some pop can never be satisfied.
-    """
-    insns = program.instructions
-    if not insns or not isinstance(insns[-1], FinishInsn):
-        raise ProgramError("a program must end with FINISH")
-    queues: dict[Module, list[int]] = {m: [] for m in Module}
-    for i, insn in enumerate(insns):
-        queues[insn.module].append(i)
-    heads = dict.fromkeys(Module, 0)
-    tokens = dict(zip(FIFOS, program.tokens_in, strict=True))
-    pops = [pops_of(x) for x in insns]
-    pushes = [pushes_of(x) for x in insns]
-    order: list[int] = []
-    remaining = len(insns)
-    while remaining:
-        progressed = False
-        for m in (Module.LOAD, Module.COMPUTE, Module.STORE):
-            q, h = queues[m], heads[m]
-            while h < len(q):
-                i = q[h]
-                if any(tokens[f] == 0 for f in pops[i]):
-                    break
-                for f in pops[i]:
-                    tokens[f] -= 1
-                for f in pushes[i]:
-                    tokens[f] += 1
-                order.append(i)
-                h += 1
-                progressed = True
-            remaining -= h - heads[m]
-            heads[m] = h
-        if not progressed:
-            blocked = [
-                (queues[m][heads[m]], m) for m in Module if heads[m] < len(queues[m])
-            ]
-            i, m = min(blocked)
-            fifo = next(f for f in pops[i] if tokens[f] == 0)
-            src, dst = FIFOS[fifo]
-            raise DeadlockError(
-                f"deadlock: instruction #{i} ({insns[i].kind}, {m.name.lower()} module) waits "
-                f"on FIFO {fifo} ({src.name.lower()}->{dst.name.lower()}) and no remaining "
-                "instruction can push it"
-            )
-    return order
 
 
 @dataclass

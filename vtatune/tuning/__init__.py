@@ -3,9 +3,9 @@ driven by ask-and-tell, every legal new config scored, logged and replayable.
 
 - :func:`tune` tunes one workload (:class:`TuneResult`); :class:`OpenStudy` keeps one
   study open between runs (the network tuner holds one per task).
-- The loop (``_search``): legality and duplicates first, then scoring in batches
-  (``_batches``, ``--jobs``), the trial cache (``_cache``), the log as the source of truth
-  on resume (``_resume``).
+- The loop (``_search``, its asks in ``_asking``): legality and duplicates first, then
+  scoring in batches (``_batches``, ``--jobs``), the trial cache (``_cache``), the log as
+  the source of truth on resume (``_resume``).
 - Pluggable parts, one subpackage or module each: :mod:`.samplers`, :mod:`.storages`,
   :mod:`.cost_model`; every use of Optuna internals is in :mod:`.optuna_compat`.
 

@@ -38,15 +38,11 @@ Why the loop looks like this:
 from __future__ import annotations
 
 import contextlib
-import gc
 import hashlib
 import itertools
 import random
 import secrets
-import signal
-import threading
 import time
-import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -70,9 +66,12 @@ from vtatune.records import (
 )
 from vtatune.scoring import Score
 from vtatune.tuning import optuna_compat
+from vtatune.tuning._asking import Asked, Asking, quietly
 from vtatune.tuning._batches import timed_score
 from vtatune.tuning._cache import Entry, EntryCache
 from vtatune.tuning._codec import Codec, Config, Key
+from vtatune.tuning._heap import heap_frozen
+from vtatune.tuning._interrupt import Interrupt
 from vtatune.tuning._progress import Progress
 from vtatune.tuning._resume import as_trials, log_trials, logged_score
 from vtatune.tuning.cost_model import ShapeCosts, warm_starts
@@ -91,19 +90,6 @@ STUCK_AGAIN = 4
 NO_PENALTY_YET = float(2**40)
 
 
-
-
-@dataclass(frozen=True)
-class Asked:
-    """A trial this worker asked and has not told yet: its number, its storage id and, when
-    Optuna's ``study.ask`` made it, Optuna's Trial (the guided sampler's trials are created
-    and told through the storage directly)."""
-
-    number: int
-    trial_id: int
-    trial: optuna.trial.Trial | None = None
-
-
 @dataclass
 class Stats:
     asks: int = 0
@@ -113,41 +99,6 @@ class Stats:
     simulated: int = 0
     sim_seconds: float = 0.0
     scores: dict[Key, Any] = field(default_factory=dict)  # this run's Scores
-
-
-_frozen_lock = threading.Lock()
-
-
-_frozen_depth = 0
-
-
-@contextlib.contextmanager
-def _heap_frozen() -> Iterator[None]:
-    """Python's full garbage collections, while a study runs, scan only what it allocates.
-
-    A full collection walks every tracked object: the imports (numba, Optuna, numpy) alone
-    are ~150k, 60-80 ms a walk, and one falls inside a 200-trial study now and then. The
-    objects that exist before the loop are frozen (``gc.freeze``) and unfrozen when the
-    outermost loop ends, so nothing is lost: garbage made before the loop is collected after
-    it."""
-    global _frozen_depth
-    with _frozen_lock:
-        if _frozen_depth == 0:
-            gc.freeze()
-        _frozen_depth += 1
-    try:
-        yield
-    finally:
-        with _frozen_lock:
-            _frozen_depth -= 1
-            if _frozen_depth == 0:
-                gc.unfreeze()
-
-
-def _quietly(fn: Callable[..., Any], *args: Any) -> Any:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        return fn(*args)
 
 
 def _continued_seed(seed: int, trials: int) -> int:
@@ -165,7 +116,7 @@ def study_name(workload: Workload, hw: HardwareConfig, space: str, bias: bool) -
     return f"{workload.key()}.{hw.target_model}.{space}{'.bias' if bias else ''}"
 
 
-class Search:
+class Search(Asking):
     """One worker's share of one study (workload x hardware x template x space x bias)."""
 
     #: How stale this worker's view of the other workers' trials may get between claims.
@@ -198,7 +149,7 @@ class Search:
         self.created = opened.created
         self.resumed = not opened.created
         attrs = opened.attrs
-        _quietly(optuna.storages.fail_stale_trials, self.study)  # trials of dead workers
+        quietly(optuna.storages.fail_stale_trials, self.study)  # trials of dead workers
         existing = self.study.get_trials(deepcopy=False)
         if opened.created:
             self.seed = study_seed
@@ -314,11 +265,6 @@ class Search:
         sampler.bind(accept, draw, costs.log_cost)
         self._queue.extend(warm_starts(template, costs=costs))
 
-    def _untried(self, k: Key) -> bool:
-        """Neither evaluated in the study, nor asked by this worker, nor running elsewhere:
-        the "untried" of the guided sampler's "legal and untried" rule."""
-        return k not in self.cache and k not in self._inflight and k not in self._elsewhere
-
     # --- study state ----------------------------------------------------------------------
     def _key_of(self, t: Any) -> Key | None:
         try:
@@ -410,121 +356,6 @@ class Search:
         worst = self.cache.worst_ok()
         return 2.0 * worst if worst is not None else NO_PENALTY_YET
 
-    # --- asking ---------------------------------------------------------------------------
-    def _next_fixed(self) -> Config | None:
-        while self._queue:
-            c = self._queue.pop(0)
-            if self._untried(self.codec.key(c)):
-                return c
-        if self._brute is not None:
-            for c in self._brute:
-                if self._untried(self.codec.key(c)):
-                    return c
-            self.exhausted = True
-        return None
-
-    def _ask(self) -> tuple[Asked, Config] | None:
-        fixed = self._next_fixed()
-        if fixed is None and self._brute is not None:
-            return None
-        if self._direct:
-            params = self.codec.to_params(fixed) if fixed is not None else self._sample()
-            return self._create(params)
-        with self.store.batch():
-            if fixed is not None:
-                # This worker's own handout, not the study's shared WAITING queue.
-                self.study.sampler = _quietly(optuna.samplers.PartialFixedSampler,
-                                              self.codec.to_params(fixed), self.sampler)
-            try:
-                with warnings.catch_warnings():  # we drive heartbeats ourselves
-                    warnings.filterwarnings("ignore", "Heartbeat of storage")
-                    trial = self.study.ask(self.distributions)
-            finally:
-                self.study.sampler = self.sampler
-            self._mine.add(trial.number)
-            config = self.codec.from_params(trial.params)
-            for name, value in {"config": config, **self.codec.knob_attrs(config)}.items():
-                trial.set_user_attr(name, value)
-            self.store.storage.record_heartbeat(optuna_compat.trial_id(trial))
-        self._beats.add(optuna_compat.trial_id(trial))
-        self.stats.asks += 1
-        return Asked(trial.number, optuna_compat.trial_id(trial), trial), config
-
-    def _sample(self) -> dict[str, Any]:
-        """The sampler's params for the next trial, as ``study.ask`` would get them (relative
-        params, single-choice knobs, independent draws for the rest), but before the trial
-        exists: no lock is held while sampling, and the study is read through the feed
-        (Optuna's per-trial cache of the trials, which the samplers and the search-space
-        inference read) instead of copied whole."""
-        study, sampler = self.study, self.sampler
-        trials = self._feed.read()
-        pending = self._pending  # the samplers read its number (constant liar) only
-        pending.number = len(trials)
-        with optuna_compat.trials_cached(study, trials):
-            # Optuna's relative search space is the distributions every complete trial shares:
-            # all trials of a study carry its codec's (the study is named after its template
-            # version and keeps its encoding), so that is the codec's knobs with more than
-            # one choice, by name, once a trial is complete (inferring it copied them all).
-            space = self._relative_space if self.cache else {}
-            relative = sampler.sample_relative(study, pending, space) if space else {}
-            params = {}
-            for name, dist in self.distributions.items():
-                if name in self._single:
-                    params[name] = self._single[name]
-                elif name in relative and name in space:
-                    params[name] = relative[name]
-                else:
-                    params[name] = sampler.sample_independent(study, pending, name, dist)
-        return params
-
-    def _create(self, params: dict[str, Any]) -> tuple[Asked, Config]:
-        """A RUNNING trial holding ``params`` and its ``config`` attr, in one storage record
-        (one locked write on a journal, not synced: its tell is)."""
-        config = self.codec.from_params(params)
-        template = optuna.trial.FrozenTrial(
-            number=0, state=TrialState.RUNNING, value=None, datetime_start=datetime.now(),
-            datetime_complete=None, params=params, distributions=self.distributions,
-            user_attrs={"config": config, **self.codec.knob_attrs(config)}, system_attrs={},
-            intermediate_values={}, trial_id=0)
-        storage = self.store.storage
-        with self.store.batch(durable=False):
-            trial_id = storage.create_new_trial(optuna_compat.study_id(self.study),
-                                                template_trial=template)
-            if self.store.journal is None:  # a journal's trial beats from its start time
-                storage.record_heartbeat(trial_id)
-        asked = Asked(storage.get_trial_number_from_id(trial_id), trial_id)
-        self._mine.add(asked.number)
-        self._beats.add(trial_id)
-        self.stats.asks += 1
-        return asked, config
-
-    def _unstick(self) -> None:
-        """The sampler only wastes asks: queue an unevaluated legal config, or stop.
-
-        A few seeded random draws usually find one in microseconds each; only when they
-        fail (the space is nearly used up) are the legal configs enumerated, which also
-        tells whether the whole legal space is smaller than what is left to do.
-        """
-        rng = self._rng
-        for _ in range(256):
-            c = {k.name: rng.choice(k.choices) for k in self.template.knobs}
-            if self._untried(self.codec.key(c)) and self.template.legal(c):
-                self._queue.append(c)
-                return
-        pending = [c for c in self.template.legal_configs()
-                   if self.codec.key(c) not in self.cache]
-        self.legal_space = sum(1 for e in self.cache.values() if e.status != "illegal") \
-            + len(pending)
-        pending = [c for c in pending if self.codec.key(c) not in self._elsewhere]
-        if not pending:
-            self.exhausted = not self._elsewhere
-            if self._elsewhere:
-                time.sleep(0.05)  # the rest is running elsewhere: wait for it to finish
-        elif len(pending) <= self.target - self.done:
-            self._queue.extend(pending)
-        else:
-            self._queue.append(pending[rng.randrange(len(pending))])
-
     # --- telling and logging --------------------------------------------------------------
     def _record(self, trial: int, config: Config, ev: Any) -> bytes:
         """The log line of a trial: the study's fields, then this trial's."""
@@ -565,7 +396,7 @@ class Search:
     def _fail_stale(self) -> None:
         if time.monotonic() >= self._next_stale:
             self._next_stale = time.monotonic() + self._stale_every
-            _quietly(optuna.storages.fail_stale_trials, self.study)
+            quietly(optuna.storages.fail_stale_trials, self.study)
             # A trial failed here is this worker's own write, which the storage's mark of
             # other workers' writes does not count: read the study next time, or the dead
             # trial's config stays "running elsewhere" and its slot is waited for forever.
@@ -581,10 +412,10 @@ class Search:
         progress = Progress(self.label, self.target, self.done, enabled=self.show_progress)
         best = self.best_entry()
         progress.update(self.done, int(best[1].value) if best else None)
-        stop = _Interrupt()
+        stop = Interrupt()
         asked: list[Asked] = []
         try:
-            with stop, _heap_frozen():
+            with stop, heap_frozen():
                 wasted_in_a_row = 0
                 unstuck = False
                 while self.done < self.target and not self.exhausted and not stop.flag:
@@ -756,25 +587,3 @@ class Search:
 
     def config_of(self, k: Key) -> Config:
         return dict(zip(self.codec.names, k, strict=True))
-
-
-class _Interrupt:
-    """First Ctrl-C: finish the trial in flight, log it, stop. Second: stop at once."""
-
-    def __init__(self) -> None:
-        self.flag = False
-        self._old: Any = None
-
-    def _handler(self, signum: int, frame: Any) -> None:
-        if self.flag:
-            raise KeyboardInterrupt
-        self.flag = True
-
-    def __enter__(self) -> _Interrupt:
-        if threading.current_thread() is threading.main_thread():
-            self._old = signal.signal(signal.SIGINT, self._handler)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._old is not None:
-            signal.signal(signal.SIGINT, self._old)

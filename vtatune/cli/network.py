@@ -214,9 +214,8 @@ def layer_placements(net: Any) -> list[dict[str, Any]]:
     passes: dict[str, int] = {}  # the last pass's index + 1 (a layer may run twice)
     for step in net.steps:
         if step.task is not None:
-            base, _, j = step.name.partition("/")
-            base = base.split("#")[0]
-            passes[base] = max(passes.get(base, 1), int(j or 0) + 1)
+            base, j = _layer_and_pass(step.name, tasks)
+            passes[base] = max(passes.get(base, 1), j + 1)
     out = []
     for layer in net.layers:
         if layer.name in cpu:
@@ -229,6 +228,21 @@ def layer_placements(net: Any) -> list[dict[str, Any]]:
                         "task": task.name, "workload": _shape(task.workload), "heads": heads,
                         "passes": heads * passes.get(layer.name, 1), "macs": layer.macs})
     return out
+
+
+def _layer_and_pass(step: str, layers: Any) -> tuple[str, int]:
+    """The layer a step ``<layer>[#<head>][/<pass>]`` runs and its pass index; a layer's own
+    name may hold ``/`` and ``#`` (an ONNX node's: ``/model/layer.0/MatMul``), so a suffix
+    counts only where what is left is one of ``layers``."""
+    name, j = step, 0
+    head, _, tail = step.rpartition("/")
+    if tail.isdigit() and head:
+        name, j = head, int(tail)
+    if name not in layers:
+        base, _, h = name.rpartition("#")
+        if h.isdigit() and base in layers:
+            name = base
+    return (name, j) if name in layers else (step, 0)
 
 
 def _table(head: tuple[str, ...], rows: list[tuple[str, ...]], left: int = 4) -> None:

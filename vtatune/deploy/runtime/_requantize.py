@@ -268,21 +268,16 @@ class Requantization:
         ``2^(k-1)`` folded in (a GEMM layer's, per channel with :attr:`channel_shifts`; an
         add rounds by an immediate)."""
         bias = np.asarray(bias, np.int64)
-        fixed = self.fixed_point
-        if fixed is not None:
-            if not fixed.check_bias(bias, self.reduction):
-                raise DeployError(
-                    f"a bias up to {int(np.abs(bias).max(initial=0))} with {self.reduction} "
-                    "products per accumulator could overflow VTA's fixed-point "
-                    "requantization: deploy with --exact")
-            return (bias + fixed.offset).astype(np.int32)
+        fixed = self.fixed_point or self.channel_fixed_point
+        if fixed is not None and not fixed.check_bias(bias, self.reduction):
+            raise DeployError(
+                f"a bias up to {int(np.abs(bias).max(initial=0))} with {self.reduction} "
+                "products per accumulator could overflow VTA's fixed-point "
+                "requantization: deploy with --exact")
+        if self.fixed_point is not None:
+            return (bias + self.fixed_point.offset).astype(np.int32)
         channel = self.channel_fixed_point
         if channel is not None:
-            if not channel.check_bias(bias, self.reduction):
-                raise DeployError(
-                    f"a bias up to {int(np.abs(bias).max(initial=0))} with {self.reduction} "
-                    "products per accumulator could overflow VTA's fixed-point "
-                    "requantization: deploy with --exact")
             offsets = np.zeros(bias.shape[-1], np.int64)
             offsets[:len(channel.channels)] = channel.offsets  # padded channels: none
             return (bias + offsets).astype(np.int32)

@@ -3,7 +3,6 @@ area of the accumulator buffer (min 0, max 0, add: three ALU instructions) and
 ``add(saved)`` adds the copy back after a shift (Horner's rule from shifts and adds, VTA's
 ALU having no multiplier). The lowered programs equal ``Epilogue.apply`` on the simulator."""
 
-import random
 import re
 from dataclasses import replace
 
@@ -14,11 +13,10 @@ from search_spaces import get_template
 from simulator.functional import count
 from simulator.hardware import DEFAULT, PRESETS, HardwareConfig
 from simulator.isa import AluInsn, AluOp
-from tests._configs import random_legal
+from tests._configs import verified_random_schedules
 from vtatune.errors import IllegalSchedule, WorkloadError
 from vtatune.lowering import lower
 from vtatune.schedule import Schedule
-from vtatune.scoring import verify
 from vtatune.workloads import (
     Conv2dTransposeWorkload,
     Conv2dWorkload,
@@ -97,14 +95,7 @@ def test_random_schedules_are_bit_exact(workload, hw, epilogue):
     own place: a copy shared between threads, or read from the wrong place, would not
     pass); the copy changes the output."""
     wl = replace(workload, epilogue=epilogue)
-    rng = random.Random(wl.key() + hw.bitstream)
-    tpl = get_template(wl, hw, tune_store=True)
-    for config in random_legal(tpl, rng, 3):
-        s = tpl.to_schedule(config)
-        low = lower(wl, s, hw, verify_encoding=True)
-        seed = rng.randrange(1 << 16)
-        v = verify(low, seed=seed)
-        assert v.ok, (wl.describe(), hw.bitstream, s.short(), v.mismatches)
+    _, seed = verified_random_schedules(wl, hw)
     ops = random_operands(wl, False, seed)
     plain = Epilogue(tuple(o for o in epilogue.ops if o.op != "save" and o.tensor != "saved"))
     assert (reference_output(wl, ops) != reference_output(replace(wl, epilogue=plain),
@@ -170,14 +161,8 @@ def test_per_channel_shift_planes_are_bit_exact(workload, hw):
     random shifts per plane (a plane read from another's place would not pass)."""
     wl = replace(workload, epilogue=PER_CHANNEL)
     assert PER_CHANNEL.channel_tensors == ("bias", "shift", "shift1", "shift2")
-    rng = random.Random(wl.key() + hw.bitstream)
-    tpl = get_template(wl, hw, tune_store=True)
-    for config in random_legal(tpl, rng, 3):
-        s = tpl.to_schedule(config)
-        low = lower(wl, s, hw, verify_encoding=True)
+    for low in verified_random_schedules(wl, hw)[0]:
         assert low.program.tensor("shift").shape[0] == 3
-        v = verify(low, seed=rng.randrange(1 << 16))
-        assert v.ok, (wl.describe(), hw.bitstream, s.short(), v.mismatches)
         assert low.plan.channels == ("bias", "shift", "shift1", "shift2")
     ops = random_operands(wl, False, 0)
     assert ops.shift.shape == (3, wl.out_channels)

@@ -3,7 +3,6 @@ requantization of per-channel weight scales that are powers of two, on VTA. The 
 second per-channel int32 tensor loaded into the accumulator buffer as the bias is, and the
 ALU's SHR reads it as the bias add reads the bias."""
 
-import random
 import re
 from dataclasses import replace
 
@@ -15,12 +14,11 @@ from simulator.functional import count
 from simulator.hardware import DEFAULT, PRESETS, HardwareConfig
 from simulator.isa import AluInsn, AluOp, MemId, MemInsn
 from simulator.timing import time_program
-from tests._configs import random_legal
+from tests._configs import verified_random_schedules
 from vtatune.builds import build
 from vtatune.errors import BuildError, IllegalSchedule, WorkloadError
 from vtatune.lowering import lower, pack_bias, packed_inputs
 from vtatune.schedule import Schedule
-from vtatune.scoring import verify
 from vtatune.workloads import (
     Conv2dTransposeWorkload,
     Conv2dWorkload,
@@ -110,14 +108,7 @@ def test_random_schedules_are_bit_exact(workload, hw, epilogue):
     every channel shifted by its own amount; the shift changes the output (a shift read
     from the wrong place would not pass)."""
     wl = replace(workload, epilogue=epilogue)
-    rng = random.Random(wl.key() + hw.bitstream)
-    tpl = get_template(wl, hw, tune_store=True)
-    for config in random_legal(tpl, rng, 3):
-        s = tpl.to_schedule(config)
-        low = lower(wl, s, hw, verify_encoding=True)
-        seed = rng.randrange(1 << 16)
-        v = verify(low, seed=seed)
-        assert v.ok, (wl.describe(), hw.bitstream, s.short(), v.mismatches)
+    _, seed = verified_random_schedules(wl, hw)
     ops = random_operands(wl, False, seed)
     one_shift = replace(ops, shift=np.full_like(ops.shift, int(np.median(ops.shift))))
     assert (reference_output(wl, ops) != reference_output(wl, one_shift)).any()

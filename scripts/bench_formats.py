@@ -19,8 +19,6 @@ top-1 onnxruntime's. Each model's row is printed as soon as it is done.
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import sys
 import time
 import warnings
@@ -28,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from vtatune.records import append_whole, write_whole
+from vtatune.records import append_json_line, write_whole
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_quantizers import _input  # noqa: E402
@@ -143,11 +141,7 @@ def main(argv: list[str] | None = None) -> int:
         lines.append(row(m))
         print(lines[-1], flush=True)
         if args.json:  # a line each model, whole or not at all
-            fd = os.open(args.json, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
-            try:
-                append_whole(fd, (json.dumps(m) + "\n").encode())
-            finally:
-                os.close(fd)
+            append_json_line(args.json, m)
         if args.markdown:  # the table so far: a long run leaves what it measured
             write_whole({args.markdown: ("\n".join(lines) + "\n").encode()})
     return 0

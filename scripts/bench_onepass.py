@@ -21,8 +21,6 @@ schedule no longer fits (the copy of the tile the fixed point keeps) into a copy
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import shutil
 import sys
 import time
@@ -32,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from vtatune.records import append_whole
+from vtatune.records import append_json_line
 
 COLUMNS = ("model", "layers", "one pass", "digits", "extra ALU ops", "cycles one-pass",
            "of which the fixed point", "cycles --exact", "x", "max steps (layers)",
@@ -228,11 +226,7 @@ def main(argv: list[str] | None = None) -> int:
         d["tune"] = args.tune
         print(_row(d), flush=True)
         if args.json:  # a line each model, whole or not at all
-            fd = os.open(args.json, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
-            try:
-                append_whole(fd, (json.dumps(d) + "\n").encode())
-            finally:
-                os.close(fd)
+            append_json_line(args.json, d)
     return 0
 
 

@@ -15,8 +15,6 @@ Each model's result is printed as a markdown row as soon as it is done.
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import sys
 import time
 import warnings
@@ -24,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from vtatune.records import append_whole, write_whole
+from vtatune.records import append_json_line, write_whole
 
 COLUMNS = ("model", "layers on VTA", "vta_mac_share", "VTA cycles", "VTA passes",
            "vs TVM (CPU)", "vs onnxruntime", "onnxruntime vs TVM", "top-1", "seconds")
@@ -108,11 +106,7 @@ def main(argv: list[str] | None = None) -> int:
         lines.append(row(m))
         print(lines[-1], flush=True)
         if args.json:  # a line each model, whole or not at all (a full disk, a kill)
-            fd = os.open(args.json, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
-            try:
-                append_whole(fd, (json.dumps(m) + "\n").encode())
-            finally:
-                os.close(fd)
+            append_json_line(args.json, m)
         for reason in m["cpu_reasons"]:
             print(f"    CPU: {reason}", file=sys.stderr)
     if args.markdown:

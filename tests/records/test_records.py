@@ -195,3 +195,12 @@ def test_write_whole_makes_files_as_open_would(tmp_path):
     assert stat.S_IMODE((tmp_path / "sub" / "b.json").stat().st_mode) == 0o640
     assert (tmp_path / "sub" / "b.json").read_bytes() == b"[]\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.json", "sub"]
+
+
+def test_append_json_line_appends_one_whole_line_each(tmp_path):
+    from vtatune.records import append_json_line
+
+    path = tmp_path / "results.jsonl"
+    append_json_line(path, {"model": "a", "cycles": 1})
+    append_json_line(str(path), [2, 3])
+    assert path.read_text() == '{"model": "a", "cycles": 1}\n[2, 3]\n'

@@ -21,6 +21,7 @@ from vtatune.records._files import (
     BestRecord,
     GroupSync,
     RecordWriter,
+    append_json_line,
     append_whole,
     best_records,
     check_log_target,
@@ -46,7 +47,8 @@ from vtatune.records._replay import Mismatch, ReplayReport, replay
 
 __all__ = [
     "BestRecord", "FSYNC_SECONDS", "GroupSync", "LogError", "MAX_WARNINGS", "Mismatch",
-    "RecordPrefix", "RecordWarning", "RecordWriter", "ReplayReport", "SCHEMA", "append_whole",
+    "RecordPrefix", "RecordWarning", "RecordWriter", "ReplayReport", "SCHEMA",
+    "append_json_line", "append_whole",
     "best_records", "check_log_target", "encode_record", "env_seconds", "hw_fields", "hw_from",
     "now", "read_records", "replay", "schedule_from", "target_key", "workload_fields",
     "workload_from", "write_whole",

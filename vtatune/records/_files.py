@@ -127,6 +127,16 @@ def append_whole(fd: int, data: bytes) -> int:
     return start
 
 
+def append_json_line(path: str | Path, value: Any) -> None:
+    """Append ``value`` as one JSON line to the file at ``path`` (created if missing), whole
+    or not at all (:func:`append_whole`): what measurement scripts keep a line each of."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+    try:
+        append_whole(fd, (json.dumps(value) + "\n").encode())
+    finally:
+        os.close(fd)
+
+
 class RecordWriter:
     """Append-only JSON-lines writer: one ``os.write`` of one complete line per record.
 

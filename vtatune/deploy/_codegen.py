@@ -151,18 +151,17 @@ def plan_region(symbol: str, func: Any, state: Session) -> RegionPlan:
 def tuning_problems(mod: Any, state: Session) -> list[tuple[Any, bool, int]]:
     """What the code generator will ask ``state``'s builder for, before it runs: each
     offloaded layer of the partitioned ``mod`` as ``(workload, bias, programs run per
-    inference)`` (:func:`vtatune.deploy._region.layer_problem`), planned with a session of
-    its own (the layers' names are not used up)."""
+    inference)`` (:func:`vtatune.deploy._match.layer_plan`, what the code generator builds
+    from), planned with a session of its own (the layers' names are not used up)."""
+    from vtatune.deploy._match import layer_plan
     from vtatune.deploy._partition import external_functions
-    from vtatune.deploy._region import layer_problem
 
     planner = Session(state.device, state.builder, state.exact)
     out = []
     for symbol, func in external_functions(mod):
         for layer in plan_region(symbol, func, planner).layers:
-            problem = layer_problem(layer, state.device.hw, state.exact)
-            out.append((problem.workload, problem.bias,
-                        len(problem.epilogues) * problem.calls))
+            plan = layer_plan(layer.spec, state.device.hw, layer.name, state.exact)
+            out.append((plan.workload, plan.bias, len(plan.epilogues) * plan.calls))
     return out
 
 

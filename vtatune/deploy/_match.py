@@ -519,13 +519,15 @@ class LayerPlan:
     blocks, the first pass's epilogue: what a log's record is looked up by and a task is
     tuned on), ``runs`` the workload VTA runs with that schedule (unpadded on a zero-point
     border, else the same), the requantization, ``epilogues`` one per VTA pass, and whether
-    the passes read a bias tensor."""
+    the passes read a bias tensor; ``calls``: how often one inference runs each pass (a
+    batch_matmul's heads, each its own GEMM)."""
 
     workload: Workload
     runs: Workload
     requant: Requantization
     epilogues: tuple
     bias: bool
+    calls: int = 1
 
     @property
     def passes(self) -> tuple[Workload, ...]:
@@ -544,7 +546,9 @@ def layer_plan(spec: LayerSpec, hw: HardwareConfig, name: str = "",
         return LayerPlan(workload, workload, requant, requant.epilogues(bias=False), False)
     if spec.kind == "batch_matmul":  # weight and bias packed at run time, per head
         bias = requant.needs_bias(spec.has_bias)
-        return LayerPlan(workload, workload, requant, requant.epilogues(bias=bias), bias)
+        heads = int(np.prod(spec.inputs[0][0][:-2]))
+        return LayerPlan(workload, workload, requant, requant.epilogues(bias=bias), bias,
+                         heads)
     bias = requant.needs_bias(spec.accumulator_bias() is not None)
     runs = spec.run_workload(workload)
     return LayerPlan(workload, replace(runs, epilogue=workload.epilogue), requant,

@@ -10,7 +10,6 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from simulator.hardware import HardwareConfig
 from simulator.timing import time_program
 from vtatune.deploy._match import LayerSpec, layer_plan
 from vtatune.deploy._schedules import LayerBuilder, LayerPrograms
@@ -29,8 +28,6 @@ from vtatune.deploy.runtime import (
 from vtatune.deploy.runtime._errors import DeployError
 from vtatune.deploy.runtime._requantize import Requantization
 from vtatune.workloads import (
-    AddWorkload,
-    Epilogue,
     GemmWorkload,
     Workload,
     operand_shapes,
@@ -39,8 +36,8 @@ from vtatune.workloads import (
 )
 
 # the run-time names too, where the compiler side has always found them
-__all__ = ["BuiltLayer", "CpuOp", "LayerProblem", "OffloadedCall", "Region", "RegionPlan", "Trace",
-           "VtaLayer", "build_layer", "dilate_packed", "layer_problem", "region_layer",
+__all__ = ["BuiltLayer", "CpuOp", "OffloadedCall", "Region", "RegionPlan", "Trace",
+           "VtaLayer", "build_layer", "dilate_packed", "region_layer",
            "same_memory"]
 
 
@@ -109,49 +106,19 @@ class BuiltLayer:
         return tuple(notes)
 
 
-@dataclass(frozen=True)
-class LayerProblem:
-    """What a layer asks of the schedules' builder: its workload (as placed), one epilogue
-    per VTA pass, whether a bias is loaded, the workload VTA runs instead (``runs_as``: a
-    conv unpadded on a zero-point border; None: the same) and how many times one
-    inference runs its programs (``calls``: a batch_matmul's heads)."""
-
-    workload: Workload
-    epilogues: tuple[Epilogue, ...]
-    bias: bool
-    runs_as: Workload | None = None
-    calls: int = 1
-
-
-def layer_problem(layer: VtaLayer, hw: HardwareConfig, exact: bool = False) -> LayerProblem:
-    """The :class:`LayerProblem` of ``layer`` on ``hw`` (``exact``: as :func:`build_layer`),
-    from its :func:`~vtatune.deploy._match.layer_plan` (the one decision ``network`` counts
-    too)."""
-    spec = layer.spec
-    plan = layer_plan(spec, hw, layer.name, exact)
-    if spec.kind == "add":
-        return LayerProblem(plan.workload, plan.epilogues, plan.bias)
-    if spec.kind == "batch_matmul":  # weight and bias packed at run time, per head
-        heads = int(np.prod(spec.inputs[0][0][:-2]))
-        return LayerProblem(plan.workload, plan.epilogues, plan.bias, calls=heads)
-    return LayerProblem(plan.workload, plan.epilogues, plan.bias,
-                        spec.run_workload(plan.workload))
-
-
 def build_layer(layer: VtaLayer, device: Device, builder: LayerBuilder,
                 exact: bool = False) -> BuiltLayer:
     """``layer``'s programs (schedules from the builder's log) and its constants on the
     device; ``exact``: requantized on the CPU wherever VTA's rounding could differ."""
     hw = device.hw
     spec = layer.spec
-    requant = spec.requantization(exact)
-    problem = layer_problem(layer, hw, exact)
-    workload, has_bias = problem.workload, problem.bias
-    programs = builder.programs(workload, problem.epilogues, bias=has_bias,
-                                runs_as=problem.runs_as)
-    if isinstance(workload, AddWorkload) or spec.kind == "batch_matmul":
+    plan = layer_plan(spec, hw, layer.name, exact)
+    workload, requant, has_bias = plan.workload, plan.requant, plan.bias
+    if spec.kind in ("add", "batch_matmul"):  # a batch_matmul's operands: packed per head
+        programs = builder.programs(workload, plan.epilogues, bias=has_bias)
         return BuiltLayer(layer, workload, requant, programs, None, None, workload,
-                          calls=problem.calls)
+                          calls=plan.calls)
+    programs = builder.programs(workload, plan.epilogues, bias=has_bias, runs_as=plan.runs)
     acc_bias = spec.accumulator_bias()
     first = programs.passes[0].program
     runs = programs.passes[0].workload

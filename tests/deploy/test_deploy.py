@@ -121,13 +121,40 @@ def test_grouped_conv_and_the_placement_of_network(references):
     assert [c.workload.split(",")[0] for c in r.offloaded] == [
         "group_conv2d 1x32x8x8 -> 32"]
     _check(r, model, x, references, exact=True)
-    # 8 channels per group: not whole blocks; the reason is network's, word for word
-    model8, x8 = _quantized(models.grouped_conv(channels=32, groups=4))
-    r8 = _quiet(model=model8, input=x8)
-    assert r8.offloaded == ()
-    why = place(Layer("", "conv2d", 1, 32, 32, 8, 8, (3, 3), (1, 1, 1, 1), groups=4), DEFAULT)
-    assert [c.reason for c in r8.cpu_ops if c.op == "nn.conv2d"] == [why]
-    _check(r8, model8, x8, references, exact=True)
+    # depthwise: 16 groups would merge into one block (16x the MACs): the CPU's, with
+    # network's reason, word for word
+    dw, xdw = _quantized(models.grouped_conv(channels=32, groups=32))
+    r1 = _quiet(model=dw, input=xdw)
+    assert r1.offloaded == ()
+    why = place(Layer("", "conv2d", 1, 32, 32, 8, 8, (3, 3), (1, 1, 1, 1), groups=32),
+                DEFAULT, pad_channels=True)
+    assert [c.reason for c in r1.cpu_ops if c.op == "nn.conv2d"] == [why] == [
+        "depthwise convolution (1 input channel per group): VTA would run 16 groups merged "
+        "into one of 16 input channels, 16x its MACs (deploy merges at most 4)"]
+    _check(r1, dw, xdw, references, exact=True)
+
+
+@pytest.mark.parametrize(("channels", "groups", "hw", "runs", "k", "more"), [
+    (32, 4, DEFAULT, "group_conv2d 1x32x8x8 -> 32, k3 p1 s1 g2", 2, "100.0%"),  # 8 a group
+    (32, 8, DEFAULT, "group_conv2d 1x32x8x8 -> 32, k3 p1 s1 g2", 4, "300.0%"),  # 4 a group
+    (40, 5, DEFAULT, "group_conv2d 1x48x8x8 -> 48, k3 p1 s1 g3", 2, "140.0%"),  # 6 groups
+    (32, 4, IN32, "conv2d 1x32x8x8 -> 32, k3 p1 s1", 4, "300.0%"),  # BLOCK_IN 32: 1 group
+], ids=["8_per_group", "4_per_group", "odd_groups", "block_in_32"])
+def test_groups_of_fewer_channels_than_a_block_run_merged_exactly(channels, groups, hw, runs,
+                                                                   k, more, references):
+    """k neighbouring groups as one group of whole blocks, its weight block-diagonal: the
+    model's products exactly (and k - 1 zeros each), bit-exact to TVM's CPU build."""
+    model, x = _quantized(models.grouped_conv(channels=channels, groups=groups))
+    r = _quiet(model=model, input=x, hw=hw, exact=True)
+    assert [c.workload.split(", epilogue")[0] for c in r.offloaded] == [runs]
+    (call,) = r.offloaded
+    per = channels // groups
+    assert call.macs == channels * per * 9 * 64  # the model's MACs (VTA does k x, padded)
+    assert call.notes == (
+        f"{k} groups of {per} input channels merged into one (block-diagonal weight)",
+        f"groups merged and channels padded to whole blocks: {more} more MACs")
+    assert r.vta_mac_share == 1.0
+    _check(r, model, x, references, exact=True)
 
 
 @pytest.mark.parametrize("hw", [DEFAULT, IN32, OUT32], ids=["pynq", "block_in_32",

@@ -292,7 +292,8 @@ def test_a_tensor_of_no_static_shape_is_a_reason_not_a_crash():
 
 def test_a_layer_no_pattern_matches_says_what_it_lacks(tmp_path):
     """Only the convs quantized: the Gemm runs on the CPU with the reason no pattern of
-    VTA's table matched it; the share of the model's multiply-accumulates says so."""
+    VTA's table matched it (left in float by the quantizer); the share of the
+    model's multiply-accumulates says so, and VTA runs all that the quantizer quantized."""
     import onnx
     from onnxruntime.quantization import QuantFormat, quantize_static
 
@@ -303,13 +304,18 @@ def test_a_layer_no_pattern_matches_says_what_it_lacks(tmp_path):
     r = _deploy(model, np.zeros((1, 3, 8, 8), np.float32))
     assert [c.op for c in r.offloaded] == ["conv2d", "conv2d"]
     (matmul,) = [c for c in r.cpu_ops if c.op == "matmul"]
-    assert matmul.reason == ("its input is not a dequantized 8-bit tensor: VTA computes QDQ "
-                             "layers (quantize the model)")
+    assert matmul.reason == ("float MatMul: the quantizer left it unquantized (VTA runs the "
+                             "layers a quantizer quantized)")
     # the Gemm 32 -> 10 on the CPU
     assert r.vta_mac_share == r.vta_macs / model_macs(model) == (model_macs(model) - 32 * 10) / \
         model_macs(model)
-    assert f"{100 * r.vta_mac_share:.1f} % of the model's multiply-accumulates" in r.report()
-    assert r.as_dict()["vta_mac_share"] == r.vta_mac_share
+    assert (r.float_macs, r.vta_quantized_share) == (32 * 10, 1.0)
+    assert f"{100 * r.vta_mac_share:.1f} % of the model's multiply-accumulates (" \
+        f"{r.vta_macs:,} of {model_macs(model):,}); 100.0 % of those the quantizer " \
+        "quantized, 320 left in float" in r.report()
+    d = r.as_dict()
+    assert (d["vta_mac_share"], d["float_macs"], d["vta_quantized_share"]) == (
+        r.vta_mac_share, 320, 1.0)
 
 
 def test_a_model_tvm_cannot_build_is_one_deploy_error():

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from simulator.hardware import DEFAULT, PRESETS
+from simulator.hardware import DEFAULT, PRESETS, HardwareConfig
 from vtatune.errors import VtatuneError
 from vtatune.networks import (
     DEPLOYED_SHIFT,
@@ -15,6 +15,7 @@ from vtatune.networks import (
     Network,
     NetworkError,
     Task,
+    group_merge,
     load_network,
     network_from_logs,
     place,
@@ -23,7 +24,14 @@ from vtatune.networks import (
 )
 from vtatune.networks.schedulers import Gradient, RoundRobin, TaskState, get_scheduler, objective
 from vtatune.records import read_records
-from vtatune.workloads import WORKLOADS, Conv2dWorkload, GemmWorkload, deployed, epilogue_name
+from vtatune.workloads import (
+    WORKLOADS,
+    Conv2dWorkload,
+    GemmWorkload,
+    GroupConv2dWorkload,
+    deployed,
+    epilogue_name,
+)
 
 pytestmark = pytest.mark.usefixtures("compiled_engines")  # exact CLI output: no first-run notice
 
@@ -95,6 +103,31 @@ def test_every_catalogue_entry_has_a_source():
 ])
 def test_cpu_reasons(layer, reason):
     assert place(layer, DEFAULT) == reason
+
+
+def test_deploy_merges_groups_of_fewer_channels_than_a_block():
+    """As deploy runs a model (``pad_channels``): k neighbouring groups as one of whole
+    blocks (RegNet's 13 groups of 8 as 7 of 16, the last padded), k at most 4; the
+    depthwise conv's 16 stays on the CPU, saying why."""
+    epi = deployed(DEPLOYED_SHIFT, False)
+    regnet = Layer("g", "conv2d", 1, 104, 104, 28, 28, (3, 3), (1, 1, 1, 1), groups=13)
+    assert place(regnet, DEFAULT, "g", pad_channels=True) == GroupConv2dWorkload(
+        1, 28, 28, 112, 112, 3, 1, 1, 7, "g", epi)
+    assert place(regnet, DEFAULT) == "8 input channels per group are not a multiple of " \
+        "BLOCK_IN 16"  # TVM v0.14's graph packing: not merged
+    dw = Layer("dw", "conv2d", 1, 64, 64, 56, 56, (3, 3), (1, 1, 1, 1), groups=64)
+    assert place(dw, DEFAULT, pad_channels=True) == (
+        "depthwise convolution (1 input channel per group): VTA would run 16 groups merged "
+        "into one of 16 input channels, 16x its MACs (deploy merges at most 4)")
+    assert place(dw, DEFAULT, "dw", pad_channels=True, max_merge=16) == GroupConv2dWorkload(
+        1, 56, 56, 64, 64, 3, 1, 1, 4, "dw", epi)
+    # all groups in one: a plain conv (its weight block-diagonal)
+    assert place(Layer("g", "conv2d", 1, 8, 8, 8, 8, (3, 3), (1, 1, 1, 1), groups=2), DEFAULT,
+                 "g", pad_channels=True) == Conv2dWorkload(1, 8, 8, 16, 16, 3, 1, 1, "g", epi)
+    in32, out32 = HardwareConfig(log_block_in=5), HardwareConfig(log_block_out=5)
+    assert [group_merge(8, 8, hw) for hw in (DEFAULT, in32, out32)] == [2, 4, 4]
+    assert [group_merge(c, c, DEFAULT) for c in (1, 2, 4, 8, 16, 24, 32)] == \
+        [16, 8, 4, 2, 1, 2, 1]
 
 
 def test_batch_must_be_a_multiple_of_BATCH():

@@ -36,7 +36,9 @@ KIND = {"conv2d": "conv2d", "nn.conv2d": "conv2d", "conv2d_transpose": "conv2d_t
 MODELS = {
     "conv_residual": lambda: models.conv_residual(channels=32),
     "grouped_conv": lambda: models.grouped_conv(channels=32, groups=2),
-    "grouped_conv_8": lambda: models.grouped_conv(channels=32, groups=4),
+    "grouped_conv_8": lambda: models.grouped_conv(channels=32, groups=4),  # 2 merged
+    "grouped_conv_4": lambda: models.grouped_conv(channels=40, groups=10),  # 4, padded
+    "depthwise": lambda: models.grouped_conv(channels=32, groups=32),  # the CPU's
     "transposed_conv": lambda: models.transposed_conv(32, 32, size=4, conv_first=True),
     "mlp": models.mlp,
     "mlp_1000": lambda: models.mlp(classes=1000),

@@ -191,7 +191,8 @@ def network_json(net: Any) -> dict[str, Any]:
     """The ``--list --json`` object: the network's tasks and CPU layers."""
     hw = net.hw
     return {"network": net.name, "source": net.source, "placement": net.placement,
-            "vta_mac_share": net.vta_mac_share,
+            "vta_mac_share": net.vta_mac_share, "float_macs": net.float_macs,
+            "vta_quantized_share": net.vta_quantized_share,
             "hw": {"target": hw.target, "bitstream": hw.bitstream, "model": hw.target_model,
                    "clock_mhz": hw.clock_mhz},
             "tasks": [{"name": t.name, "operator": t.operator,
@@ -267,11 +268,20 @@ def _print_cpu(net: Any) -> None:
         print(f"  {c.name:<{width}}  {c.shape}: {c.reason}")
 
 
+def _quantized_share(net: Any) -> str:
+    """The share of the quantized multiply-accumulates, when the quantizer left some in
+    float."""
+    if not net.float_macs:
+        return ""
+    return (f"; {100 * net.vta_quantized_share:.1f} % of those the quantizer quantized, "
+            f"{net.float_macs:,} left in float")
+
+
 def print_network(net: Any) -> None:
     hw = net.hw
     print(f"network   {net.name} on {hw.target_model}: {net.vta_layers} layers on VTA in "
           f"{len(net.tasks)} tasks ({100 * net.vta_mac_share:.1f} % of the "
-          f"multiply-accumulates), {len(net.cpu)} on the CPU")
+          f"multiply-accumulates{_quantized_share(net)}), {len(net.cpu)} on the CPU")
     print(f"placement {PLACEMENT_WORDS[net.placement]}")
     print(f"source    {net.source}")
     for note in net.notes:

@@ -70,7 +70,8 @@ _API = {
     **dict.fromkeys(("Imported", "PREPARATION", "import_model"), "vtatune.deploy._import"),
     **dict.fromkeys(("MAC_OPS", "is_quantized", "load_model", "model_input",
                      "output_step"), "vtatune.deploy._model"),
-    **dict.fromkeys(("call_macs", "model_macs", "module_macs"), "vtatune.deploy._macs"),
+    **dict.fromkeys(("call_macs", "float_macs", "model_macs", "module_macs"),
+                    "vtatune.deploy._macs"),
     **dict.fromkeys(("external_functions", "partition"), "vtatune.deploy._partition"),
     **dict.fromkeys(("PREFIX", "Partitioning", "Refusal", "pattern_entries", "register"),
                     "vtatune.deploy._patterns"),
@@ -112,7 +113,8 @@ __all__ = [
     "cache_log", "cost_model_pick", "tune_workloads",
     "output_file", "save_output", "ModelInput", "bundle_target",
     "output_file", "save_output", "ENGINES", "float64_model", "PlacedLayer", "Placement",
-    "placed_network", "placement", "load_placed", "call_macs", "module_macs", "import_model",
+    "placed_network", "placement", "load_placed", "call_macs", "float_macs", "module_macs",
+    "import_model",
     "output_file", "save_output", "QOPERATOR_OPS", "to_qdq",
     "INTEGER_OPS", "to_accumulators", "Imported", "PREPARATION",
 ]
@@ -135,7 +137,7 @@ if TYPE_CHECKING:
     from vtatune.deploy._dynamic import INTEGER_OPS, to_accumulators
     from vtatune.deploy._exact import float64_model
     from vtatune.deploy._import import PREPARATION, Imported, import_model
-    from vtatune.deploy._macs import call_macs, model_macs, module_macs
+    from vtatune.deploy._macs import call_macs, float_macs, model_macs, module_macs
     from vtatune.deploy._match import (
         LayerSpec,
         QParams,

@@ -112,7 +112,7 @@ def bundle_files(model: Any) -> dict[str, bytes]:
     manifest = {
         "format": FORMAT, "version": VERSION, "vtatune": __version__, "tvm": tvm_version(),
         "model": {"name": model.name, "sha256": model.model_sha256,
-                  "macs": model.model_macs},
+                  "macs": model.model_macs, "float_macs": model.float_macs},
         "hw": {"model": model.hw.target_model, "config": model.hw.to_dict()},
         "cpu": model.cpu_target.as_dict(),
         "input": {"name": model.input_name, "shape": list(model.input_shape),

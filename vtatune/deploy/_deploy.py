@@ -26,7 +26,7 @@ from vtatune.deploy._chain import link
 from vtatune.deploy._cpu_target import CpuTarget, resolve_cpu_target
 from vtatune.deploy._dynamic import to_accumulators
 from vtatune.deploy._import import import_model
-from vtatune.deploy._macs import module_macs
+from vtatune.deploy._macs import float_macs, float_operands, module_macs
 from vtatune.deploy._model import (
     float_model_error,
     is_quantized,
@@ -143,8 +143,10 @@ class CompiledModel(DeployedModel):
                  seconds: dict[str, float], *, model_sha256: str = "", executable: Any = None,
                  regions: dict[str, Region] | None = None,
                  output_spec: tuple[tuple[int, ...], np.dtype] | None = None,
-                 cpu_target: CpuTarget | None = None, macs: int = 0) -> None:
-        super().__init__(name, hw, device, input_spec, vm, trace, main_ops, seconds, macs)
+                 cpu_target: CpuTarget | None = None, macs: int = 0,
+                 float_macs: int = 0) -> None:
+        super().__init__(name, hw, device, input_spec, vm, trace, main_ops, seconds, macs,
+                         float_macs)
         self.model = model
         self.partitioning = partitioning
         self.model_sha256 = model_sha256
@@ -202,16 +204,14 @@ _LAYER_OPS = ("nn.conv2d", "nn.conv2d_transpose", "matmul")
 
 def _unmatched(call: Any, values: dict[Any, Any]) -> str:
     """Why no pattern of VTA's table matched a conv or matmul at all (its check function
-    never ran): which part of a QDQ layer it lacks."""
-    t = tvm()
-
-    def is_op(expr: Any, op: str) -> bool:
-        expr = values.get(expr, expr)
-        return isinstance(expr, t.relax.Call) and isinstance(expr.op, t.ir.Op) \
-            and expr.op.name == f"relax.{op}"
-
-    lacking = [what for arg, what in zip(call.args[:2], ("input", "weight"), strict=False)
-               if not (is_op(arg, "dequantize") or is_op(arg, "permute_dims"))]
+    never ran): which part of a QDQ layer it lacks; a layer of float operands only is one
+    the quantizer left in float (attention's activation x activation MatMuls, which
+    ``quantize_dynamic`` does not quantize), and VTA runs the model as it was quantized."""
+    floats = float_operands(call, values)
+    if all(floats):
+        return (f"float {_ONNX_OP[call.op.name]}: the quantizer left it unquantized "
+                "(VTA runs the layers a quantizer quantized)")
+    lacking = [what for f, what in zip(floats, ("input", "weight"), strict=False) if f]
     if lacking:
         what = "is not a dequantized 8-bit tensor" if len(lacking) == 1 else \
             "are not dequantized 8-bit tensors"
@@ -219,6 +219,11 @@ def _unmatched(call: Any, values: dict[Any, Any]) -> str:
                 "the model)")
     return ("its result is not quantized to 8 bits (no QuantizeLinear after the layer, its "
             "bias add and ReLU): VTA's layers end in an 8-bit tensor")
+
+
+#: A layer's ONNX operator, by the Relax op it imports as.
+_ONNX_OP = {"relax.nn.conv2d": "Conv", "relax.nn.conv2d_transpose": "ConvTranspose",
+            "relax.matmul": "MatMul"}
 
 
 def compile_model(model: Any, *, hw: HardwareConfig | str | None = None,
@@ -273,7 +278,7 @@ def compile_model(model: Any, *, hw: HardwareConfig | str | None = None,
     imported = import_model(proto, input_spec[1], input_spec[0])
     mod, proto = imported.module, imported.model  # prepared, when the import needed it
     seconds["import"] = time.perf_counter() - t0
-    macs = module_macs(mod)  # the shapes the model is built with
+    macs, floats = module_macs(mod), float_macs(mod)  # the shapes the model is built with
     builder = LayerBuilder(hw, log, tune_trials, tune_log, seed=seed, progress=progress,
                            patience=tune_patience)
     t0 = time.perf_counter()
@@ -304,7 +309,8 @@ def compile_model(model: Any, *, hw: HardwareConfig | str | None = None,
     compiled = CompiledModel(name, proto, hw, device, input_spec, vm, codegen.trace,
                              main_ops, state, seconds, model_sha256=digest,
                              executable=executable, regions=codegen.regions,
-                             output_spec=_output_spec(mod), cpu_target=cpu, macs=macs)
+                             output_spec=_output_spec(mod), cpu_target=cpu, macs=macs,
+                             float_macs=floats)
     compiled.tuning = builder.tuning.as_dict() if builder.tuning is not None else None
     compiled.prepared = imported.prepared  # what the import needed, said (deploy prints it)
     return compiled

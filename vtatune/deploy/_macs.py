@@ -21,7 +21,8 @@ from vtatune.deploy._model import load_model
 from vtatune.deploy._qoperator import to_qdq
 from vtatune.deploy._tvm import tvm
 
-__all__ = ["MAC_CALLS", "call_macs", "model_macs", "module_macs"]
+__all__ = ["MAC_CALLS", "call_macs", "float_macs", "float_operands", "model_macs",
+           "module_macs"]
 
 #: The Relax ops that multiply, by name (without ``relax.``).
 MAC_CALLS = ("nn.conv2d", "nn.conv2d_transpose", "matmul")
@@ -53,6 +54,49 @@ def call_macs(call: Any, out: Any = None) -> int | None:
     if name == "nn.conv2d_transpose":
         return math.prod(a) * math.prod(b[1:])
     return math.prod(result) * a[-1] if a else 0
+
+
+#: The ops through which an operand still is the tensor it reshapes or transposes (a Gemm's
+#: weight through ``permute_dims``, attention's heads split by ``reshape``).
+_VIEWS = ("relax.permute_dims", "relax.reshape")
+
+
+def float_operands(call: Any, values: dict[Any, Any]) -> tuple[bool, ...]:
+    """Per operand of a conv or matmul ``call`` (its first two): whether it is a float
+    tensor, not an 8-bit one dequantized (through :data:`_VIEWS`); ``values``: what each
+    variable of the function is bound to."""
+    t = tvm()
+
+    def source(expr: Any) -> Any:
+        expr = values.get(expr, expr)
+        while isinstance(expr, t.relax.Call) and isinstance(expr.op, t.ir.Op) and \
+                expr.op.name in _VIEWS:
+            expr = values.get(expr.args[0], expr.args[0])
+        return expr
+
+    return tuple(not (isinstance(x, t.relax.Call) and isinstance(x.op, t.ir.Op)
+                      and x.op.name == "relax.dequantize")
+                 for x in map(source, call.args[:2]))
+
+
+def float_macs(mod: Any) -> int:
+    """The multiply-accumulates of the :data:`MAC_CALLS` calls of ``mod``'s ``main`` (an
+    imported quantized model) that the model computes in float: an operand not an 8-bit
+    tensor dequantized (:func:`float_operands`; the activation x activation MatMuls that
+    ``quantize_dynamic`` leaves, say); 0 in a model with no quantized layer at all."""
+    t = tvm()
+    func = mod["main"]
+    values = {b.var: b.value for block in func.body.blocks for b in block.bindings}
+    total, quantized = 0, False
+    for expr, var in ((b.value, b.var) for block in func.body.blocks for b in block.bindings):
+        macs = call_macs(expr, var)
+        if not macs or not isinstance(expr.op, t.ir.Op):
+            continue
+        if any(float_operands(expr, values)):
+            total += macs
+        else:
+            quantized = True
+    return total if quantized else 0
 
 
 def module_macs(mod: Any) -> int:

@@ -202,10 +202,20 @@ class LayerSpec:
 
     def run_weight(self, runs: Workload) -> np.ndarray:
         """The weight in ``runs``'s operand layout: a transposed conv's kernel as the conv
-        it runs as correlates it (OIHW, flipped) when it runs as one."""
+        it runs as correlates it (OIHW, flipped) when it runs as one; a grouped conv's
+        groups merged as ``runs`` merges them (:func:`~vtatune.networks.group_merge`)."""
         if self.kind == "conv2d_transpose" and isinstance(runs, Conv2dWorkload):
             return transpose_kernel(self.weight)
+        if self.kind == "conv2d" and self.groups > 1:
+            return block_diagonal(self.weight, self.groups, self.merged_groups(runs))
         return self.weight
+
+    def merged_groups(self, runs: Workload) -> int:
+        """How many of the model's groups ``runs`` merges into one (1: none; a conv that is
+        not grouped: 1)."""
+        if self.kind != "conv2d" or self.groups == 1:
+            return 1
+        return runs.in_channels // getattr(runs, "groups", 1) // int(self.weight.shape[1])
 
     def accumulator_bias(self) -> np.ndarray | None:
         """The int32 VTA adds to its accumulators: the model's bias, and ``-zx * sum(w)``
@@ -232,6 +242,21 @@ class LayerSpec:
 
     def describe(self) -> str:
         return self.layer().describe()
+
+
+def block_diagonal(weight: np.ndarray, groups: int, k: int) -> np.ndarray:
+    """A grouped conv's weight (O, I/g, K, K) with each ``k`` neighbouring groups merged
+    into one of ``k x I/g`` input channels: output channel ``o`` of group ``j`` keeps its
+    weights at slot ``j % k`` of its merged group's inputs, zeros at the others (a last
+    merged group short of ``k`` groups: its missing inputs padded with zeros as well). The
+    same products, exactly, each accumulator summing ``k - 1`` zero products more."""
+    if k == 1:
+        return weight
+    out, per = weight.shape[:2]
+    slot = (np.arange(out) // (out // groups)) % k
+    merged = np.zeros((out, k, per, *weight.shape[2:]), weight.dtype)
+    merged[np.arange(out), slot] = weight
+    return merged.reshape(out, k * per, *weight.shape[2:])
 
 
 # --- reading a match --------------------------------------------------------------------------

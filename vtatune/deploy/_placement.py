@@ -22,7 +22,7 @@ from simulator.hardware import HardwareConfig
 from vtatune.deploy._deploy import _LAYER_OPS, _unmatched
 from vtatune.deploy._dynamic import to_accumulators
 from vtatune.deploy._import import import_model
-from vtatune.deploy._macs import call_macs, module_macs
+from vtatune.deploy._macs import call_macs, float_macs, float_operands, module_macs
 from vtatune.deploy._match import LayerPlan, layer_plan
 from vtatune.deploy._model import (
     float_model_error,
@@ -73,7 +73,8 @@ class PlacedLayer:
 class Placement:
     """A model placed on ``hw``: its layers in the order ``main`` runs them, the other ops
     the CPU runs (``cpu_ops``), and the model's multiply-accumulates from the shapes it is
-    built with (:func:`~vtatune.deploy.module_macs`)."""
+    built with (:func:`~vtatune.deploy.module_macs`), ``float_macs`` those of its layers
+    the quantizer left in float (:func:`~vtatune.deploy.float_macs`)."""
 
     name: str
     hw: HardwareConfig
@@ -81,6 +82,7 @@ class Placement:
     model_macs: int
     cpu_ops: tuple[CpuOp, ...] = field(default=(), repr=False)
     steps: tuple[Layer | CpuLayer | CpuOp, ...] = field(default=(), repr=False)
+    float_macs: int = 0
 
     @property
     def vta_macs(self) -> int:
@@ -89,6 +91,12 @@ class Placement:
     @property
     def vta_mac_share(self) -> float:
         return self.vta_macs / self.model_macs if self.model_macs else 0.0
+
+    @property
+    def vta_quantized_share(self) -> float:
+        """The share VTA runs of the multiply-accumulates the quantizer quantized."""
+        quantized = self.model_macs - self.float_macs
+        return self.vta_macs / quantized if quantized else 0.0
 
 
 class _Names:
@@ -110,14 +118,6 @@ def _shape(expr: Any) -> str:
         return "?"
 
 
-def _dequantized(arg: Any, values: dict[Any, Any]) -> bool:
-    """``arg`` is an 8-bit tensor dequantized (the operand of a QDQ layer)."""
-    t = tvm()
-    expr = values.get(arg, arg)
-    return isinstance(expr, t.relax.Call) and isinstance(expr.op, t.ir.Op) and \
-        expr.op.name == "relax.dequantize"
-
-
 def placement(model: Any, hw: HardwareConfig | str | None = None, *,
               exact: bool = False) -> Placement:
     """Where each layer of ``model`` (an ONNX path or ModelProto, quantized) runs on ``hw``
@@ -135,7 +135,7 @@ def placement(model: Any, hw: HardwareConfig | str | None = None, *,
         raise float_model_error(name)
     input_name, shape, _ = model_input(proto)
     mod = import_model(proto, shape, input_name).module
-    macs = module_macs(mod)
+    macs, floats = module_macs(mod), float_macs(mod)
     mod, state = partition(mod, hw)
     names = _Names()
     func = mod["main"]
@@ -169,14 +169,14 @@ def placement(model: Any, hw: HardwareConfig | str | None = None, *,
                 reason = _unmatched(v, values)
             if reason:
                 cpu = CpuLayer(b.var.name, _KINDS[op], _shape(b.var), reason,
-                               quantized=all(_dequantized(a, values) for a in v.args[:2]),
+                               quantized=not any(float_operands(v, values)),
                                macs=call_macs(v, b.var) or 0)
                 layers.append(PlacedLayer(cpu))
                 steps.append(cpu)
             else:
                 steps.append(CpuOp(b.var.name, op, _shape(b.var)))
     return Placement(name, hw, tuple(layers), macs,
-                     tuple(s for s in steps if isinstance(s, CpuOp)), tuple(steps))
+                     tuple(s for s in steps if isinstance(s, CpuOp)), tuple(steps), floats)
 
 
 def placed_network(model: Any, hw: HardwareConfig | str | None = None, *,

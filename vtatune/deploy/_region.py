@@ -100,8 +100,15 @@ class BuiltLayer:
                      "the CPU's requantization adding back a rounding of up to")
             notes.append(f"bias rescaled to the accumulator's scale, {where} "
                          f"{spec.bias_rounding:.3g} accumulator units")
+        k = spec.merged_groups(self.workload)
+        if k > 1:
+            notes.append(f"{k} groups of {spec.weight.shape[1]} input channels merged into "
+                         "one (block-diagonal weight)")
         real, padded = self.macs
-        if padded > real:
+        if k > 1:
+            notes.append(f"groups merged and channels padded to whole blocks: "
+                         f"{padded / real - 1:.1%} more MACs")
+        elif padded > real:
             notes.append(f"channels padded to whole blocks: {padded / real - 1:.1%} more MACs")
         return tuple(notes)
 

@@ -25,6 +25,7 @@ from vtatune.networks._deployed import (
 from vtatune.networks._layers import (
     ALU_TARGETS,
     DEPLOYED_SHIFT,
+    MAX_GROUP_MERGE,
     PLACEMENTS,
     TASK_KINDS,
     CpuLayer,
@@ -35,6 +36,7 @@ from vtatune.networks._layers import (
     NetworkSpec,
     Step,
     Task,
+    group_merge,
     padded,
     place,
     tasks_of,
@@ -58,11 +60,12 @@ from vtatune.networks._tuning import (
 
 __all__ = [
     "ALU_TARGETS", "Applied", "CpuLayer", "CpuOp", "DEFAULT_PATIENCE", "DEFAULT_ROUND",
-    "DEFAULT_TRIALS_PER_TASK", "DEFAULT_WARMUP", "DEPLOYED_SHIFT", "PLACEMENTS", "DeployedRun",
+    "DEFAULT_TRIALS_PER_TASK", "DEFAULT_WARMUP", "DEPLOYED_SHIFT", "MAX_GROUP_MERGE",
+    "PLACEMENTS", "DeployedRun",
     "KernelRun", "Layer", "NETWORKS", "Network", "NetworkError", "NetworkResult",
     "NetworkSpec", "OnnxGraph", "OnnxModel", "SharedTrials", "Step", "TASK_KINDS", "Task",
     "TaskResult", "check_matplotlib", "default_network_log", "deployed_run", "draw_network",
-    "layers_from_model", "load_network", "network_from_logs", "network_name", "network_names",
-    "padded", "place", "read_onnx", "schedules_from_logs", "share_trials", "tasks_of",
-    "tune_network",
+    "group_merge", "layers_from_model", "load_network", "network_from_logs", "network_name",
+    "network_names", "padded", "place", "read_onnx", "schedules_from_logs", "share_trials",
+    "tasks_of", "tune_network",
 ]

@@ -209,13 +209,32 @@ class Network:
         return sum(len(t.layers) for t in self.tasks)
 
     @property
+    def vta_macs(self) -> int:
+        """The multiply-accumulates of its VTA layers, as the model has them."""
+        cpu = {c.name for c in self.cpu}
+        return sum(x.macs for x in self.layers if isinstance(x, Layer) and x.name not in cpu)
+
+    @property
     def vta_mac_share(self) -> float:
         """The share of the network's multiply-accumulates (its layers' as the model has
         them) that its VTA layers compute."""
-        cpu = {c.name for c in self.cpu}
         total = sum(x.macs for x in self.layers)
-        vta = sum(x.macs for x in self.layers if isinstance(x, Layer) and x.name not in cpu)
-        return vta / total if total else 0.0
+        return self.vta_macs / total if total else 0.0
+
+    @property
+    def float_macs(self) -> int:
+        """The multiply-accumulates of the CPU layers a quantized model computes in float
+        (the quantizer left them so: a dynamically quantized transformer's attention
+        MatMuls); 0 for a model with no quantized layer."""
+        if not any(x.quantized for x in self.layers):
+            return 0
+        return sum(c.macs for c in self.cpu if isinstance(c, CpuLayer) and not c.quantized)
+
+    @property
+    def vta_quantized_share(self) -> float:
+        """The share of the multiply-accumulates the quantizer quantized that VTA runs."""
+        total = sum(x.macs for x in self.layers) - self.float_macs
+        return self.vta_macs / total if total else 0.0
 
 
 @dataclass(frozen=True)
@@ -227,14 +246,17 @@ class NetworkSpec:
     build: Callable[[int], list[Layer]] = field(repr=False)
 
 
-def place(layer: Layer, hw: HardwareConfig, name: str = "", pad_channels: bool = False
-          ) -> Workload | str:
+def place(layer: Layer, hw: HardwareConfig, name: str = "", pad_channels: bool = False,
+          max_merge: int | None = None) -> Workload | str:
     """The workload VTA runs ``layer`` as (named ``name``), or why it stays on the CPU.
 
     ``pad_channels``: channel counts that are not whole blocks (a first convolution's 3
     input channels, a classifier's 1000 outputs) are padded with zeros to whole blocks, as
     ``vtatune deploy`` runs them (the workload has the padded counts), instead of refused
-    as TVM v0.14's graph packing refuses them; not a grouped convolution's.
+    as TVM v0.14's graph packing refuses them; a grouped convolution's groups that are not
+    whole blocks are merged :func:`group_merge` at a time (at most ``max_merge``, default
+    :data:`MAX_GROUP_MERGE`) into groups that are, the groups padded to a whole number of
+    merged ones.
 
     Example:
         >>> from simulator.hardware import DEFAULT
@@ -272,10 +294,18 @@ def place(layer: Layer, hw: HardwareConfig, name: str = "", pad_channels: bool =
     g = layer.groups
     if g > 1 and op == "conv2d_transpose":
         return f"grouped transposed convolution ({g} groups; no VTA template)"
-    if g > 1 and g == layer.in_channels:
+    ci, co = layer.in_channels // g, layer.out_channels // g
+    if g > 1 and pad_channels:  # k neighbouring groups as one (block-diagonal weight)
+        k, most = group_merge(ci, co, hw), max_merge or MAX_GROUP_MERGE
+        if k > most:
+            what = "depthwise convolution (1" if ci == 1 else f"grouped convolution ({ci}"
+            return (f"{what} input channel{'s' * (ci > 1)} per group): VTA would run "
+                    f"{k} groups merged into one of {k * ci} input channels, {k}x its MACs "
+                    f"(deploy merges at most {most})")
+        g, ci, co = -(-g // k), ci * k, co * k
+    elif g > 1 and g == layer.in_channels:
         return (f"depthwise convolution (1 input channel per group; VTA needs multiples of "
                 f"BLOCK_IN {hw.block_in})")
-    ci, co = layer.in_channels // g, layer.out_channels // g
     if pad_channels and g == 1:
         ci, co = padded(ci, hw.block_in), padded(co, hw.block_out)
     per = " per group" if g > 1 else ""
@@ -304,6 +334,31 @@ def place(layer: Layer, hw: HardwareConfig, name: str = "", pad_channels: bool =
                    epilogue=deployed(DEPLOYED_SHIFT, layer.relu))
     except WorkloadError as exc:
         return str(exc)
+
+
+#: The most groups deploy merges into one (:func:`group_merge`): merging ``k`` groups
+#: multiplies the MACs VTA does by ``k`` (the zeros between the groups). 2 (RegNet's 8
+#: channels per group on BLOCK 16) is worth it; 16 (a depthwise conv) is not: measured by
+#: ``scripts/group_merge_cycles.py`` (docs/deploy.md, *What VTA runs*).
+MAX_GROUP_MERGE = 4
+
+
+def group_merge(in_per_group: int, out_per_group: int, hw: HardwareConfig) -> int:
+    """How many neighbouring groups of a grouped conv VTA runs as one: the fewest ``k``
+    whose ``k x in_per_group`` input channels are whole BLOCK_IN blocks and ``k x
+    out_per_group`` outputs whole BLOCK_OUT blocks (1: the groups are whole blocks already).
+    The merged group's weight is block-diagonal (each output channel reads its own group's
+    inputs, zeros elsewhere): the same products, exactly, plus ``k - 1`` zeros for each.
+
+    Example:
+        >>> from simulator.hardware import DEFAULT
+        >>> group_merge(8, 8, DEFAULT), group_merge(1, 1, DEFAULT), group_merge(16, 32, DEFAULT)
+        (2, 16, 1)
+    """
+    from math import gcd, lcm
+
+    return lcm(hw.block_in // gcd(in_per_group, hw.block_in),
+               hw.block_out // gcd(out_per_group, hw.block_out))
 
 
 def padded(channels: int, block: int) -> int:

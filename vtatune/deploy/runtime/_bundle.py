@@ -302,6 +302,7 @@ def load(path: str | Path, device: Device | str | None = None,
         main_ops = [_main_op(d) for d in manifest["main"]]
         name = manifest["model"]["name"]
         macs = int(manifest["model"]["macs"])
+        floats = int(manifest["model"].get("float_macs", 0))  # bundles before it: 0
     except (KeyError, TypeError, ValueError) as exc:
         raise _refuse(path, f"{MANIFEST} is damaged ({type(exc).__name__}: {exc})") from None
     except VTAError as exc:
@@ -309,4 +310,4 @@ def load(path: str | Path, device: Device | str | None = None,
             raise
         raise _refuse(path, str(exc)) from None
     return DeployedModel(name, bundle_hw, device, (inp.name, inp.shape, inp.dtype), vm, trace,
-                         main_ops, {"load": time.perf_counter() - t0}, macs)
+                         main_ops, {"load": time.perf_counter() - t0}, macs, floats)

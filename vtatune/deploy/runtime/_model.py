@@ -39,7 +39,8 @@ class DeployResult:
     layers' cycles in all (the timing model's, or, when ``cycle_counter`` names one, the
     device's own: ``RTL``, with the timing model's beside them, :attr:`vta_model_cycles`);
     ``output``: the model's output; ``model_macs``: the model's multiply-accumulates
-    (:func:`~vtatune.deploy.model_macs`); ``tuning``: what the build tuned (trials,
+    (:func:`~vtatune.deploy.model_macs`), ``float_macs`` those of the layers the quantizer
+    left in float (:func:`~vtatune.deploy.float_macs`); ``tuning``: what the build tuned (trials,
     workloads, the log: ``vtatune.deploy.Tuning.as_dict``; None for a model loaded from a
     bundle)."""
 
@@ -54,6 +55,7 @@ class DeployResult:
     model_macs: int = 0
     cycle_counter: str | None = None
     tuning: dict[str, Any] | None = None
+    float_macs: int = 0
 
     @property
     def vta_model_cycles(self) -> int | None:
@@ -84,6 +86,12 @@ class DeployResult:
         """The share of the model's multiply-accumulates that ran on VTA."""
         return self.vta_macs / self.model_macs if self.model_macs else 0.0
 
+    @property
+    def vta_quantized_share(self) -> float:
+        """The share VTA ran of the multiply-accumulates the quantizer quantized."""
+        quantized = self.model_macs - self.float_macs
+        return self.vta_macs / quantized if quantized else 0.0
+
     def as_dict(self, values: bool = False) -> dict[str, Any]:
         """The ``deploy --json`` object: the output as its shape, dtype and
         :func:`output_sha256` (a 128x128 output's values are 340 KB of JSON); ``values``:
@@ -96,7 +104,8 @@ class DeployResult:
                     "vta_model_cycles": self.vta_model_cycles} if self.cycle_counter else {}),
                 "default_cycles": self.default_cycles, "tuning": self.tuning,
                 "vta_macs": self.vta_macs, "model_macs": self.model_macs,
-                "vta_mac_share": self.vta_mac_share,
+                "vta_mac_share": self.vta_mac_share, "float_macs": self.float_macs,
+                "vta_quantized_share": self.vta_quantized_share,
                 "output_shape": list(self.output.shape), "output_dtype": str(self.output.dtype),
                 "output_sha256": output_sha256(self.output),
                 **({"output": self.output.tolist()} if values else {}),
@@ -107,7 +116,10 @@ class DeployResult:
         lines = [f"{self.model} on {self.hw.target_model} ({self.device})", "",
                  f"VTA: {len(self.offloaded)} offloaded layers, "
                  f"{100 * self.vta_mac_share:.1f} % of the model's multiply-accumulates "
-                 f"({self.vta_macs:,} of {self.model_macs:,})"]
+                 f"({self.vta_macs:,} of {self.model_macs:,})"
+                 + (f"; {100 * self.vta_quantized_share:.1f} % of those the quantizer "
+                    f"quantized, {self.float_macs:,} left in float" if self.float_macs
+                    else "")]
         counted = self.vta_model_cycles is not None
         # the default schedules' column where they were recorded (not in older bundles)
         defaults = any(c.default_cycles for c in self.offloaded)
@@ -187,9 +199,10 @@ class DeployedModel:
     def __init__(self, name: str, hw: HardwareConfig, device: Device,
                  input_spec: tuple[str, tuple[int, ...], np.dtype], vm: Any, trace: Trace,
                  main_ops: list[tuple[str, CpuOp | None]], seconds: dict[str, float],
-                 model_macs: int = 0) -> None:
+                 model_macs: int = 0, float_macs: int = 0) -> None:
         self.name = name
         self.model_macs = model_macs
+        self.float_macs = float_macs
         self.hw = hw
         self.device = device
         self.input_name, self.input_shape, self.input_dtype = input_spec
@@ -222,7 +235,8 @@ class DeployedModel:
         calls = tuple(self.trace.calls)
         return DeployResult(self.name, self.hw, self.device.name, calls, tuple(cpu),
                             sum(c.cycles for c in calls), output, seconds, self.model_macs,
-                            cycle_counter=self.device.cycle_counter, tuning=self.tuning)
+                            cycle_counter=self.device.cycle_counter, tuning=self.tuning,
+                            float_macs=self.float_macs)
 
 
 @contextlib.contextmanager

@@ -188,6 +188,33 @@ def test_a_dynamic_model_runs_its_integer_gemms_on_vta_exactly(tmp_path, name):
     np.testing.assert_array_equal(r.output, ort(model, x))
 
 
+def test_the_float_matmuls_a_dynamic_quantizer_leaves_are_said_so(tmp_path, capsys):
+    """``quantize_dynamic`` leaves attention's activation x activation MatMuls (Q.K^T, P.V)
+    in float: deploy runs the model as it was quantized, each such MatMul on the CPU
+    saying so, with the share VTA runs of the MACs the quantizer quantized; ``network
+    --list`` says the same."""
+    import json
+
+    from vtatune.cli import main
+
+    model, x = dynamic(models.attention(), tmp_path)  # seq 32, hidden 32, 2 heads of 16
+    r = _deploy(model, x)
+    why = "float MatMul: the quantizer left it unquantized (VTA runs the layers a quantizer " \
+        "quantized)"
+    assert [c.reason for c in r.cpu_ops if c.op == "matmul"] == [why, why]
+    assert r.float_macs == 2 * (2 * 32 * 32 * 16)  # Q.K^T and P.V: 2 heads each
+    assert r.vta_macs == r.model_macs - r.float_macs  # every integer GEMM on VTA
+    assert (r.vta_quantized_share, r.vta_mac_share) == (1.0, r.vta_macs / r.model_macs)
+    assert f"; 100.0 % of those the quantizer quantized, {r.float_macs:,} left in float" \
+        in r.report()
+    capsys.readouterr()
+    assert main(["network", str(tmp_path / "dynamic.onnx"), "--list", "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert [c["reason"] for c in listed["cpu"] if c["operator"] == "matmul"] == [why, why]
+    assert (listed["vta_mac_share"], listed["float_macs"], listed["vta_quantized_share"]) == \
+        (r.vta_mac_share, r.float_macs, 1.0)
+
+
 # --- the import that does not give up first ---------------------------------------------------
 def _halved(model, y, by_data=False):
     """``model`` with its output ``y`` [1, C, H, W] reshaped to [1, ceil(C / 2), -1], the

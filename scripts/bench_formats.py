@@ -1,6 +1,7 @@
 """Issue 39's goal, measured: models in each of onnxruntime's quantized forms (QDQ,
 QOperator, dynamic) deployed as a user deploys them. Per file: deployed or refused (and
-why), what the import needed, the share of the model's multiply-accumulates on VTA, the
+why), what the import needed, the share of the model's multiply-accumulates on VTA (and of
+those the quantizer quantized, where it left layers in float), the
 output against onnxruntime's (on the file as given) and TVM's CPU build's, top-1
 (classifiers), wall time.
 
@@ -81,6 +82,7 @@ def measure(path: Path, hw: str, seed: int) -> dict:
         except Exception as exc:  # noqa: BLE001  (onnxruntime cannot run some exports)
             m[f"{engine}_failed"] = str(exc).strip().splitlines()[0]
     m.update(deployed=True, prepared=list(compiled.prepared), vta_mac_share=r.vta_mac_share,
+             float_macs=r.float_macs, vta_quantized_share=r.vta_quantized_share,
              vta_cycles=r.vta_cycles, offloaded=len(r.offloaded), step=step, seconds=seconds,
              cpu_reasons=sorted({c.reason for c in r.cpu_ops if c.reason}))
     ort, tvm = refs.get("onnxruntime"), refs.get("tvm")
@@ -120,7 +122,9 @@ def row(m: dict) -> str:
     if "onnxruntime_failed" in m:
         verdict = "onnxruntime cannot run it"
     cells = (m["model"], f"yes ({m['offloaded']} on VTA)",
-             "; ".join(m["prepared"]) or "as given", f"{100 * m['vta_mac_share']:.1f} %",
+             "; ".join(m["prepared"]) or "as given", f"{100 * m['vta_mac_share']:.1f} %"
+             + (f" ({100 * m['vta_quantized_share']:.1f} % of the quantized)"
+                if m.get("float_macs") else ""),
              dist("vta_vs_ort"), dist("tvm_vs_ort"), dist("vta_vs_tvm"), top1, verdict,
              f"{m['seconds']:.1f}")
     return "| " + " | ".join(cells) + " |"

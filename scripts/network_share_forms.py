@@ -2,8 +2,10 @@
 ``scripts/bench_formats.py`` deployed (its JSON lines), run ``python -m vtatune network FILE
 --list --json`` and compare its ``vta_mac_share`` and VTA layer count with deploy's.
 
-    python scripts/network_share_forms.py [--results scripts/results/formats.jsonl]
+    python scripts/network_share_forms.py [FILE ...] [--results scripts/results/formats.jsonl]
         [--models /work/models]
+
+``FILE``: only these of the results' files (their names, e.g. ``resnet18.default.onnx``).
 
 Prints one line per file, ``EQUAL`` or ``DIFF``, and a summary."""
 
@@ -22,11 +24,12 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--results", type=Path, default=ROOT / "scripts/results/formats.jsonl")
     ap.add_argument("--models", type=Path, default=Path("/work/models"))
+    ap.add_argument("files", nargs="*", help="only these files of the results")
     args = ap.parse_args()
     equal = total = 0
     for line in args.results.read_text().splitlines():
         d = json.loads(line)
-        if not d.get("deployed"):
+        if not d.get("deployed") or (args.files and d["model"] not in args.files):
             continue
         out = subprocess.run([sys.executable, "-m", "vtatune", "network",
                               str(args.models / d["model"]), "--list", "--json"],

@@ -24,7 +24,7 @@ unzip -q -o wheels/apache_tvm-0.27.0.post1-*aarch64*.whl 'tvm/lib/libtvm_runtime
 unzip -q -o wheels/apache_tvm_ffi-*aarch64*.whl 'tvm_ffi/lib/libtvm_ffi.so' 'tvm_ffi/include/*' -d arm64
 
 # the models (the deploy tests' small ones: on the CPU a quantize and a dequantize, a global
-# average pooling, a grouped conv of 4 channels per group that VTA does not run), quantized
+# average pooling, a depthwise conv that VTA does not run), quantized
 python - <<'PY'
 import numpy as np
 import onnx
@@ -34,7 +34,7 @@ from vtatune.deploy import models, quantize
 rng = np.random.default_rng(0)
 for name, model, shape in (("mlp", models.mlp(), (1, 64)),
                            ("classifier", models.classifier(), (1, 3, 8, 8)),
-                           ("grouped", models.grouped_conv(32, groups=8), (1, 32, 8, 8))):
+                           ("grouped", models.grouped_conv(32, groups=32), (1, 32, 8, 8))):
     samples = rng.standard_normal((4, *shape)).astype(np.float32)
     onnx.save(quantize(model, samples), f"{name}_int8.onnx")
     print(name, "x".join(map(str, shape)), file=open(f"{name}.shape", "w"))

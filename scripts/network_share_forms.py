@@ -1,6 +1,7 @@
 """Issue 39's goal "``network --list`` share equals deploy's share": for every file
 ``scripts/bench_formats.py`` deployed (its JSON lines), run ``python -m vtatune network FILE
---list --json`` and compare its ``vta_mac_share`` and VTA layer count with deploy's.
+--list --json`` and compare its ``vta_mac_share`` and VTA layer count with deploy's (and its
+``vta_quantized_share`` where the quantizer left layers in float).
 
     python scripts/network_share_forms.py [FILE ...] [--results scripts/results/formats.jsonl]
         [--models /work/models]
@@ -38,10 +39,17 @@ def main() -> int:
             n = json.loads(out.stdout)
             share = n["vta_mac_share"]
             layers = sum(1 for x in n.get("layers", []) if x.get("on") == "vta")
+            quantized = n.get("vta_quantized_share") if d.get("float_macs") else None
         except (ValueError, KeyError):
             share, layers = None, (out.stderr.strip().splitlines() or ["?"])[-1]
+            quantized = None
         same = share is not None and abs(share - d["vta_mac_share"]) < 1e-12 \
-            and layers == d["offloaded"]
+            and layers == d["offloaded"] and (not d.get("float_macs") or (
+                quantized is not None and abs(quantized - d["vta_quantized_share"]) < 1e-12))
+        if d.get("float_macs"):
+            share = f"{share} ({quantized} of the quantized)"
+            d["vta_mac_share"] = f"{d['vta_mac_share']} ({d['vta_quantized_share']} of the " \
+                "quantized)"
         total += 1
         equal += same
         print(f"{d['model']}: network {share} ({layers} VTA layers), deploy "

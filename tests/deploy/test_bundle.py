@@ -93,7 +93,7 @@ def test_the_manifest_says_what_the_bundle_holds(built):
     model_file = (built["dir"] / "model.onnx").read_bytes()
     assert m["model"] == {"name": "model.onnx",
                           "sha256": hashlib.sha256(model_file).hexdigest(),
-                          "macs": model_macs(compiled.model)}
+                          "macs": model_macs(compiled.model), "float_macs": 0}
     assert m["hw"] == {"model": DEFAULT.target_model, "config": DEFAULT.to_dict()}
     assert m["input"] == {"name": "x", "shape": [1, 32, 4, 4], "dtype": "float32"}
     assert m["output"] == {"shape": list(built["result"].output.shape), "dtype": "float32"}

@@ -91,6 +91,20 @@ def test_a_zero_point_with_padding_reads_the_zero_point_on_every_core(tmp_path, 
     _exact(r, model, x)
 
 
+@pytest.mark.parametrize(("channels", "groups", "k"), [(32, 4, 2), (40, 10, 4)])
+def test_merged_groups_read_the_zero_point_of_their_border(tmp_path, channels, groups, k):
+    """onnxruntime's asymmetric activations on a grouped conv of 8 or 4 channels per group:
+    its groups merged k by k (the last padded), run unpadded on the zero-point border;
+    bit-exact to TVM and onnxruntime where the CPU requantizes (``exact``)."""
+    model, x = ort_quantized(models.grouped_conv(channels=channels, groups=groups), tmp_path)
+    r = _deploy(model, x, exact=True)
+    (call,) = r.offloaded
+    assert "border of the zero point" in call.notes[0]
+    assert call.notes[1] == (f"{k} groups of {channels // groups} input channels merged into "
+                             "one (block-diagonal weight)")
+    _exact(r, model, x)
+
+
 def test_a_transposed_conv_reads_its_zero_point_between_and_around_its_pixels(tmp_path):
     """A transposed conv of an input with a zero point: dilated with the zero point and
     bordered by it on the CPU, run as the conv it is (stride 1, its kernel flipped)."""

@@ -337,9 +337,10 @@ def place(layer: Layer, hw: HardwareConfig, name: str = "", pad_channels: bool =
 
 
 #: The most groups deploy merges into one (:func:`group_merge`): merging ``k`` groups
-#: multiplies the MACs VTA does by ``k`` (the zeros between the groups). 2 (RegNet's 8
-#: channels per group on BLOCK 16) is worth it; 16 (a depthwise conv) is not: measured by
-#: ``scripts/group_merge_cycles.py`` (docs/deploy.md, *What VTA runs*).
+#: multiplies the MACs VTA does by ``k`` (the zeros between the groups). RegNet's 8
+#: channels per group merged (k = 2 on BLOCK 16, 4 on BLOCK 32) still compute 25-65 of the
+#: model's MACs a cycle; a depthwise conv (k = 16) 4-7, against 50-110 for the other
+#: layers: ``scripts/group_merge_cycles.py`` (docs/deploy.md, "What runs where").
 MAX_GROUP_MERGE = 4
 
 

@@ -350,7 +350,8 @@ def reference(model: Any, input: Any, engine: str = "tvm") -> np.ndarray:
     """The same model's output on ``engine``: ``tvm`` (built by TVM for the CPU alone),
     ``onnxruntime`` (graph optimizations off: the float QDQ semantics; its fused integer
     kernels are not exact on CPUs without VNNI) or ``exact`` (the QDQ graph in float64,
-    built by TVM: rounds as exact arithmetic does; :func:`vtatune.deploy._exact.float64_model`)."""
+    evaluated by ONNX's reference implementation: rounds as exact arithmetic does;
+    :func:`vtatune.deploy._exact.evaluate_exact`)."""
     return references(model, [input], engine)[0]
 
 
@@ -360,18 +361,17 @@ def references(model: Any, inputs: Any, engine: str = "tvm") -> np.ndarray:
     proto, _ = load_model(model)
     name, shape, dtype = model_input(proto)
     xs = [check_input(x, shape, dtype) for x in inputs]
-    if engine in ("tvm", "exact"):
+    if engine == "tvm":
         t = tvm()
         from tvm import relax
 
         proto = to_accumulators(to_qdq(proto))
-        if engine == "exact":
-            from vtatune.deploy._exact import float64_model
-
-            proto = float64_model(proto)
-            xs = [x.astype(np.float64) if x.dtype == np.float32 else x for x in xs]
         vm = relax.VirtualMachine(_build(import_model(proto, shape, name).module), t.cpu())
         return np.stack([run_main(vm, x) for x in xs])
+    if engine == "exact":
+        from vtatune.deploy._exact import evaluate_exact
+
+        return np.stack(evaluate_exact(to_accumulators(to_qdq(proto)), name, xs))
     if engine == "onnxruntime":
         try:
             import onnxruntime as ort

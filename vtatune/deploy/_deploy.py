@@ -276,6 +276,13 @@ ENGINES = {"tvm": "TVM (CPU only)", "onnxruntime": "onnxruntime",
            "exact": "exact arithmetic (float64)"}
 
 
+#: The TVM reference of a few inputs is built with LLVM's optimizer off: compiling the
+#: whole model costs more than running it (DenseNet-121: 11 CPU-s to compile and 8 to run
+#: instead of 40 and 0.7); the outputs are the same (LLVM keeps IEEE arithmetic at every
+#: level, no fast-math: equal on DenseNet-121 and ResNet-50, tests check it).
+_UNOPTIMIZED, _FEW_INPUTS = '{"kind": "llvm", "opt-level": 0}', 2
+
+
 def reference(model: Any, input: Any, engine: str = "tvm") -> np.ndarray:
     """The same model's output on ``engine``: ``tvm`` (built by TVM for the CPU alone),
     ``onnxruntime`` (graph optimizations off: the float QDQ semantics; its fused integer
@@ -293,7 +300,8 @@ def references(model: Any, inputs: Any, engine: str = "tvm") -> np.ndarray:
     xs = [check_input(x, shape, dtype) for x in inputs]
     if engine == "tvm":
         proto = to_accumulators(to_qdq(proto))
-        vm = build_cpu(import_model(proto, shape, name).module, resolve_cpu_target()).vm()
+        target = resolve_cpu_target(None if len(xs) > _FEW_INPUTS else _UNOPTIMIZED)
+        vm = build_cpu(import_model(proto, shape, name).module, target).vm()
         return np.stack([run_main(vm, x) for x in xs])
     if engine == "exact":
         from vtatune.deploy._exact import evaluate_exact

@@ -340,7 +340,8 @@ def test_a_model_tvm_cannot_build_is_one_deploy_error():
     from tvm.script import relax as R
 
     from vtatune.deploy import DeployError
-    from vtatune.deploy._deploy import _build
+    from vtatune.deploy._cpu_build import build_cpu
+    from vtatune.deploy._cpu_target import resolve_cpu_target
 
     @R.function
     def main(x: R.Tensor(dtype="float32", ndim=2)):
@@ -348,7 +349,7 @@ def test_a_model_tvm_cannot_build_is_one_deploy_error():
 
     with pytest.raises(DeployError, match=r"^TVM cannot build the model for the CPU: .*"
                        r"run onnxruntime's quant_pre_process") as info:
-        _build(tvm.IRModule({"main": main}))
+        build_cpu(tvm.IRModule({"main": main}), resolve_cpu_target())
     assert "\n" not in str(info.value)
 
 

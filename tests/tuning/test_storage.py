@@ -494,3 +494,21 @@ def test_a_heartbeat_during_a_batch_waits_for_it(tmp_path):
     attrs = study.trials[0]
     assert attrs.user_attrs == {"a": 1, "b": 2} and _storage.HEARTBEAT_ATTR in attrs.system_attrs
     store.close()
+
+
+def test_opening_a_study_reads_no_trials_of_the_others(monkeypatch):
+    """A deploy's cache journal holds a study per workload tuned before; opening one reads
+    the studies' attrs, never every trial of every study (optuna's study summaries copy
+    them all: opening 50 studies over a cache of 140 took 35 s)."""
+    storage = optuna.storages.InMemoryStorage()
+    for i in range(3):
+        other = optuna.create_study(study_name=f"other{i}", storage=storage)
+        other.set_user_attr("vtatune", {"workload_key": f"w{i}", "hw_model": "pynq"})
+        other.optimize(lambda t: t.suggest_float("x", 0, 1), n_trials=2)
+    reads = []
+    real = storage.get_all_trials
+    monkeypatch.setattr(storage, "get_all_trials",
+                        lambda *a, **k: reads.append(a) or real(*a, **k))
+    opened = _storage.open_study(storage, "mine", {"workload_key": "w9", "hw_model": "pynq"},
+                                 "memory", allow_others=True, resume=False, extra={})
+    assert opened.created and opened.name == "mine" and reads == []

@@ -39,7 +39,7 @@ from vtatune.deploy.runtime._bundle import (
     workload_to_dict,
 )
 from vtatune.deploy.runtime._errors import DeployError
-from vtatune.deploy.runtime._tvm import scope_notices_dropped, tvm_version
+from vtatune.deploy.runtime._tvm import tvm_version
 from vtatune.records import write_whole
 
 
@@ -97,8 +97,7 @@ def bundle_files(model: Any) -> dict[str, bytes]:
     with tempfile.TemporaryDirectory(prefix="vtatune-bundle-") as tmp:
         library = Path(tmp) / CPU_LIBRARY
         try:
-            with scope_notices_dropped():
-                model.executable.export_library(str(library), fcompile=fcompile)
+            model.cpu_build.export(library, fcompile)
         except Exception as exc:  # TVM raises its own errors (a missing C compiler, ...)
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise DeployError(f"TVM cannot export the CPU's part: {first}") from None

@@ -23,6 +23,7 @@ import numpy as np
 from simulator.hardware import HardwareConfig
 from vtatune.builds import FallbackWarning
 from vtatune.deploy._chain import link
+from vtatune.deploy._cpu_build import CpuBuild, build_cpu
 from vtatune.deploy._cpu_target import CpuTarget, resolve_cpu_target
 from vtatune.deploy._dynamic import to_accumulators
 from vtatune.deploy._import import import_model
@@ -50,87 +51,15 @@ from vtatune.networks import DEFAULT_PATIENCE
 _ANCHOR_OPS = ("nn.conv2d", "nn.conv2d_transpose", "matmul", "add", "nn.relu")
 
 
-#: The widest loop the CPU schedule vectorizes whole (a wider one: in pieces of this).
-_VECTOR = 16
-
-
-def _build_cpu(mod: Any, cpu: CpuTarget) -> Any:
-    """``relax.build`` for the CPU ``cpu`` (any LLVM target), with each reduction's innermost
-    spatial loop moved inside its reduction loops and vectorized. relax.build leaves the CPU's
-    TIR unscheduled (naive loop nests: a convolution's innermost loop is its sum, which LLVM
-    cannot vectorize without reordering it); each output's sum still runs in the same order,
-    term by term, so the outputs are the unscheduled build's (tests check it), 3-5x sooner
-    for ResNet-18's convolutions."""
-    t = tvm()
-    from tvm import relax
-    from tvm.relax.backend import cpu_generic
-    from tvm.s_tir import Schedule, ScheduleError
-    from tvm.tirx import IterVar, PrimFunc
-
-    target = cpu.tvm_target()
-    # FoldConstant left out: it evaluates every call on constants (each weight's
-    # dequantize) by building that one function with LLVM, one build each (160 for
-    # MobileNet-v2: half its CPU build); the same functions then run at each inference
-    # instead, the same code on the same values (tests compare the outputs)
-    passes = [p for p in cpu_generic.legalize_passes(target) if p.info.name != "FoldConstant"]
-    with target:
-        mod = t.transform.Sequential(cpu_generic.library_dispatch_passes(target) + passes)(mod)
-    for gv, func in list(mod.functions.items()):
-        if not isinstance(func, PrimFunc):
-            continue
-        sch = Schedule(func)
-        changed = False
-        for block in sch.get_child_blocks(sch.get_sblock("root")):
-            kinds = [int(iv.iter_type) for iv in sch.get(block).iter_vars]
-            loops = sch.get_loops(block)
-            n = kinds.count(IterVar.DataPar)
-            if (len(loops) != len(kinds) or not 0 < n < len(kinds)
-                    or kinds != [IterVar.DataPar] * n + [IterVar.CommReduce] * (len(kinds) - n)):
-                continue
-            *outer, inner = loops[:n]
-            try:
-                if int(sch.get(inner).extent) > _VECTOR:
-                    piece, inner = sch.split(inner, [None, _VECTOR])
-                    outer.append(piece)
-                sch.reorder(*outer, *loops[n:], inner)
-                sch.vectorize(inner)
-            except (ScheduleError, TypeError):  # a symbolic extent, an unusual nest
-                continue
-            changed = True
-        if changed:
-            mod[gv] = sch.mod["main"]
-    return relax.build(mod, target=target)
-
-
-def _build(mod: Any, cpu: CpuTarget | None = None) -> Any:
-    """``relax.build`` for the CPU; DeployError when TVM cannot build what its own frontend
-    imported (TVM 0.27 leaves an ``R.concat`` of tensors of unknown shape unlegalized, as in
-    torchvision's ShuffleNet exported as it is: its CPU-only build fails alike; after
-    onnxruntime's ``quant_pre_process``, which infers the shapes, it builds). ``cpu``: the
-    CPU it is for (default: this machine's)."""
-    tvm()
-
-    try:
-        return _build_cpu(mod, cpu or resolve_cpu_target())
-    except Exception as exc:  # TVM raises InternalError, TVMError, ...
-        text = str(exc).strip().splitlines()
-        first = next((line for line in text if "Error" in line), text[0] if text else "")
-        offending = next((text[i + 1].strip() for i, line in enumerate(text[:-1])
-                          if line.startswith("Offending call")), "")
-        raise DeployError(f"TVM cannot build the model for the CPU: {first.strip()}"
-                          + (f" ({offending})" if offending else "") + "; shapes TVM could "
-                          "not infer are the usual cause: run onnxruntime's quant_pre_process "
-                          "on the float model before quantizing it") from None
-
-
 # --- building ---------------------------------------------------------------------------------
 class CompiledModel(DeployedModel):
     """A model built for VTA and the CPU in this process: :meth:`run` it on inputs (each
     run is one inference, with its own trace of offloaded calls), :meth:`save` it as a
     bundle. ``model``: the ONNX model built (quantized here when it came as float);
     ``model_sha256``: the SHA-256 of the model given (its file, or its serialized proto);
-    ``executable``: TVM's build of the CPU's part, for ``cpu_target`` (another machine's
-    CPU: ``vm`` is None, the model is saved to run there, not run here); ``regions``: the
+    ``cpu_build``: TVM's build of the CPU's part (:class:`CpuBuild`), for ``cpu_target``
+    (another machine's CPU: ``vm`` is None, the model is saved to run there, not run
+    here); ``regions``: the
     offloaded regions by symbol; ``output_spec``: the output's shape and dtype."""
 
     #: The preparation TVM's importer needed (``_import``: shape inference, constant
@@ -140,7 +69,8 @@ class CompiledModel(DeployedModel):
     def __init__(self, name: str, model: Any, hw: HardwareConfig, device: Device,
                  input_spec: tuple[str, tuple[int, ...], np.dtype], vm: Any, trace: Trace,
                  main_ops: list[tuple[str, CpuOp | None]], partitioning: Partitioning,
-                 seconds: dict[str, float], *, model_sha256: str = "", executable: Any = None,
+                 seconds: dict[str, float], *, model_sha256: str = "",
+                 cpu_build: CpuBuild | None = None,
                  regions: dict[str, Region] | None = None,
                  output_spec: tuple[tuple[int, ...], np.dtype] | None = None,
                  cpu_target: CpuTarget | None = None, macs: int = 0,
@@ -150,7 +80,7 @@ class CompiledModel(DeployedModel):
         self.model = model
         self.partitioning = partitioning
         self.model_sha256 = model_sha256
-        self.executable = executable
+        self.cpu_build = cpu_build
         self.regions = regions or {}
         self.output_spec = output_spec
         self.cpu_target = cpu_target or resolve_cpu_target()
@@ -253,7 +183,7 @@ def compile_model(model: Any, *, hw: HardwareConfig | str | None = None,
     from vtatune.deploy._codegen import Session, session, tuning_problems
     from vtatune.deploy._quantize import quantize
 
-    t = tvm()
+    tvm()
     from tvm import relax
 
     hw = hw if isinstance(hw, HardwareConfig) else (
@@ -303,12 +233,12 @@ def compile_model(model: Any, *, hw: HardwareConfig | str | None = None,
     if builder.without_log and codegen.regions:
         warnings.warn(NO_LOG, FallbackWarning, stacklevel=2)
     t0 = time.perf_counter()
-    executable = _build(mod, cpu)
-    vm = relax.VirtualMachine(executable, t.cpu()) if cpu.runs_here else None
+    cpu_build = build_cpu(mod, cpu)
+    vm = cpu_build.vm() if cpu.runs_here else None
     seconds["build"] = time.perf_counter() - t0
     compiled = CompiledModel(name, proto, hw, device, input_spec, vm, codegen.trace,
                              main_ops, state, seconds, model_sha256=digest,
-                             executable=executable, regions=codegen.regions,
+                             cpu_build=cpu_build, regions=codegen.regions,
                              output_spec=_output_spec(mod), cpu_target=cpu, macs=macs,
                              float_macs=floats)
     compiled.tuning = builder.tuning.as_dict() if builder.tuning is not None else None
@@ -352,11 +282,19 @@ ENGINES = {"tvm": "TVM (CPU only)", "onnxruntime": "onnxruntime",
            "exact": "exact arithmetic (float64)"}
 
 
+#: The TVM reference of a few inputs is built with LLVM's optimizer off: compiling the
+#: whole model costs more than running it (DenseNet-121: 11 CPU-s to compile and 8 to run
+#: instead of 40 and 0.7); the outputs are the same (LLVM keeps IEEE arithmetic at every
+#: level, no fast-math: equal on DenseNet-121 and ResNet-50, tests check it).
+_UNOPTIMIZED, _FEW_INPUTS = '{"kind": "llvm", "opt-level": 0}', 2
+
+
 def reference(model: Any, input: Any, engine: str = "tvm") -> np.ndarray:
     """The same model's output on ``engine``: ``tvm`` (built by TVM for the CPU alone),
     ``onnxruntime`` (graph optimizations off: the float QDQ semantics; its fused integer
     kernels are not exact on CPUs without VNNI) or ``exact`` (the QDQ graph in float64,
-    built by TVM: rounds as exact arithmetic does; :func:`vtatune.deploy._exact.float64_model`)."""
+    evaluated by ONNX's reference implementation: rounds as exact arithmetic does;
+    :func:`vtatune.deploy._exact.evaluate_exact`)."""
     return references(model, [input], engine)[0]
 
 
@@ -366,18 +304,15 @@ def references(model: Any, inputs: Any, engine: str = "tvm") -> np.ndarray:
     proto, _ = load_model(model)
     name, shape, dtype = model_input(proto)
     xs = [check_input(x, shape, dtype) for x in inputs]
-    if engine in ("tvm", "exact"):
-        t = tvm()
-        from tvm import relax
-
+    if engine == "tvm":
         proto = to_accumulators(to_qdq(proto))
-        if engine == "exact":
-            from vtatune.deploy._exact import float64_model
-
-            proto = float64_model(proto)
-            xs = [x.astype(np.float64) if x.dtype == np.float32 else x for x in xs]
-        vm = relax.VirtualMachine(_build(import_model(proto, shape, name).module), t.cpu())
+        target = resolve_cpu_target(None if len(xs) > _FEW_INPUTS else _UNOPTIMIZED)
+        vm = build_cpu(import_model(proto, shape, name).module, target).vm()
         return np.stack([run_main(vm, x) for x in xs])
+    if engine == "exact":
+        from vtatune.deploy._exact import evaluate_exact
+
+        return np.stack(evaluate_exact(to_accumulators(to_qdq(proto)), name, xs))
     if engine == "onnxruntime":
         try:
             import onnxruntime as ort

@@ -23,17 +23,16 @@ weight, and no conv matches any more.
 from __future__ import annotations
 
 import itertools
-import secrets
+from collections.abc import Iterator
 from typing import Any
 
 from simulator.hardware import HardwareConfig
 from vtatune.deploy._patterns import PREFIX, Partitioning, partitioning, register
 from vtatune.deploy._tvm import tvm
+from vtatune.deploy.runtime._tvm import ffi
 
-_SYMBOLS = itertools.count(1)
-#: This process's mark in its symbols: a loaded bundle registers the symbols of the process
-#: that built it, which must not take over another model's (TVM's registry is global).
-_PROCESS = secrets.token_hex(4)
+#: Each partitioned module's count of its regions in this process, by the module's digest.
+_SYMBOLS: dict[str, Iterator[int]] = {}
 
 
 def duplicate_shared_dequantize(mod: Any) -> Any:
@@ -78,10 +77,18 @@ def partition(mod: Any, hw: HardwareConfig) -> tuple[Any, Partitioning]:
         mod = relax.transform.FuseOpsByPattern(patterns, bind_constants=True,
                                                annotate_codegen=False)(mod)
         mod = relax.transform.MergeCompositeFunctions()(mod)
-    for gv, func in list(mod.functions.items()):
+    # Each region's symbol names the module partitioned (its structural hash, constants
+    # included) and counts its regions: the same model built in any fresh process has the
+    # same symbols, so its CPU part (which calls them by name) is the same library, which
+    # the cache of CPU builds keeps (``_cpu_build``); another model's symbols differ, so
+    # bundles of different models load into one process side by side (TVM's registry is
+    # global), and a model built again in one process counts on
+    digest = f"{ffi().structural_hash(mod):016x}"[:12]
+    count = _SYMBOLS.setdefault(digest, itertools.count(1))
+    for gv, func in sorted(mod.functions.items(), key=lambda item: item[0].name_hint):
         if isinstance(func, relax.Function) and func.attrs is not None \
                 and func.attrs.get("Codegen") == PREFIX:
-            mod[gv] = func.with_attr("global_symbol", f"vtatune_vta_{_PROCESS}_{next(_SYMBOLS)}")
+            mod[gv] = func.with_attr("global_symbol", f"vtatune_vta_{digest}_{next(count)}")
     return mod, state
 
 

@@ -89,7 +89,7 @@ def _open_study(out: Path, storage: str | None, base: str, resume: bool,
         else:
             store = storage
         try:
-            names = {s.study_name for s in optuna.get_all_study_summaries(store)}
+            names = {s.study_name for s in optuna.storages.get_storage(store).get_all_studies()}
             name = base
             if not resume:
                 i = 1

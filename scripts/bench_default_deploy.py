@@ -12,6 +12,9 @@ script's own (``$VTATUNE_CACHE_DIR``):
 - ``warm``: default flags again, the cache log holding its workloads (nothing to tune);
 - ``--check``: the warm run with ``--check`` (what the check adds);
 - ``tune0``: ``--tune 0``: no tuning, each layer the cost model's pick;
+- ``exact`` (``--exact``): default flags with ``--exact`` (tuned too: each layer whose
+  requantization VTA would round differently from TVM runs once per accumulator byte, the
+  CPU requantizing; what the default's one pass saves);
 - ``reference``: ``--reference N`` trials every workload (no early stop: ``tune_patience``
   None), in this process, into a log of its own; then deployed with it, ``--tune 0``.
 
@@ -85,6 +88,8 @@ def main() -> None:
     ap.add_argument("--reference", type=int, default=0, metavar="N",
                     help="also tune N trials every workload (no early stop) and deploy it")
     ap.add_argument("--no-tune0", action="store_true", help="leave out the --tune 0 run")
+    ap.add_argument("--exact", action="store_true",
+                    help="also deploy with --exact (a pass per accumulator byte)")
     ap.add_argument("--out", default=str(ROOT / "scripts/results/bench_default_deploy.json"))
     args = ap.parse_args()
     results = {}
@@ -98,6 +103,8 @@ def main() -> None:
                 runs["check"] = _deploy(model, Path(cache), args.hw, "--check")
             if not args.no_tune0:
                 runs["tune0"] = _deploy(model, Path(cache), args.hw, "--tune", "0")
+            if args.exact:
+                runs["exact"] = _deploy(model, Path(cache), args.hw, "--exact")
             if args.reference:
                 runs["reference"] = _reference(model, args.hw, args.reference,
                                                Path(cache) / "reference.jsonl")
@@ -107,6 +114,8 @@ def main() -> None:
                 f"{warm['vta_cycles']:,}), default schedules {cold['default_cycles']:,}")
         if "tune0" in runs:
             line += f", --tune 0 {runs['tune0']['vta_cycles']:,}"
+        if "exact" in runs:
+            line += f", --exact {runs['exact']['vta_cycles']:,}"
         if "reference" in runs:
             ref = runs["reference"]["vta_cycles"]
             line += f", --reference {ref:,} (default flags {cold['vta_cycles'] / ref:.4f}x)"
@@ -126,8 +135,9 @@ def table(results: dict) -> str:
     """The runs as docs/deploy.md's table (markdown)."""
     rows = ["| model | VTA cycles: default schedules | `--tune 0` (cost model's pick) | "
             "default flags (tuned) | 200 trials a workload | default / 200 | trials "
-            "(workloads) | wall: cold / warm / warm `--check` (load) |",
-            "|---|---:|---:|---:|---:|---:|---:|---|"]
+            "(workloads) | `--exact` (a pass per byte) | wall: cold / warm / warm `--check` "
+            "(load) |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---|"]
     for name, runs in results.items():
         cold = runs["cold"]
         ref = runs.get("reference", {}).get("vta_cycles")
@@ -141,6 +151,7 @@ def table(results: dict) -> str:
             f"{f'{ref:,}' if ref else '-'} | "
             f"{ratio} | "
             f"{cold['tuning']['trials']} ({cold['tuning']['workloads']}) | "
+            f"{format(runs['exact']['vta_cycles'], ',') if 'exact' in runs else '-'} | "
             f"{' / '.join(walls)} ({loads[0]:.0f}-{loads[-1]:.0f}) |")
     return "\n".join(rows) + "\n"
 

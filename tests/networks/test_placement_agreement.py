@@ -22,6 +22,7 @@ import pytest
 pytest.importorskip("tvm")
 pytest.importorskip("onnxruntime")
 
+from tests._calibration import seeded_reader  # noqa: E402
 from vtatune.builds import FallbackWarning  # noqa: E402
 from vtatune.cli import main  # noqa: E402
 from vtatune.deploy import deploy, models, quantize  # noqa: E402
@@ -100,17 +101,9 @@ def _ort_quantized(float_model, tmp_path):
 
     inp = float_model.graph.input[0]
     shape = [d.dim_value for d in inp.type.tensor_type.shape.dim]
-    rng = np.random.default_rng(0)
-    samples = iter([{inp.name: rng.standard_normal(shape).astype(np.float32)}
-                    for _ in range(2)])
-
-    class Reader:
-        def get_next(self):
-            return next(samples, None)
-
     onnx.save(float_model, str(tmp_path / "float.onnx"))
-    quantize_static(tmp_path / "float.onnx", tmp_path / "ort.onnx", Reader(),
-                    quant_format=QuantFormat.QDQ)
+    quantize_static(tmp_path / "float.onnx", tmp_path / "ort.onnx",
+                    seeded_reader(inp.name, shape, n=2), quant_format=QuantFormat.QDQ)
     return onnx.load(str(tmp_path / "ort.onnx"))
 
 

@@ -119,10 +119,23 @@ def _quantized(name, quantizer, tmp_path):
 #: sim runs residual adds on VTA (pynq leaves them to the CPU): the models with adds
 CASES = [(name, hw) for name in sorted(MODELS) for hw in ("pynq", "sim")
          if hw == "pynq" or name in ("conv_residual", "convnext_stage", "resnet18")]
+QUANTIZERS = ("vtatune", "onnxruntime")
 
 
-@pytest.mark.parametrize("quantizer", ["vtatune", "onnxruntime"])
-@pytest.mark.parametrize(("name", "hw"), CASES)
+def _sampled(cases):
+    """Every (model, hardware) once in the default suite, by the two quantizers in turn on
+    each hardware (each quantizer on each); the other quantizer's case in the full sweep
+    (``-m slow``): 16 cases of 32, about 2 s each."""
+    turn = Counter()
+    for name, hw in cases:
+        for quantizer in QUANTIZERS:
+            default = quantizer == QUANTIZERS[turn[hw] % 2]
+            yield pytest.param(name, quantizer, hw, id=f"{name}-{hw}-{quantizer}",
+                               marks=() if default else pytest.mark.slow)
+        turn[hw] += 1
+
+
+@pytest.mark.parametrize(("name", "quantizer", "hw"), list(_sampled(CASES)))
 def test_deploy_and_network_place_the_same_layers_for_the_same_reasons(name, quantizer, hw,
                                                                        tmp_path, capsys):
     model = _quantized(name, quantizer, tmp_path)

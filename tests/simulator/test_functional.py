@@ -47,7 +47,7 @@ def random_legal(rng, workloads, hws, count, max_insns=40000):
             lowered = lower(wl, s, hw, bias)
         except IllegalSchedule:
             continue
-        if len(lowered.program.instructions) <= max_insns:
+        if len(lowered.program) <= max_insns:  # the table's length: nothing decoded
             found.append(lowered)
     return found
 

@@ -19,7 +19,6 @@ top-1 onnxruntime's. Each model's row is printed as soon as it is done.
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 import warnings
@@ -27,10 +26,8 @@ from pathlib import Path
 
 import numpy as np
 
-from vtatune.records import append_json_line, write_whole
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_quantizers import _input  # noqa: E402
+from bench_quantizers import _input, parser, tabulate  # noqa: E402
 
 COLUMNS = ("model", "deployed", "import", "vta_mac_share", "VTA vs onnxruntime",
            "TVM vs onnxruntime", "VTA vs TVM", "top-1 = onnxruntime", "verdict", "seconds")
@@ -131,24 +128,8 @@ def row(m: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("models", nargs="+", type=Path)
-    p.add_argument("--hw", default="pynq")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--json", type=Path, help="append one JSON line per model")
-    p.add_argument("--markdown", type=Path, help="write the table here too")
-    args = p.parse_args(argv)
-    lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
-    print("\n".join(lines), flush=True)
-    for path in args.models:
-        m = measure(path, args.hw, args.seed)
-        lines.append(row(m))
-        print(lines[-1], flush=True)
-        if args.json:  # a line each model, whole or not at all
-            append_json_line(args.json, m)
-        if args.markdown:  # the table so far: a long run leaves what it measured
-            write_whole({args.markdown: ("\n".join(lines) + "\n").encode()})
-    return 0
+    args = parser(__doc__).parse_args(argv)
+    return tabulate(args, COLUMNS, lambda path: measure(path, args.hw, args.seed), row)
 
 
 if __name__ == "__main__":

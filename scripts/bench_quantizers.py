@@ -18,6 +18,7 @@ import argparse
 import sys
 import time
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -89,29 +90,47 @@ def row(m: dict) -> str:
     return "| " + " | ".join(cells) + " |"
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def parser(doc: str) -> argparse.ArgumentParser:
+    """The options this script and bench_formats.py share: model files, hardware, input
+    seed, where the JSON lines and the table go."""
+    p = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     p.add_argument("models", nargs="+", type=Path)
     p.add_argument("--hw", default="pynq")
-    p.add_argument("--log")
-    p.add_argument("--exact", action="store_true")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", type=Path, help="append one JSON line per model")
     p.add_argument("--markdown", type=Path, help="write the table here too")
-    args = p.parse_args(argv)
-    lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+    return p
+
+
+def tabulate(args: argparse.Namespace, columns: tuple[str, ...],
+             measure_one: Callable[[Path], dict], row_of: Callable[[dict], str],
+             notes: Callable[[dict], list[str]] = lambda m: []) -> int:
+    """Each model measured in turn, its markdown row printed as soon as it is done (its
+    ``notes`` below it, on stderr); its JSON line appended whole (a full disk, a kill);
+    the table so far written whole to ``--markdown``: a long run leaves what it measured."""
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     print("\n".join(lines), flush=True)
     for path in args.models:
-        m = measure(path, args.hw, args.log, args.exact, args.seed)
-        lines.append(row(m))
+        m = measure_one(path)
+        lines.append(row_of(m))
         print(lines[-1], flush=True)
-        if args.json:  # a line each model, whole or not at all (a full disk, a kill)
+        for note in notes(m):
+            print(f"    {note}", file=sys.stderr)
+        if args.json:
             append_json_line(args.json, m)
-        for reason in m["cpu_reasons"]:
-            print(f"    CPU: {reason}", file=sys.stderr)
-    if args.markdown:
-        write_whole({args.markdown: ("\n".join(lines) + "\n").encode()})
+        if args.markdown:
+            write_whole({args.markdown: ("\n".join(lines) + "\n").encode()})
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = parser(__doc__)
+    p.add_argument("--log")
+    p.add_argument("--exact", action="store_true")
+    args = p.parse_args(argv)
+    return tabulate(args, COLUMNS,
+                    lambda path: measure(path, args.hw, args.log, args.exact, args.seed), row,
+                    notes=lambda m: [f"CPU: {reason}" for reason in m["cpu_reasons"]])
 
 
 if __name__ == "__main__":

@@ -202,10 +202,20 @@ _FLAGS = (("pop_prev", 1), ("pop_next", 1), ("push_prev", 1), ("push_next", 1))
 @cache
 def _layouts(hw: HardwareConfig) -> dict[Opcode, tuple[tuple[str, int, int], ...]]:
     """Per opcode: (field, bit offset, width), laid out with C bit-field rules."""
-    uop_bits = (hw.uop_depth - 1).bit_length()
-    acc_bits = (hw.acc_depth - 1).bit_length()
-    inp_bits = (hw.inp_depth - 1).bit_length()
-    wgt_bits = (hw.wgt_depth - 1).bit_length()
+    widths = tuple((depth - 1).bit_length()
+                   for depth in (hw.uop_depth, hw.acc_depth, hw.inp_depth, hw.wgt_depth))
+    layouts, bits = _layouts_of(*widths)
+    if layouts is None:
+        raise EncodingError(f"instruction layout needs {bits} bits for {hw.bitstream}")
+    return layouts
+
+
+@cache
+def _layouts_of(uop_bits: int, acc_bits: int, inp_bits: int, wgt_bits: int
+                ) -> tuple[dict[Opcode, tuple[tuple[str, int, int], ...]] | None, int]:
+    """:func:`_layouts` of the index widths, the only part of the hardware they read (a
+    design search checks a hundred thousand configurations of a few widths); None and the
+    bits needed when an instruction does not fit."""
     head = (("opcode", 3), *_FLAGS)
     mem = (
         *head,
@@ -234,24 +244,22 @@ def _layouts(hw: HardwareConfig) -> dict[Opcode, tuple[tuple[str, int, int], ...
     gemm = (*head, *loop, ("wgt_factor_out", wgt_bits), ("wgt_factor_in", wgt_bits))
     alu = (*head, *loop, ("alu_op", 3), ("use_imm", 1), ("imm", 16))
 
-    def place(spec: tuple[tuple[str, int], ...]) -> tuple[tuple[str, int, int], ...]:
+    def place(spec: tuple[tuple[str, int], ...]) -> tuple[tuple[tuple[str, int, int], ...], int]:
         out, pos = [], 0
         for name, width in spec:
             if pos // 64 != (pos + width - 1) // 64:
                 pos = (pos // 64 + 1) * 64
             out.append((name, pos, width))
             pos += width
-        if pos > 128:
-            raise EncodingError(f"instruction layout needs {pos} bits for {hw.bitstream}")
-        return tuple(out)
+        return tuple(out), pos
 
-    return {
-        Opcode.LOAD: place(mem),
-        Opcode.STORE: place(mem),
-        Opcode.GEMM: place(gemm),
-        Opcode.ALU: place(alu),
-        Opcode.FINISH: place(gemm),
-    }
+    placed = {Opcode.LOAD: place(mem), Opcode.STORE: place(mem), Opcode.GEMM: place(gemm),
+              Opcode.ALU: place(alu), Opcode.FINISH: place(gemm)}
+    # the first that does not fit, in the order the opcodes were laid out before
+    for _, bits in placed.values():
+        if bits > 128:
+            return None, bits
+    return {op: fields for op, (fields, _) in placed.items()}, 128
 
 
 def check_encodable(hw: HardwareConfig) -> None:

@@ -28,34 +28,36 @@ FIFOS = {
 }
 
 
-def pops_of(insn: Instruction) -> tuple[str, ...]:
-    """The FIFOs an instruction pops from, given its module."""
+#: The FIFO of each (producer, consumer).
+_FIFO_BETWEEN = {ends: name for name, ends in FIFOS.items()}
+
+
+def _token_fifos(insn: Instruction, verb: str, prev: bool, next_: bool) -> tuple[str, ...]:
+    """The FIFOs between ``insn``'s module and the neighbours its flags name (the previous
+    stage first), in the direction of ``verb``: a pop reads the FIFO the neighbour
+    produces, a push writes the one it consumes."""
     m = insn.module
     out = []
-    if insn.pop_prev:
-        if m == Module.LOAD:
-            raise ProgramError(f"{insn.kind}: the load module has no previous stage to pop")
-        out.append("l2g" if m == Module.COMPUTE else "g2s")
-    if insn.pop_next:
-        if m == Module.STORE:
-            raise ProgramError(f"{insn.kind}: the store module has no next stage to pop")
-        out.append("g2l" if m == Module.LOAD else "s2g")
+    for side, flagged, step in (("previous", prev, -1), ("next", next_, 1)):
+        if not flagged:
+            continue
+        try:
+            neighbour = Module(m + step)
+        except ValueError:
+            raise ProgramError(f"{insn.kind}: the {m.name.lower()} module has no {side} "
+                               f"stage to {verb}") from None
+        out.append(_FIFO_BETWEEN[(neighbour, m) if verb == "pop" else (m, neighbour)])
     return tuple(out)
+
+
+def pops_of(insn: Instruction) -> tuple[str, ...]:
+    """The FIFOs an instruction pops from, given its module."""
+    return _token_fifos(insn, "pop", insn.pop_prev, insn.pop_next)
 
 
 def pushes_of(insn: Instruction) -> tuple[str, ...]:
     """The FIFOs an instruction pushes to, given its module."""
-    m = insn.module
-    out = []
-    if insn.push_prev:
-        if m == Module.LOAD:
-            raise ProgramError(f"{insn.kind}: the load module has no previous stage to push")
-        out.append("g2l" if m == Module.COMPUTE else "s2g")
-    if insn.push_next:
-        if m == Module.STORE:
-            raise ProgramError(f"{insn.kind}: the store module has no next stage to push")
-        out.append("l2g" if m == Module.LOAD else "g2s")
-    return tuple(out)
+    return _token_fifos(insn, "push", insn.push_prev, insn.push_next)
 
 
 def execution_order(program: Program) -> list[int]:

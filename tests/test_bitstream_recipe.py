@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from simulator.hardware import HardwareConfig
+from tests._docs import table_after
 from vtatune.design import hardware_build
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -35,21 +36,10 @@ def _hw(name: str) -> HardwareConfig:
         HardwareConfig.resolve(name)
 
 
-def _edit_rows() -> list[list[str]]:
-    lines = PAGE.read_text().splitlines()
-    start = lines.index("| `hardware_build.json` | file of tvm-vta | what to write |")
-    rows = []
-    for line in lines[start + 2:]:
-        if not line.startswith("|"):
-            break
-        rows.append([cell.strip() for cell in line.strip("|").split("|")])
-    return rows
-
-
 @pytest.mark.parametrize("design", DESIGNS)
 def test_each_key_the_recipe_reads_is_in_the_json(design):
     build = hardware_build(_hw(design))
-    rows = _edit_rows()
+    rows = table_after(PAGE, "| `hardware_build.json` | file of tvm-vta | what to write |")
     assert len(rows) == 6
     for key, *_ in rows:
         node = build

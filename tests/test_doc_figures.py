@@ -12,22 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from tests._docs import table_after
+
 ROOT = Path(__file__).resolve().parents[1]
 TVM014 = ROOT / "docs" / "tvm014.md"
 OPTIMA = ROOT / "scripts" / "results" / "autotvm_optima.json"
-
-
-def table_after(page: Path, header: str) -> list[list[str]]:
-    """The rows (cells stripped) of the markdown table whose header row starts with
-    ``header``, without the header and the alignment row."""
-    lines = page.read_text().splitlines()
-    (start,) = [i for i, line in enumerate(lines) if line.startswith(header)]
-    rows = []
-    for line in lines[start + 2:]:
-        if not line.startswith("|"):
-            break
-        rows.append([cell.strip() for cell in line.strip("|").split("|")])
-    return rows
 
 
 def _autotvm_optima_script():

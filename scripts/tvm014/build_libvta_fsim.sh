@@ -18,40 +18,7 @@
 # About 2 minutes on two cores.
 set -euo pipefail
 
-if [[ $# -lt 1 || $# -gt 2 ]]; then
-    echo "usage: $0 TVM_SOURCE_DIR [BUILD_DIR]" >&2
-    exit 2
-fi
-tvm=$(cd "$1" && pwd)
-build=${2:-$tvm/build}
-jobs=${JOBS:-2}
-
-for need in CMakeLists.txt 3rdparty/vta-hw/config/vta_config.json \
-            3rdparty/dlpack/include/dlpack/dlpack.h 3rdparty/dmlc-core/include/dmlc/logging.h \
-            3rdparty/rang/include/rang.hpp; do
-    if [[ ! -e $tvm/$need ]]; then
-        echo "$0: $tvm/$need missing (fill in TVM's source tree and its 3rdparty/)" >&2
-        exit 2
-    fi
-done
-for tool in g++ cmake ninja; do
-    command -v "$tool" >/dev/null || { echo "$0: $tool not found" >&2; exit 2; }
-done
-
-mkdir -p "$build"
-# TVM's own default config, with the three settings this build needs: no LLVM (no codegen
-# is built), VTA's functional simulator on, and no libbacktrace (it would be fetched).
-cp "$tvm/cmake/config.cmake" "$build/config.cmake"
-cat >> "$build/config.cmake" <<'CFG'
-set(USE_LLVM OFF)
-set(USE_VTA_FSIM ON)
-set(USE_LIBBACKTRACE OFF)
-CFG
-
-cd "$build"
-cmake -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS="-O1 -g0 -w" "$tvm"
-# Only the two libraries: the compiler library (target tvm) is what needs LLVM and 30 minutes.
-ninja -j"$jobs" tvm_runtime vta_fsim
-# The hardware the library simulates, where vtatune's DriverDevice looks for it.
-cp "$tvm/3rdparty/vta-hw/config/vta_config.json" "$build/vta_config.json"
-ls -l "$build/libtvm_runtime.so" "$build/libvta_fsim.so" "$build/vta_config.json"
+. "$(dirname "$0")/_libvta_build.sh"
+libvta_args "$@"
+libvta_require
+libvta_build vta_fsim

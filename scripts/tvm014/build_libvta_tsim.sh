@@ -22,26 +22,10 @@
 # vta_config.json next to them.
 set -euo pipefail
 
-if [[ $# -lt 1 || $# -gt 2 ]]; then
-    echo "usage: $0 TVM_SOURCE_DIR [BUILD_DIR]" >&2
-    exit 2
-fi
-tvm=$(cd "$1" && pwd)
-build=${2:-$tvm/build}
-jobs=${JOBS:-2}
-
-for need in CMakeLists.txt 3rdparty/vta-hw/config/vta_config.json \
-            3rdparty/vta-hw/src/dpi/module.cc 3rdparty/vta-hw/src/tsim/tsim_driver.cc \
-            3rdparty/dlpack/include/dlpack/dlpack.h 3rdparty/dmlc-core/include/dmlc/logging.h \
-            3rdparty/rang/include/rang.hpp; do
-    if [[ ! -e $tvm/$need ]]; then
-        echo "$0: $tvm/$need missing (fill in TVM's source tree and its 3rdparty/)" >&2
-        exit 2
-    fi
-done
-for tool in g++ cmake ninja verilator perl; do
-    command -v "$tool" >/dev/null || { echo "$0: $tool not found" >&2; exit 2; }
-done
+. "$(dirname "$0")/_libvta_build.sh"
+libvta_args "$@"
+libvta_require 3rdparty/vta-hw/src/dpi/module.cc 3rdparty/vta-hw/src/tsim/tsim_driver.cc \
+    -- verilator perl
 inc=${VERILATOR_INC_DIR:-/usr/share/verilator/include}
 if [[ ! -e $inc/verilated_threads.cpp ]]; then
     echo "$0: no Verilator headers in $inc (set VERILATOR_INC_DIR)" >&2
@@ -58,19 +42,6 @@ fi
 grep -q 'const String& name' "$module" && grep -q '"verilated_threads.cpp"' "$module" || {
     echo "$0: could not apply the Verilator 5 fixes to $module" >&2; exit 1; }
 
-mkdir -p "$build"
 # build_libvta_fsim.sh's settings, and the tsim driver: one build directory serves both.
-cp "$tvm/cmake/config.cmake" "$build/config.cmake"
-cat >> "$build/config.cmake" <<'CFG'
-set(USE_LLVM OFF)
-set(USE_VTA_FSIM ON)
-set(USE_VTA_TSIM ON)
-set(USE_LIBBACKTRACE OFF)
-CFG
-
-cd "$build"
-VERILATOR_INC_DIR=$inc cmake -G Ninja -DCMAKE_BUILD_TYPE=Release \
-    -DCMAKE_CXX_FLAGS="-O1 -g0 -w" "$tvm"
-ninja -j"$jobs" tvm_runtime vta_tsim
-cp "$tvm/3rdparty/vta-hw/config/vta_config.json" "$build/vta_config.json"
-ls -l "$build/libtvm_runtime.so" "$build/libvta_tsim.so" "$build/vta_config.json"
+export VERILATOR_INC_DIR=$inc
+libvta_build vta_tsim "set(USE_VTA_TSIM ON)"

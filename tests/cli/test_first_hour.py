@@ -354,35 +354,34 @@ def test_later_commands_run_the_engines_the_tuner_compiled(tmp_path):
     assert {name: n for name, n in counts.items() if n > 1} == {}
 
 
+def after_a_main_command(tmp_path: Path, probe: str) -> str:
+    """The last line ``probe`` prints in a fresh process after a main command (a 3-trial
+    conv2d tuning) ran there."""
+    code = ("import sys\n"
+            "from vtatune.cli import main\n"
+            "assert main(['conv2d', '--trials', '3', '--seed', '1', '--quiet',\n"
+            "             '--log', sys.argv[1] + '/t.jsonl']) == 0\n" + probe + "\n")
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True,
+                         text=True, cwd=ROOT, check=True)
+    return out.stdout.splitlines()[-1]
+
+
 def test_the_main_command_imports_no_database_driver_nor_scipy_linalg(tmp_path):
     """A warm main command takes about 1 s: SQLAlchemy (imported to classify the exception
     a new study's first read raises) and scipy.linalg (numba's BLAS probe, when SciPy is
     installed) were 0.3-0.5 s and 0.25-0.4 s of it."""
-    code = ("import sys\n"
-            "from vtatune.cli import main\n"
-            "assert main(['conv2d', '--trials', '3', '--seed', '1', '--quiet',\n"
-            "             '--log', sys.argv[1] + '/t.jsonl']) == 0\n"
-            "print(sorted(m for m in ('sqlalchemy', 'scipy.linalg', 'pandas')\n"
-            "             if m in sys.modules))\n")
-    out = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True,
-                         text=True, cwd=ROOT, check=True)
-    assert out.stdout.splitlines()[-1] == "[]"
+    probe = "print(sorted(m for m in ('sqlalchemy', 'scipy.linalg', 'pandas') if m in sys.modules))"
+    assert after_a_main_command(tmp_path, probe) == "[]"
 
 
 def test_a_warm_main_command_loads_its_engines_without_numbas_whole_target(tmp_path):
     """numba's cache loader initialised its whole CPU target (every typing and lowering
     registry, 0.2-0.3 s of CPU) before loading each cached engine; only compiling needs it
     (issue 41 item 14). The engines are cached (the session's fixture compiled them)."""
-    code = ("import sys\n"
-            "from simulator import jit\n"
-            "from vtatune.cli import main\n"
-            "assert main(['conv2d', '--trials', '3', '--seed', '1', '--quiet',\n"
-            "             '--log', sys.argv[1] + '/t.jsonl']) == 0\n"
-            "print(jit._target_ready, 'numba.np.npyimpl' in sys.modules,\n"
-            "      sum(len(d.signatures) for d in jit._COMPILED.values()) > 0)\n")
-    out = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True,
-                         text=True, cwd=ROOT, check=True)
-    assert out.stdout.splitlines()[-1] == "False False True"
+    probe = ("from simulator import jit\n"
+             "print(jit._target_ready, 'numba.np.npyimpl' in sys.modules,\n"
+             "      sum(len(d.signatures) for d in jit._COMPILED.values()) > 0)")
+    assert after_a_main_command(tmp_path, probe) == "False False True"
 
 
 def test_a_compilation_still_finds_numbas_whole_target(tmp_path):

@@ -10,8 +10,6 @@ import hashlib
 import json
 import os
 import shutil
-import subprocess
-import sys
 import warnings
 from pathlib import Path
 
@@ -24,6 +22,7 @@ pytest.importorskip("onnxruntime")
 import onnx  # noqa: E402
 
 from simulator.hardware import DEFAULT, HardwareConfig  # noqa: E402
+from tests._bundles import fresh  # noqa: E402
 from vtatune import __version__  # noqa: E402
 from vtatune.cli import main  # noqa: E402
 from vtatune.deploy import (  # noqa: E402
@@ -61,17 +60,10 @@ def built(tmp_path_factory):
             "result": result}
 
 
-def _fresh(*argv: str) -> subprocess.CompletedProcess:
-    """A new Python process running this tree's vtatune."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, *argv], capture_output=True, text=True, cwd=ROOT,
-                          env=env, timeout=300)
-
-
 def test_a_bundle_runs_in_a_fresh_process_as_it_ran_where_it_was_built(built, tmp_path):
     out = tmp_path / "y.npy"
-    proc = _fresh("-m", "vtatune", "run", str(built["bundle"]), "--input", str(built["x"]),
-                  "--output", str(out), "--json")
+    proc = fresh("-m", "vtatune", "run", str(built["bundle"]), "--input", str(built["x"]),
+                 "--output", str(out), "--json")
     assert proc.returncode == 0, proc.stderr
     want = built["result"]
     assert np.array_equal(np.load(out), want.output)
@@ -183,8 +175,8 @@ def test_deploy_save_writes_a_bundle_that_run_runs_alike(built, tmp_path, capsys
         assert main(["deploy", str(built["dir"] / "model.onnx"), "--input", str(built["x"]),
                      "--output", str(y_deploy), "--save", str(bundle)]) == 0
     assert f"bundle saved to {bundle}" in capsys.readouterr().out
-    proc = _fresh("-m", "vtatune", "run", str(bundle), "--input", str(built["x"]), "--output",
-                  str(y_run))
+    proc = fresh("-m", "vtatune", "run", str(bundle), "--input", str(built["x"]), "--output",
+                 str(y_run))
     assert proc.returncode == 0, proc.stderr
     assert np.array_equal(np.load(y_run), np.load(y_deploy))
     assert f"saved to {y_run}" in proc.stdout
@@ -201,8 +193,8 @@ def test_saving_and_running_a_bundle_print_nothing(tmp_path, capfd):
     capfd.readouterr()
     compiled.save(tmp_path / "cpu.bundle")
     assert capfd.readouterr() == ("", "")
-    proc = _fresh("-m", "vtatune", "run", str(tmp_path / "cpu.bundle"), "--output",
-                  str(tmp_path / "y.npy"))
+    proc = fresh("-m", "vtatune", "run", str(tmp_path / "cpu.bundle"), "--output",
+                 str(tmp_path / "y.npy"))
     assert (proc.returncode, proc.stderr) == (0, "")
     assert np.array_equal(np.load(tmp_path / "y.npy"), compiled.run().output)
 
@@ -281,12 +273,12 @@ def test_run_writes_exactly_the_output_named_checked_first_and_checks_its_seed(b
     assert main(["run", str(built["bundle"]), "--output", str(tmp_path)]) == 2
     assert capsys.readouterr().err == (f"vtatune: error: --output {tmp_path} is a directory: "
                                        f"name the file (e.g. {tmp_path / 'y.npy'})\n")
-    proc = _fresh("-m", "vtatune", "run", str(built["bundle"]), "--input", str(built["x"]),
-                  "--output", str(tmp_path / "y.out"))
+    proc = fresh("-m", "vtatune", "run", str(built["bundle"]), "--input", str(built["x"]),
+                 "--output", str(tmp_path / "y.out"))
     assert proc.returncode == 0, proc.stderr
     assert [p.name for p in tmp_path.iterdir()] == ["y.out"]
     assert np.array_equal(np.load(tmp_path / "y.out"), built["result"].output)
-    proc = _fresh("-m", "vtatune", "run", str(built["bundle"]), "--seed", "-1")
+    proc = fresh("-m", "vtatune", "run", str(built["bundle"]), "--seed", "-1")
     assert (proc.returncode, proc.stdout) == (2, "")
     assert proc.stderr == "vtatune: error: seed must be an integer in 0..4294967295, got -1\n"
 
@@ -333,7 +325,7 @@ print(" ".join(sorted(sys.modules)))
 def test_loading_and_running_a_bundle_imports_none_of_the_compiler(built, tmp_path, device):
     script = tmp_path / "board.py"
     script.write_text(_STAND_IN)
-    proc = _fresh(str(script), str(built["bundle"]), device, str(built["x"]))
+    proc = fresh(str(script), str(built["bundle"]), device, str(built["x"]))
     assert proc.returncode == 0, proc.stderr
     shape, modules = proc.stdout.splitlines()
     passes = sum(c.passes for c in built["result"].offloaded)
@@ -374,8 +366,8 @@ def test_an_int8_resnet18_bundle_runs_alike_in_a_fresh_process(tmp_path):
     compiled = compile_model(model, hw="pynq", log=ROOT / "logs" / "resnet18-pynq.jsonl")
     want = compiled.run(x)
     compiled.save(tmp_path / "resnet18.bundle")
-    proc = _fresh("-m", "vtatune", "run", str(tmp_path / "resnet18.bundle"), "--input",
-                  str(tmp_path / "x.npy"), "--output", str(tmp_path / "y.npy"), "--json")
+    proc = fresh("-m", "vtatune", "run", str(tmp_path / "resnet18.bundle"), "--input",
+                 str(tmp_path / "x.npy"), "--output", str(tmp_path / "y.npy"), "--json")
     assert proc.returncode == 0, proc.stderr
     assert np.array_equal(np.load(tmp_path / "y.npy"), want.output)
     got = json.loads(proc.stdout)

@@ -17,6 +17,7 @@ pytest.importorskip("tvm")
 pytest.importorskip("onnxruntime")
 
 from simulator.hardware import DEFAULT, PRESETS, HardwareConfig  # noqa: E402
+from tests._calibration import seeded_reader  # noqa: E402
 from vtatune.builds import FallbackWarning  # noqa: E402
 from vtatune.deploy import (  # noqa: E402
     DeployError,
@@ -235,21 +236,12 @@ def test_onnxruntimes_default_quantization(references, tmp_path):
     import onnx
     from onnxruntime.quantization import QuantFormat, quantize_static
 
-    class Reader:
-        def __init__(self, shape):
-            rng = np.random.default_rng(0)
-            self.items = iter([{"x": rng.standard_normal(shape).astype(np.float32)}
-                               for _ in range(4)])
-
-        def get_next(self):
-            return next(self.items, None)
-
     out = {}
     for name, float_model in (("mlp", models.mlp()), ("residual", models.conv_residual(32))):
         shape = [d.dim_value for d in float_model.graph.input[0].type.tensor_type.shape.dim]
         onnx.save(float_model, tmp_path / f"{name}.onnx")
         quantize_static(tmp_path / f"{name}.onnx", tmp_path / f"{name}_int8.onnx",
-                        Reader(shape), quant_format=QuantFormat.QDQ)
+                        seeded_reader("x", shape), quant_format=QuantFormat.QDQ)
         model = onnx.load(tmp_path / f"{name}_int8.onnx")
         x = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
         out[name] = _quiet(model=model, input=x, exact=True)

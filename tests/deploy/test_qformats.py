@@ -16,6 +16,8 @@ import pytest
 pytest.importorskip("tvm")
 pytest.importorskip("onnxruntime")
 
+from tests._bundles import bundle_round_trip  # noqa: E402
+from tests._calibration import seeded_reader  # noqa: E402
 from vtatune.deploy import (  # noqa: E402
     QOPERATOR_OPS,
     DeployError,
@@ -29,16 +31,6 @@ from vtatune.deploy import (  # noqa: E402
 pytestmark = pytest.mark.filterwarnings("ignore::vtatune.builds.FallbackWarning")
 
 
-class _Reader:
-    def __init__(self, name, shape, n=4):
-        rng = np.random.default_rng(0)
-        self.items = iter([{name: rng.standard_normal(shape).astype(np.float32)}
-                           for _ in range(n)])
-
-    def get_next(self):
-        return next(self.items, None)
-
-
 def quantized(float_model, tmp_path, fmt, **options):
     """``float_model`` quantized by ``quantize_static`` in format ``fmt`` (``QDQ`` or
     ``QOperator``), and a seeded input."""
@@ -49,7 +41,7 @@ def quantized(float_model, tmp_path, fmt, **options):
     shape = [d.dim_value for d in inp.type.tensor_type.shape.dim]
     src, dst = tmp_path / "float.onnx", tmp_path / f"{fmt}.onnx"
     onnx.save(float_model, src)
-    quantize_static(src, dst, _Reader(inp.name, shape),
+    quantize_static(src, dst, seeded_reader(inp.name, shape),
                     quant_format=QuantFormat.from_string(fmt), **options)
     x = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
     return onnx.load(dst), x
@@ -312,29 +304,7 @@ def _x(model):
 def test_a_dynamic_model_saved_as_a_bundle_runs_the_same(tmp_path):
     """The float accumulators' requantization (its passes, its bound) goes into the bundle:
     the bundle, run in a fresh process, gives the built model's output and passes."""
-    import json
-    import os
-    import subprocess
-    import sys
-    from pathlib import Path
-
-    from vtatune.deploy import compile_model
-
     model, x = dynamic(models.mlp(), tmp_path)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        compiled = compile_model(model)
-        want = compiled.run(x)
-    compiled.save(tmp_path / "bundle")
-    np.save(tmp_path / "x.npy", x)
-    root = Path(__file__).resolve().parents[2]
-    proc = subprocess.run(
-        [sys.executable, "-m", "vtatune", "run", str(tmp_path / "bundle"), "--input",
-         str(tmp_path / "x.npy"), "--output", str(tmp_path / "y.npy"), "--json"],
-        capture_output=True, text=True, cwd=root, timeout=300,
-        env={**os.environ, "PYTHONPATH": str(root)})
-    assert proc.returncode == 0, proc.stderr
-    got = np.load(tmp_path / "y.npy")
-    assert got.dtype == np.float32
-    np.testing.assert_array_equal(got, want.output)
-    assert [c["passes"] for c in json.loads(proc.stdout)["offloaded"]] == [3, 3]
+    want, got = bundle_round_trip(model, x, tmp_path)
+    assert want.output.dtype == np.float32
+    assert [c["passes"] for c in got["offloaded"]] == [3, 3]

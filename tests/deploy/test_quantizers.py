@@ -16,6 +16,8 @@ pytest.importorskip("tvm")
 pytest.importorskip("onnxruntime")
 
 from simulator.hardware import HardwareConfig  # noqa: E402
+from tests._bundles import bundle_round_trip  # noqa: E402
+from tests._calibration import seeded_reader  # noqa: E402
 from vtatune.deploy import (  # noqa: E402
     agreement,
     deploy,
@@ -35,16 +37,6 @@ IN32 = HardwareConfig(target="ultra96", log_block_in=5, log_block_out=4, log_inp
 OUT32 = HardwareConfig(target="ultra96", log_block_in=4, log_block_out=5)
 
 
-class _Reader:
-    def __init__(self, name, shape, n=4):
-        rng = np.random.default_rng(0)
-        self.items = iter([{name: rng.standard_normal(shape).astype(np.float32)}
-                           for _ in range(n)])
-
-    def get_next(self):
-        return next(self.items, None)
-
-
 def ort_quantized(float_model, tmp_path, **options):
     """``float_model`` quantized by onnxruntime's quantize_static (QDQ) with ``options``,
     and a seeded input."""
@@ -55,7 +47,8 @@ def ort_quantized(float_model, tmp_path, **options):
     shape = [d.dim_value for d in inp.type.tensor_type.shape.dim]
     src, dst = tmp_path / "float.onnx", tmp_path / "int8.onnx"
     onnx.save(float_model, src)
-    quantize_static(src, dst, _Reader(inp.name, shape), quant_format=QuantFormat.QDQ, **options)
+    quantize_static(src, dst, seeded_reader(inp.name, shape), quant_format=QuantFormat.QDQ,
+                    **options)
     x = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
     return onnx.load(dst), x
 
@@ -312,7 +305,7 @@ def test_a_layer_no_pattern_matches_says_what_it_lacks(tmp_path):
     from onnxruntime.quantization import QuantFormat, quantize_static
 
     onnx.save(models.classifier(), tmp_path / "f.onnx")
-    quantize_static(tmp_path / "f.onnx", tmp_path / "q.onnx", _Reader("x", [1, 3, 8, 8]),
+    quantize_static(tmp_path / "f.onnx", tmp_path / "q.onnx", seeded_reader("x", [1, 3, 8, 8]),
                     quant_format=QuantFormat.QDQ, op_types_to_quantize=["Conv"])
     model = onnx.load(tmp_path / "q.onnx")
     r = _deploy(model, np.zeros((1, 3, 8, 8), np.float32))
@@ -353,40 +346,12 @@ def test_a_model_tvm_cannot_build_is_one_deploy_error():
     assert "\n" not in str(info.value)
 
 
-def _bundle_round_trip(model, x, tmp_path):
-    """``model`` built, run, saved, and run by `vtatune run` in a fresh process: the
-    built run and the fresh process's ``--json`` object."""
-    import json
-    import os
-    import subprocess
-    import sys
-    from pathlib import Path
-
-    from vtatune.deploy import compile_model
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        compiled = compile_model(model, hw="pynq")
-    want = compiled.run(x)
-    compiled.save(tmp_path / "bundle")
-    np.save(tmp_path / "x.npy", x)
-    root = Path(__file__).resolve().parents[2]
-    proc = subprocess.run(
-        [sys.executable, "-m", "vtatune", "run", str(tmp_path / "bundle"), "--input",
-         str(tmp_path / "x.npy"), "--output", str(tmp_path / "y.npy"), "--json"],
-        capture_output=True, text=True, cwd=root, timeout=300,
-        env={**os.environ, "PYTHONPATH": str(root)})
-    assert proc.returncode == 0, proc.stderr
-    assert (np.load(tmp_path / "y.npy") == want.output).all()
-    return want, json.loads(proc.stdout)
-
-
 @pytest.mark.parametrize("options", [{}, {"per_channel": True}], ids=["default", "per_channel"])
 def test_a_bundle_keeps_borders_padded_channels_and_per_channel_scales(tmp_path, options):
     """Saved and run by `vtatune run` in a fresh process: the same output, calls and
     notes as where the model was built."""
     model, x = ort_quantized(models.classifier(), tmp_path, **options)
-    want, got = _bundle_round_trip(model, x, tmp_path)
+    want, got = bundle_round_trip(model, x, tmp_path, hw="pynq")
     assert got["offloaded"] == [c.as_dict() for c in want.offloaded]
     assert got["vta_mac_share"] == want.vta_mac_share == 1.0
     assert any(c["notes"] for c in got["offloaded"])
@@ -454,7 +419,7 @@ def test_a_bundle_keeps_the_per_channel_shifts(tmp_path):
     model = _per_channel_pow2(quantize(models.conv_residual(channels=32),
                                        rng.standard_normal((4, 1, 32, 8, 8), np.float32)))
     x = rng.standard_normal((1, 32, 8, 8)).astype(np.float32)
-    want, got = _bundle_round_trip(model, x, tmp_path)
+    want, got = bundle_round_trip(model, x, tmp_path, hw="pynq")
     assert got["offloaded"] == [c.as_dict() for c in want.offloaded]
     assert "shift" in {p.name.split(".")[1] for p in (tmp_path / "bundle" / "constants").iterdir()}
 

@@ -23,6 +23,7 @@ pytest.importorskip("onnxruntime")
 
 import onnx  # noqa: E402
 
+from tests._bundles import fresh  # noqa: E402
 from tests._stock import stock_schedules  # noqa: E402
 from vtatune.cli import main  # noqa: E402
 from vtatune.deploy import (  # noqa: E402
@@ -61,18 +62,12 @@ def served(tmp_path_factory):
             "want": want}
 
 
-def _fresh(*argv: str, **kw) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, *argv], capture_output=True, text=True, cwd=ROOT,
-                          env=env, timeout=300, **kw)
-
-
 # --- many inputs in one process ---------------------------------------------------------------
 @pytest.mark.parametrize("command", [("-m", "vtatune", "run"), ("-m", "vtatune.deploy.runtime")])
 def test_run_serves_a_batch_in_one_process_a_json_line_each(served, tmp_path, command):
     out = tmp_path / "y.npy"
-    proc = _fresh(*command, str(served["bundle"]), "--input", str(served["dir"] / "batch.npy"),
-                  "--output", str(out), "--json")
+    proc = fresh(*command, str(served["bundle"]), "--input", str(served["dir"] / "batch.npy"),
+                 "--output", str(out), "--json")
     assert proc.returncode == 0, proc.stderr
     want = served["want"]
     assert np.array_equal(np.load(out), np.stack([r.output for r in want]))
@@ -86,8 +81,8 @@ def test_run_serves_a_batch_in_one_process_a_json_line_each(served, tmp_path, co
 
 def test_run_serves_a_folder_and_reports_each_inputs_time(served, tmp_path):
     out = tmp_path / "y.npy"
-    proc = _fresh("-m", "vtatune", "run", str(served["bundle"]), "--input",
-                  str(served["dir"] / "inputs"), "--output", str(out))
+    proc = fresh("-m", "vtatune", "run", str(served["bundle"]), "--input",
+                 str(served["dir"] / "inputs"), "--output", str(out))
     assert proc.returncode == 0, proc.stderr
     assert np.array_equal(np.load(out), np.stack([r.output for r in served["want"]]))
     lines = proc.stdout.splitlines()
@@ -304,8 +299,8 @@ def test_a_loaded_bundle_decodes_no_program_and_times_none(served, tmp_path, kep
         (bundle / "manifest.json").write_text(json.dumps(manifest))
     script = tmp_path / "serve.py"
     script.write_text(_NO_DECODING)
-    proc = _fresh(str(script), str(bundle), "kept" if kept else "decode",
-                  str(served["dir"] / "batch.npy"))
+    proc = fresh(str(script), str(bundle), "kept" if kept else "decode",
+                 str(served["dir"] / "batch.npy"))
     assert proc.returncode == 0, proc.stderr
     got = json.loads(proc.stdout)
     want = served["want"]

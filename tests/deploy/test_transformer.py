@@ -14,6 +14,7 @@ pytest.importorskip("tvm")
 pytest.importorskip("onnxruntime")
 
 from simulator.hardware import DEFAULT  # noqa: E402
+from tests._calibration import seeded_reader  # noqa: E402
 from vtatune.builds import FallbackWarning  # noqa: E402
 from vtatune.deploy import (  # noqa: E402
     agreement,
@@ -94,18 +95,8 @@ def _ort_default(float_model, tmp_path):
     from onnxruntime.quantization import QuantFormat, quantize_static
 
     shape = _shape(float_model)
-
-    class Reader:
-        def __init__(self):
-            rng = np.random.default_rng(0)
-            self.items = iter([{"x": rng.standard_normal(shape).astype(np.float32)}
-                               for _ in range(4)])
-
-        def get_next(self):
-            return next(self.items, None)
-
     onnx.save(float_model, tmp_path / "float.onnx")
-    quantize_static(tmp_path / "float.onnx", tmp_path / "int8.onnx", Reader(),
+    quantize_static(tmp_path / "float.onnx", tmp_path / "int8.onnx", seeded_reader("x", shape),
                     quant_format=QuantFormat.QDQ)
     x = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
     return onnx.load(tmp_path / "int8.onnx"), x

@@ -369,8 +369,9 @@ def _cases():
                 if space == "full":
                     s = replace(s, reuse=rng.random() < 0.7,
                                 clip_order=rng.choice(("min_max", "max_min")))
-                # keep the slow reference cheap: short programs only
-                if len(lower(wl, s, hw, bias).program.instructions) <= 2500:
+                # keep the slow reference cheap: short programs only (a program's length
+                # is its table's: decoding every instruction here made collection 10 s)
+                if len(lower(wl, s, hw, bias).program) <= 2500:
                     cases.append((wl, s, hw, bias))
                     break
     for wl in (WORKLOADS["conv2d"]["tutorial"], WORKLOADS["gemm"]["tutorial"]):

@@ -22,6 +22,7 @@ import pytest
 pytest.importorskip("tvm")
 pytest.importorskip("onnxruntime")
 
+from tests._calibration import seeded_reader  # noqa: E402
 from vtatune.builds import FallbackWarning  # noqa: E402
 from vtatune.cli import main  # noqa: E402
 from vtatune.deploy import deploy, models, quantize  # noqa: E402
@@ -102,17 +103,9 @@ def _ort_quantized(float_model, tmp_path):
 
     inp = float_model.graph.input[0]
     shape = [d.dim_value for d in inp.type.tensor_type.shape.dim]
-    rng = np.random.default_rng(0)
-    samples = iter([{inp.name: rng.standard_normal(shape).astype(np.float32)}
-                    for _ in range(2)])
-
-    class Reader:
-        def get_next(self):
-            return next(samples, None)
-
     onnx.save(float_model, str(tmp_path / "float.onnx"))
-    quantize_static(tmp_path / "float.onnx", tmp_path / "ort.onnx", Reader(),
-                    quant_format=QuantFormat.QDQ)
+    quantize_static(tmp_path / "float.onnx", tmp_path / "ort.onnx",
+                    seeded_reader(inp.name, shape, n=2), quant_format=QuantFormat.QDQ)
     return onnx.load(str(tmp_path / "ort.onnx"))
 
 
@@ -128,10 +121,23 @@ def _quantized(name, quantizer, tmp_path):
 #: sim runs residual adds on VTA (pynq leaves them to the CPU): the models with adds
 CASES = [(name, hw) for name in sorted(MODELS) for hw in ("pynq", "sim")
          if hw == "pynq" or name in ("conv_residual", "convnext_stage", "resnet18")]
+QUANTIZERS = ("vtatune", "onnxruntime")
 
 
-@pytest.mark.parametrize("quantizer", ["vtatune", "onnxruntime"])
-@pytest.mark.parametrize(("name", "hw"), CASES)
+def _sampled(cases):
+    """Every (model, hardware) once in the default suite, by the two quantizers in turn on
+    each hardware (each quantizer on each); the other quantizer's case in the full sweep
+    (``-m slow``): 16 cases of 32, about 2 s each."""
+    turn = Counter()
+    for name, hw in cases:
+        for quantizer in QUANTIZERS:
+            default = quantizer == QUANTIZERS[turn[hw] % 2]
+            yield pytest.param(name, quantizer, hw, id=f"{name}-{hw}-{quantizer}",
+                               marks=() if default else pytest.mark.slow)
+        turn[hw] += 1
+
+
+@pytest.mark.parametrize(("name", "quantizer", "hw"), list(_sampled(CASES)))
 def test_deploy_and_network_place_the_same_layers_for_the_same_reasons(name, quantizer, hw,
                                                                        tmp_path, capsys):
     model = _quantized(name, quantizer, tmp_path)

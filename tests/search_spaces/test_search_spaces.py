@@ -160,7 +160,9 @@ def _check_verdict(tpl, config):
 @pytest.mark.parametrize("wl, hw, kw", [
     (C8, DEFAULT, {"space": "autotvm", "prune": False}),
     (WORKLOADS["gemm"]["tutorial"], DEFAULT, {}),
-    (WORKLOADS["gemm"]["dense128"], DEFAULT, {"tune_store": True}),
+    # the largest space (about 10 s): the full sweep only; conv-store covers tune_store
+    pytest.param(WORKLOADS["gemm"]["dense128"], DEFAULT, {"tune_store": True},
+                 marks=pytest.mark.slow),
     (GemmWorkload(16, 256, 128), HW48, {"bias": True}),
     (Conv2dWorkload(1, 7, 7, 64, 64, 3, 1, 1), DEFAULT, {"bias": True}),
     (Conv2dWorkload(1, 7, 7, 64, 64, 3, 1, 1), DEFAULT, {"tune_store": True}),

@@ -6,8 +6,8 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from simulator.errors import DeadlockError
-from simulator.functional import count, decode, execution_order, run
+from simulator.errors import DeadlockError, ProgramError
+from simulator.functional import count, decode, execution_order, pops_of, pushes_of, run
 from simulator.hardware import DEFAULT, PRESETS, HardwareConfig
 from simulator.isa import AluInsn, AluOp, FinishInsn, GemmInsn, MemId, MemInsn, Opcode, Uop
 from simulator.program import Program, layout_tensors, mem_elem_bytes
@@ -47,7 +47,7 @@ def random_legal(rng, workloads, hws, count, max_insns=40000):
             lowered = lower(wl, s, hw, bias)
         except IllegalSchedule:
             continue
-        if len(lowered.program.instructions) <= max_insns:
+        if len(lowered.program) <= max_insns:  # the table's length: nothing decoded
             found.append(lowered)
     return found
 
@@ -102,6 +102,30 @@ def test_deadlock_names_instruction_and_fifo():
     with pytest.raises(DeadlockError, match=r"instruction #0 \(LOAD INP, load module\) waits "
                                             r"on FIFO g2l"):
         run(_program(insns), DEFAULT)
+
+
+def test_each_module_pops_and_pushes_the_fifos_beside_it():
+    """The FIFO of each flag (producer -> consumer as TVM names them)."""
+    load = MemInsn(Opcode.LOAD, MemId.INP, x_size=1, pop_next=True, push_next=True)
+    gemm = GemmInsn(pop_prev=True, pop_next=True, push_prev=True, push_next=True)
+    store = MemInsn(Opcode.STORE, MemId.OUT, x_size=1, pop_prev=True, push_prev=True)
+    assert [(pops_of(i), pushes_of(i)) for i in (load, gemm, store)] == [
+        (("g2l",), ("l2g",)), (("l2g", "s2g"), ("g2l", "g2s")), (("g2s",), ("s2g",))]
+
+
+@pytest.mark.parametrize("opcode, mem, flag, message", [
+    (Opcode.LOAD, MemId.INP, "pop_prev", "LOAD INP: the load module has no previous stage to pop"),
+    (Opcode.LOAD, MemId.WGT, "push_prev",
+     "LOAD WGT: the load module has no previous stage to push"),
+    (Opcode.STORE, MemId.OUT, "pop_next", "STORE OUT: the store module has no next stage to pop"),
+    (Opcode.STORE, MemId.OUT, "push_next",
+     "STORE OUT: the store module has no next stage to push"),
+])
+def test_a_token_flag_toward_a_stage_the_module_lacks_is_refused(opcode, mem, flag, message):
+    insn = MemInsn(opcode, mem, x_size=1, **{flag: True})
+    with pytest.raises(ProgramError) as info:
+        pops_of(insn) + pushes_of(insn)
+    assert str(info.value) == message
 
 
 def test_alu_in_order_semantics_when_destinations_repeat():

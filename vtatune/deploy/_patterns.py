@@ -132,17 +132,26 @@ def _float_bias(ann: dict[str, Any]) -> Any:
     return ann["b_f"]
 
 
-def anchor_pattern(op: str, bias: bool, relu: bool) -> tuple[Any, dict[str, Any]]:
-    """``quantize([relu]([add](op(dq(x), dq(W)), [reshape](dq(B)))))`` and its annotations."""
+def _core(op: str, ann: dict[str, Any]) -> Any:
+    """``op(dq(x), dq(W))``, a matmul's weight transposed or not: the layer's operator on
+    its dequantized operands (``ann["core"]``)."""
     from tvm.relax.dpl import is_const, is_op, wildcard
 
-    ann: dict[str, Any] = {}
     x = _dequantize(wildcard(), "x", ann)
     w = _dequantize(is_const(), "w", ann)
     if op == "relax.matmul":
         ann["w_perm"] = is_op("relax.permute_dims")(w)
         w = w | ann["w_perm"]
-    core = ann["core"] = is_op(op)(x, w)
+    ann["core"] = is_op(op)(x, w)
+    return ann["core"]
+
+
+def anchor_pattern(op: str, bias: bool, relu: bool) -> tuple[Any, dict[str, Any]]:
+    """``quantize([relu]([add](op(dq(x), dq(W)), [reshape](dq(B)))))`` and its annotations."""
+    from tvm.relax.dpl import is_const, is_op, wildcard
+
+    ann: dict[str, Any] = {}
+    core = _core(op, ann)
     if bias:
         # quantized (int32 at the accumulator's scale, or at another layer's when shared),
         # or left in float32 (a bias reached through an Identity: quantize_static skips it)
@@ -157,15 +166,8 @@ def accumulator_pattern(op: str) -> tuple[Any, dict[str, Any]]:
     """``op(dq(x), dq(W))`` with no quantize after it: a layer whose output is its
     accumulators (a dynamically quantized model's integer GEMM as ``_dynamic`` writes
     it: unit scales)."""
-    from tvm.relax.dpl import is_const, is_op, wildcard
-
     ann: dict[str, Any] = {}
-    x = _dequantize(wildcard(), "x", ann)
-    w = _dequantize(is_const(), "w", ann)
-    if op == "relax.matmul":
-        ann["w_perm"] = is_op("relax.permute_dims")(w)
-        w = w | ann["w_perm"]
-    ann["core"] = ann["root"] = is_op(op)(x, w)
+    ann["root"] = _core(op, ann)
     return ann["root"], ann
 
 

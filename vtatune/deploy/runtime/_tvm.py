@@ -31,9 +31,13 @@ _CPU, _POOLED = 1, 2
 _ALIGN = 64
 
 _LOADED: list[ctypes.CDLL] = []
-#: What TVM 0.27's relax executable prints on stderr for each constant it saves or loads
-#: (a leftover debug line, "Warning: Scope Loaded:" with nothing after it).
-_SCOPE_NOTICE = re.compile(r"executable\.cc:\d+: Warning: Scope (Saving|Loaded):\s*$")
+#: What TVM 0.27 prints on stderr that says nothing to a user: its relax executable, for
+#: each constant it saves or loads (a leftover debug line, "Warning: Scope Loaded:" with
+#: nothing after it); tvm_ffi, for each exported library loaded after another (each
+#: registers its embedded module under one system-library name; the VM of each reads its
+#: own module, never that name).
+_SCOPE_NOTICE = re.compile(r"executable\.cc:\d+: Warning: Scope (Saving|Loaded):\s*$"
+                           r"|Warning:SystemLib symbol __tvm_ffi__library_bin get overriden")
 #: The region symbols registered in this process (TVM's registry is global to it).
 _REGISTERED: set[str] = set()
 

@@ -113,7 +113,8 @@ def test_the_report_says_what_was_tuned_and_the_default_schedules_cycles(mlp, ca
 
 def test_tune_0_tunes_nothing_and_takes_the_cost_models_pick(mlp, capsys, tmp_path):
     d = _deploy(capsys, tmp_path, mlp, "--tune", 0)
-    assert d["tuning"] is None and not any(cache_dir().iterdir())
+    # no log, no journal: what the cache holds is TVM's build of the CPU's part alone
+    assert d["tuning"] is None and [p.name for p in cache_dir().iterdir()] == ["cpu"]
     assert [c["source"] for c in d["offloaded"]] == ["fallback", "fallback"]
     assert all("the cost model's pick" in c["provenance"] for c in d["offloaded"])
 

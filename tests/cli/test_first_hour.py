@@ -357,16 +357,42 @@ def test_later_commands_run_the_engines_the_tuner_compiled(tmp_path):
 def test_the_main_command_imports_no_database_driver_nor_scipy_linalg(tmp_path):
     """A warm main command takes about 1 s: SQLAlchemy (imported to classify the exception
     a new study's first read raises) and scipy.linalg (numba's BLAS probe, when SciPy is
-    installed) were 0.3-0.5 s and 0.25-0.4 s of it."""
+    installed) were 0.3-0.5 s and 0.25-0.4 s of it; the libraries other commands' options
+    name (``network``'s, ``design``'s, ``run``'s runtime: the parser registered every
+    command) about 0.1 s (issue 41 item 14)."""
     code = ("import sys\n"
             "from vtatune.cli import main\n"
             "assert main(['conv2d', '--trials', '3', '--seed', '1', '--quiet',\n"
             "             '--log', sys.argv[1] + '/t.jsonl']) == 0\n"
-            "print(sorted(m for m in ('sqlalchemy', 'scipy.linalg', 'pandas')\n"
+            "print(sorted(m for m in ('sqlalchemy', 'scipy.linalg', 'pandas',\n"
+            "                         'vtatune.networks', 'vtatune.design', 'vtatune.autotvm',\n"
+            "                         'vtatune.deploy.runtime', 'simulator.resources')\n"
             "             if m in sys.modules))\n")
     out = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True,
                          text=True, cwd=ROOT, check=True)
     assert out.stdout.splitlines()[-1] == "[]"
+
+
+def test_each_command_module_lists_the_commands_it_registers():
+    """The parser of one command registers only the module listing it (``COMMANDS``): a
+    list that missed a command would leave that command unparsable."""
+    import argparse
+    import importlib
+
+    from vtatune.cli import MODULES, build_parser
+
+    def names(parser: argparse.ArgumentParser) -> list[str]:
+        sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+        return list(sub.choices)
+
+    everything = names(build_parser())
+    listed = [c for m in MODULES for c in importlib.import_module(f"vtatune.cli.{m}").COMMANDS]
+    assert sorted(listed) == sorted(everything)
+    for command in everything:
+        assert command in names(build_parser(command))
+    assert names(build_parser("conv2d")) == list(importlib.import_module(
+        "vtatune.cli.tune").COMMANDS)
+    assert names(build_parser("no-such-command")) == everything
 
 
 def test_a_warm_main_command_loads_its_engines_without_numbas_whole_target(tmp_path):

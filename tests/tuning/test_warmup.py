@@ -142,6 +142,32 @@ def test_a_failing_helper_leaves_the_command_intact(helper, monkeypatch, tmp_pat
     assert table(helped, "helped") == table(alone, "alone")
 
 
+def test_the_cost_models_table_waits_for_the_first_trial(tmp_path, monkeypatch):
+    """The guided sampler's cost model (its table, the warm starts) is computed once the
+    default schedule is asked, after that trial's engines ran: on the first run after
+    install the helper compiles the cost model meanwhile (issue 41 item 14). The trials
+    are the same: the default schedule first, then the warm starts."""
+    events: list[str] = []
+    score, shape_costs = _search.timed_score, _search.ShapeCosts
+
+    def scored(*args):
+        events.append("score")
+        return score(*args)
+
+    def costs(template):
+        events.append("cost model")
+        return shape_costs(template)
+
+    monkeypatch.setattr(_search, "timed_score", scored)
+    monkeypatch.setattr(_search, "ShapeCosts", costs)
+    tune(CONV2D, trials=3, seed=1, log=tmp_path / "t.jsonl")
+    assert events == ["score", "cost model", "score", "score"]
+    # a study that holds its default schedule already binds the sampler at once
+    events.clear()
+    tune(CONV2D, trials=4, seed=1, log=tmp_path / "t.jsonl", resume=True)
+    assert events == ["cost model", "score"]
+
+
 def test_the_stand_in_study_leaves_the_tuners_scoring_as_it_was(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     scoring = _search.timed_score, _study._tutorial
@@ -188,6 +214,7 @@ def test_the_helper_fills_numbas_cache_with_the_sampler(tmp_path):
                         "PYTHONPATH": str(ROOT)})
     assert uncached_in_fresh_process(cache) == []
     assert uncached_in_fresh_process(cache, "vtatune.lowering._runtime") == []  # the executor
+    assert uncached_in_fresh_process(cache, "vtatune.tuning.cost_model") == []
     assert uncached_in_fresh_process(cache, _warmup.QUEUE_PROGRAM) == [  # run, not compiled
         f"{_warmup.QUEUE_PROGRAM}._queue_tables"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["cache"]  # nothing else written

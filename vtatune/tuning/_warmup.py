@@ -1,23 +1,25 @@
-"""The first run after install, in parallel: a helper process compiles two engines.
+"""The first run after install, in parallel: a helper process compiles three engines.
 
 numba compiles the engines the first time a command runs them (about 10 s for the main
 command, ``conv2d --trials 200``), one after the other, holding the GIL: threads cannot
 share the work, a second process can. The tuning commands meet their engines in one order:
-the cost model at the start; at the first trial (the default schedule) the lowering's queue
-program, then its executor, then the timing engines; the guided sampler's
-(``samplers._parzen``) only after the warm starts. So when numba's cache holds none of the
-sampler's engines, :func:`start_sampler_warmup` starts this module as a helper process that
-compiles, while the command compiles the cost model and the queue program:
+at the first trial (the default schedule) the lowering's queue program, then its executor,
+then the timing engines; at the second ask the cost model (the guided sampler's table and
+warm starts wait for it: ``Search._unguided``); the guided sampler's (``samplers._parzen``)
+only after the warm starts. So when numba's cache holds none of the sampler's engines,
+:func:`start_sampler_warmup` starts this module as a helper process that compiles, while
+the command compiles the queue program and the timing engines:
 
 - the lowering's executor (``lowering._runtime._execute``, about 1.3 s), by lowering the
   command's first schedule with the queue program run as plain Python
   (:func:`simulator.jit.interpret`: its tables in a fraction of a second instead of 2.5 s of
   compiling): ready before the command reaches it;
-- the guided sampler's engines (about 2.4 s), by running the same study (workload, hardware,
-  space, sampler) with a stand-in score instead of lowering and simulating: ready long
-  before the command's warm starts end.
+- the cost model (``cost_model._skeleton``, about 1.1 s) and the guided sampler's engines
+  (about 2.4 s), by running the same study (workload, hardware, space, sampler) with a
+  stand-in score instead of lowering and simulating: ready before the command's first
+  trial ends, and long before its warm starts end.
 
-numba writes them to its on-disk cache and the command loads them from there. Both are
+numba writes them to its on-disk cache and the command loads them from there. All are
 compiled for the argument types the command's own code passes (the same code path, the
 same schedule), so the command finds them under its own key.
 
@@ -75,10 +77,10 @@ _started: list[subprocess.Popen[bytes] | None] = []  # the one helper a process 
 
 def start_sampler_warmup(workload: Workload, hw: HardwareConfig, *, space: str, bias: bool
                          ) -> subprocess.Popen[bytes] | None:
-    """Start the helper process compiling the lowering's executor and the guided sampler's
-    engines into numba's cache, when the cache holds none of the sampler's; the process, or
-    None when none was started (warm cache, one started already, or it could not start).
-    For the command line only."""
+    """Start the helper process compiling the lowering's executor, the cost model and the
+    guided sampler's engines into numba's cache, when the cache holds none of the
+    sampler's; the process, or None when none was started (warm cache, one started
+    already, or it could not start). For the command line only."""
     if _started or not _core_free() or not _sampler_cold():
         return None
     _started.append(None)
@@ -167,8 +169,9 @@ def compile_executor(workload: Workload, hw: HardwareConfig, *, space: str, bias
 
 
 def compile_sampler(workload: Workload, hw: HardwareConfig, *, space: str, bias: bool) -> None:
-    """Compile the guided sampler's engines for ``workload`` on ``hw`` (numba caches them):
-    a study of :data:`WARMUP_TRIALS` stand-in trials in a temporary directory."""
+    """Compile the cost model and the guided sampler's engines for ``workload`` on ``hw``
+    (numba caches them): a study of :data:`WARMUP_TRIALS` stand-in trials in a temporary
+    directory."""
     from vtatune.tuning._tune import tune
 
     with tempfile.TemporaryDirectory() as work, _scoring_stood_in():

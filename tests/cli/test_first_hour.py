@@ -373,28 +373,6 @@ def test_the_main_command_imports_no_database_driver_nor_scipy_linalg(tmp_path):
     assert out.stdout.splitlines()[-1] == "[]"
 
 
-def test_each_command_module_lists_the_commands_it_registers():
-    """The parser of one command registers only the module listing it (``COMMANDS``): a
-    list that missed a command would leave that command unparsable."""
-    import argparse
-    import importlib
-
-    from vtatune.cli import MODULES, build_parser
-
-    def names(parser: argparse.ArgumentParser) -> list[str]:
-        sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-        return list(sub.choices)
-
-    everything = names(build_parser())
-    listed = [c for m in MODULES for c in importlib.import_module(f"vtatune.cli.{m}").COMMANDS]
-    assert sorted(listed) == sorted(everything)
-    for command in everything:
-        assert command in names(build_parser(command))
-    assert names(build_parser("conv2d")) == list(importlib.import_module(
-        "vtatune.cli.tune").COMMANDS)
-    assert names(build_parser("no-such-command")) == everything
-
-
 def test_a_warm_main_command_loads_its_engines_without_numbas_whole_target(tmp_path):
     """numba's cache loader initialised its whole CPU target (every typing and lowering
     registry, 0.2-0.3 s of CPU) before loading each cached engine; only compiling needs it

@@ -215,6 +215,7 @@ def test_the_helper_fills_numbas_cache_with_the_sampler(tmp_path):
     assert uncached_in_fresh_process(cache) == []
     assert uncached_in_fresh_process(cache, "vtatune.lowering._runtime") == []  # the executor
     assert uncached_in_fresh_process(cache, "vtatune.tuning.cost_model") == []
+    assert uncached_in_fresh_process(cache, "simulator.counters") == []  # fsim's counters
     assert uncached_in_fresh_process(cache, _warmup.QUEUE_PROGRAM) == [  # run, not compiled
         f"{_warmup.QUEUE_PROGRAM}._queue_tables"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["cache"]  # nothing else written

@@ -1,19 +1,20 @@
-"""The first run after install, in parallel: a helper process compiles three engines.
+"""The first run after install, in parallel: a helper process compiles four engines.
 
 numba compiles the engines the first time a command runs them (about 10 s for the main
 command, ``conv2d --trials 200``), one after the other, holding the GIL: threads cannot
 share the work, a second process can. The tuning commands meet their engines in one order:
-at the first trial (the default schedule) the lowering's queue program, then its executor,
-then the timing engines; at the second ask the cost model (the guided sampler's table and
-warm starts wait for it: ``Search._unguided``); the guided sampler's (``samplers._parzen``)
-only after the warm starts. So when numba's cache holds none of the sampler's engines,
-:func:`start_sampler_warmup` starts this module as a helper process that compiles, while
-the command compiles the queue program and the timing engines:
+at the first trial (the default schedule) the lowering's queue program, then its
+executor, fsim's counters and the timing engines; at the second ask the cost model (the
+guided sampler's table and warm starts wait for it: ``Search._unguided``); the guided
+sampler's (``samplers._parzen``) only after the warm starts. So when numba's cache holds
+none of the sampler's engines, :func:`start_sampler_warmup` starts this module as a helper
+process that compiles, while the command compiles the queue program and the timing
+engines:
 
 - the lowering's executor (``lowering._runtime._execute``, about 1.3 s), by lowering the
   command's first schedule with the queue program run as plain Python
   (:func:`simulator.jit.interpret`: its tables in a fraction of a second instead of 2.5 s of
-  compiling): ready before the command reaches it;
+  compiling), and fsim's counters on that program: ready before the command reaches them;
 - the cost model (``cost_model._skeleton``, about 1.1 s) and the guided sampler's engines
   (about 2.4 s), by running the same study (workload, hardware, space, sampler) with a
   stand-in score instead of lowering and simulating: ready before the command's first
@@ -152,9 +153,11 @@ def _scoring_stood_in() -> Iterator[None]:
 def compile_executor(workload: Workload, hw: HardwareConfig, *, space: str, bias: bool
                      ) -> None:
     """Compile the lowering's executor for the study's first schedule (the template's
-    default; none: nothing), the queue program before it run as plain Python. Only for a
-    helper process: the queue program stays uncompiled in it."""
+    default; none: nothing), the queue program before it run as plain Python, then fsim's
+    counters (``simulator.counters._count``) on the program, which the command runs next.
+    Only for a helper process: the queue program stays uncompiled in it."""
     from search_spaces import get_template
+    from simulator.functional import count
     from simulator.jit import interpret
     from vtatune.errors import VtatuneError
     from vtatune.lowering import lower
@@ -165,7 +168,7 @@ def compile_executor(workload: Workload, hw: HardwareConfig, *, space: str, bias
     except VtatuneError:  # no default schedule: the command's first trial is the sampler's
         return
     interpret(QUEUE_PROGRAM)
-    lower(workload, schedule, hw, bias=bias)
+    count(lower(workload, schedule, hw, bias=bias).program, hw)
 
 
 def compile_sampler(workload: Workload, hw: HardwareConfig, *, space: str, bias: bool) -> None:

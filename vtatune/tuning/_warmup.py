@@ -40,9 +40,9 @@ Why this is safe:
 - It starts only from the command line (:mod:`vtatune.cli`), never in library use, and only
   when numba's cache holds none of the sampler's engines (:func:`simulator.jit.uncached`):
   a warm run does not start it.
-- It starts only when a core is free for it (:func:`_core_free`: the load average more
-  than one below the cores this process may run on): on a busy machine it would take the
-  command's own core and make the first run slower, not faster.
+- It starts only when a core is free for it (:func:`_core_free`: at least one and a half
+  of the cores this process may run on idle while it looks): on a busy machine it would
+  take the command's own core and make the first run slower, not faster.
 
 The helper is ``python -m vtatune.tuning._warmup``, with the problem pickled on its stdin.
 """
@@ -55,8 +55,10 @@ import pickle
 import subprocess
 import sys
 import tempfile
+import time
 import zlib
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from simulator.hardware import HardwareConfig
@@ -82,7 +84,7 @@ def start_sampler_warmup(workload: Workload, hw: HardwareConfig, *, space: str, 
     guided sampler's engines into numba's cache, when the cache holds none of the
     sampler's; the process, or None when none was started (warm cache, one started
     already, or it could not start). For the command line only."""
-    if _started or not _core_free() or not _sampler_cold():
+    if _started or not _sampler_cold() or not _core_free():  # cheapest first
         return None
     _started.append(None)
     problem = pickle.dumps((workload, hw, space, bias))
@@ -99,20 +101,61 @@ def start_sampler_warmup(workload: Workload, hw: HardwareConfig, *, space: str, 
     return helper
 
 
+#: How long the first run watches the machine before starting the helper (seconds).
+IDLE_WINDOW = 0.1
+
+
 def _core_free() -> bool:
-    """Whether a core this process may run on is idle enough for the helper: the last
-    minute's load average is more than one below their number (on two cores: below 1, which
-    an idle machine with this command starting shows; another busy process makes it 1 or
-    more; on one core, never). Where the load cannot be read, no."""
+    """Whether a core this process may run on is idle enough for the helper: at least one
+    and a half of them idle over :data:`IDLE_WINDOW` while this process waits (one for the
+    command, half of one at least for the helper; on one core, never), read from Linux's
+    ``/proc/stat``. The last minute's load average, which answered before, remembers the
+    commands that just ended (a benchmark's earlier runs, the previous test) and kept the
+    helper from starting on an idle machine; it still answers where ``/proc/stat`` cannot
+    be read: more than one below the cores. Where neither can be read, no."""
     try:
-        cores = len(os.sched_getaffinity(0))
+        cores = os.sched_getaffinity(0)
     except AttributeError:  # no affinity on this platform (macOS)
-        cores = os.cpu_count() or 1
+        cores = set(range(os.cpu_count() or 1))
+    idle = _idle_cores(cores, IDLE_WINDOW)
+    if idle is not None:
+        return idle >= 1.5
     try:
         load = os.getloadavg()[0]
     except (AttributeError, OSError):
         return False
-    return cores - load > 1
+    return len(cores) - load > 1
+
+
+def _cpu_times() -> dict[int, tuple[int, int]] | None:
+    """Per CPU, its idle and total time so far (``/proc/stat``: idle and iowait, of user,
+    nice, system, idle, iowait, irq, softirq, steal), or None where it cannot be read."""
+    try:
+        lines = Path("/proc/stat").read_text().splitlines()
+    except OSError:
+        return None
+    times = {}
+    for line in lines:
+        name, *fields = line.split()
+        if name.startswith("cpu") and name[3:].isdigit():
+            ticks = [int(f) for f in fields[:8]]
+            times[int(name[3:])] = (ticks[3] + ticks[4], sum(ticks))
+    return times or None
+
+
+def _idle_cores(cores: set[int], window: float) -> float | None:
+    """How many of ``cores`` were idle over the next ``window`` seconds (a fraction of each,
+    summed), or None where the CPUs' times cannot be read."""
+    before = _cpu_times()
+    time.sleep(window)
+    after = _cpu_times()
+    if before is None or after is None:
+        return None
+    idle = 0.0
+    for cpu in cores & before.keys() & after.keys():
+        total = after[cpu][1] - before[cpu][1]
+        idle += (after[cpu][0] - before[cpu][0]) / total if total > 0 else 1.0
+    return idle
 
 
 def _helper_command() -> list[str]:

@@ -112,7 +112,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
         if args.workload or shape_flags_given(args):
             raise UsageError("--network tunes the network's own layers: drop --workload and "
                              "shape flags")
-        from vtatune.networks import tune_network  # only here: 0.05 s of a warm command
+        from vtatune.networks import tune_network  # only here: one layer needs none of it
 
         # Each task one round of --trials, in turn: the per-layer budget of a single layer.
         net = tune_network(args.network, hw, trials_per_task=args.trials,

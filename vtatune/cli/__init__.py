@@ -33,8 +33,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     registers (each lists its :data:`COMMANDS`), when one does: a run of one command does
     not import what the others' options name (``network``'s and ``design``'s libraries,
     ``run``'s runtime: 0.1 s of CPU of a warm main command, measured without bytecode). The
-    whole parser
-    otherwise (``--help``, a mistyped command: its error lists every command)."""
+    whole parser otherwise (``--help``, a mistyped command: its error lists every
+    command)."""
     parser = Parser(prog="vtatune", description="Schedule search engine for the VTA "
                                                 "accelerator.")
     parser.add_argument("--version", action="version", version=f"vtatune {__version__}")

@@ -1,7 +1,8 @@
 """Benchmark the first hour's commands end to end: the first run after install (numba
 compiling the engines) and a warm run (the engines loaded from numba's cache).
 
-    python scripts/bench_first_run.py [--repeat 3] [--tree DIR ...] [-- COMMAND ...]
+    python scripts/bench_first_run.py [--repeat 3] [--tree DIR ...] [--no-bytecode]
+                                      [-- COMMAND ...]
 
 Each round runs, per tree, ``python -m vtatune COMMAND`` twice in a fresh process: first
 with an empty numba cache (``NUMBA_CACHE_DIR`` set to a new temporary directory, as right
@@ -12,6 +13,12 @@ prints each run's wall time (until the command exits) and CPU time (user + syste
 command and of every process it started, e.g. the first run's helper that compiles the
 guided sampler, waited for before the next run: on Linux this script adopts them as a
 subreaper), and the range over the rounds.
+
+Each command runs as on a user's Python, which writes the bytecode of the modules it
+imports: the first run with none of the tree's (removed before it, as right after ``pip
+install -e``), the warm run with what the first wrote. ``PYTHONDONTWRITEBYTECODE``, which
+this machine's environment sets, is not passed on: with it every run compiled vtatune's
+hundred-odd modules from source (0.15-0.2 s of CPU; ``--no-bytecode`` measures that).
 
 ``--tree`` names the source trees to compare (default: this one), e.g. a checkout of an
 earlier commit (``git archive <commit> | tar -x -C DIR``): the command runs with that tree
@@ -53,10 +60,23 @@ def wait_for_orphans() -> None:
             return
 
 
-def run(tree: Path, command: list[str], cache: Path) -> tuple[float, float]:
+def remove_bytecode(tree: Path) -> None:
+    """Remove the bytecode of the tree's packages (``__pycache__/*.pyc``; numba's cache
+    files beside them stay)."""
+    for package in (p for p in tree.iterdir() if (p / "__init__.py").is_file()):
+        for pyc in package.rglob("__pycache__/*.pyc"):
+            pyc.unlink(missing_ok=True)
+
+
+def run(tree: Path, command: list[str], cache: Path, *, bytecode: bool
+        ) -> tuple[float, float]:
     """(wall seconds, CPU seconds) of ``python -m vtatune command`` from ``tree``."""
     env = {**os.environ, "NUMBA_CACHE_DIR": str(cache),
            "PYTHONPATH": os.pathsep.join([str(tree), os.environ.get("PYTHONPATH", "")])}
+    if bytecode:
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+    else:
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
     with tempfile.TemporaryDirectory() as work:
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         t0 = time.perf_counter()
@@ -74,19 +94,24 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3, help="rounds (default: 3)")
     ap.add_argument("--tree", type=Path, action="append",
                     help="a source tree to time (repeatable; default: this one)")
+    ap.add_argument("--no-bytecode", dest="bytecode", action="store_false",
+                    help="run with PYTHONDONTWRITEBYTECODE: every run compiles the tree's "
+                         "modules from source")
     ap.add_argument("command", nargs="*", help="the vtatune command (default: the main one)")
     args = ap.parse_args()
     adopt_orphans()
     trees = [t.resolve() for t in args.tree or [ROOT]]
     command = args.command or list(MAIN_COMMAND)
-    print(f"python -m vtatune {' '.join(command)}; load average "
+    print(f"python -m vtatune {' '.join(command)}; "
+          f"{'bytecode written' if args.bytecode else 'no bytecode'}; load average "
           f"{os.getloadavg()[0]:.1f} at the start")
     results: dict[tuple[Path, str], list[tuple[float, float]]] = {}
     for r in range(args.repeat):
         for tree in trees:
+            remove_bytecode(tree)
             with tempfile.TemporaryDirectory() as cache:
                 for kind in ("first run", "warm"):
-                    wall, cpu = run(tree, command, Path(cache))
+                    wall, cpu = run(tree, command, Path(cache), bytecode=args.bytecode)
                     results.setdefault((tree, kind), []).append((wall, cpu))
                     print(f"  round {r + 1}  {tree}  {kind:9}  {wall:6.2f} s wall  "
                           f"{cpu:6.2f} s CPU", flush=True)

@@ -92,17 +92,53 @@ def test_not_started_on_a_warm_cache(spawned, monkeypatch):
     assert spawned.commands == []
 
 
-@pytest.mark.parametrize(("cores", "load", "started"), [
-    ({0, 1}, 0.8, True), ({0, 1}, 1.0, False), ({0, 1}, 3.5, False), ({0}, 0.0, False),
-    ({0, 1, 2}, 1.9, True), (set(range(8)), 6.5, True)])
-def test_started_only_with_a_core_free(spawned, monkeypatch, cores, load, started):
-    """On a busy machine the helper would take the command's core (issue 41 item 14)."""
+def cpu_times(monkeypatch, idle: dict[int, float] | None) -> None:
+    """``/proc/stat`` as it reads when each CPU was idle ``idle[cpu]`` of the window (100
+    ticks each), or unreadable (None); the window is not waited for."""
+    ticks = iter([{cpu: (1000, 5000) for cpu in idle or ()},
+                  {cpu: (1000 + round(100 * f), 5100) for cpu, f in (idle or {}).items()}])
+    monkeypatch.setattr(_warmup, "_cpu_times", lambda: next(ticks) if idle else None)
+    monkeypatch.setattr(_warmup.time, "sleep", lambda _: None)
+
+
+@pytest.mark.parametrize(("cores", "idle", "started"), [
+    ({0, 1}, {0: 1.0, 1: 0.95}, True), ({0, 1}, {0: 1.0, 1: 0.4}, False),
+    ({0, 1}, {0: 0.0, 1: 0.0}, False), ({0}, {0: 1.0}, False),
+    ({1, 2}, {0: 0.0, 1: 0.8, 2: 0.8}, True), ({0, 1}, {0: 0.8, 1: 0.8, 2: 1.0}, True),
+    ({0, 1}, {0: 0.7, 1: 0.7, 2: 1.0}, False)])
+def test_started_only_with_a_core_free(spawned, monkeypatch, cores, idle, started):
+    """On a busy machine the helper would take the command's core (issue 41 item 14): it
+    starts when one and a half of the cores the command may use were idle while it looked,
+    whatever the last minute's load average (which remembers the runs that just ended)."""
     cold(monkeypatch, True)
     monkeypatch.setattr(_warmup, "_core_free", CORE_FREE)  # the check itself, this time
     monkeypatch.setattr(_warmup.os, "sched_getaffinity", lambda _: cores, raising=False)
-    monkeypatch.setattr(_warmup.os, "getloadavg", lambda: (load, load, load))
+    monkeypatch.setattr(_warmup.os, "getloadavg", lambda: (9.0, 9.0, 9.0))
+    cpu_times(monkeypatch, idle)
     helper = _warmup.start_sampler_warmup(CONV2D, DEFAULT, space="full", bias=False)
     assert (helper is not None, len(spawned.commands)) == (started, int(started))
+
+
+@pytest.mark.parametrize(("cores", "load", "started"), [
+    ({0, 1}, 0.8, True), ({0, 1}, 1.0, False), ({0, 1}, 3.5, False), ({0}, 0.0, False),
+    ({0, 1, 2}, 1.9, True), (set(range(8)), 6.5, True)])
+def test_without_proc_stat_the_load_average_decides(spawned, monkeypatch, cores, load,
+                                                      started):
+    cold(monkeypatch, True)
+    monkeypatch.setattr(_warmup, "_core_free", CORE_FREE)
+    monkeypatch.setattr(_warmup.os, "sched_getaffinity", lambda _: cores, raising=False)
+    monkeypatch.setattr(_warmup.os, "getloadavg", lambda: (load, load, load))
+    cpu_times(monkeypatch, None)
+    helper = _warmup.start_sampler_warmup(CONV2D, DEFAULT, space="full", bias=False)
+    assert (helper is not None, len(spawned.commands)) == (started, int(started))
+
+
+def test_cpu_times_read_this_machines_cpus():
+    times = _warmup._cpu_times()
+    if times is None:
+        pytest.skip("no /proc/stat here")
+    assert set(os.sched_getaffinity(0)) <= times.keys()
+    assert all(0 <= idle <= total for idle, total in times.values())
 
 
 def test_the_tuning_command_starts_it_library_use_other_samplers_and_jobs_do_not(
@@ -140,6 +176,32 @@ def test_a_failing_helper_leaves_the_command_intact(helper, monkeypatch, tmp_pat
             p.wait()
     assert records(tmp_path / "helped.jsonl") == records(tmp_path / "alone.jsonl")
     assert table(helped, "helped") == table(alone, "alone")
+
+
+def test_the_cost_models_table_waits_for_the_first_trial(tmp_path, monkeypatch):
+    """The guided sampler's cost model (its table, the warm starts) is computed once the
+    default schedule is asked, after that trial's engines ran: on the first run after
+    install the helper compiles the cost model meanwhile (issue 41 item 14). The trials
+    are the same: the default schedule first, then the warm starts."""
+    events: list[str] = []
+    score, shape_costs = _search.timed_score, _search.ShapeCosts
+
+    def scored(*args):
+        events.append("score")
+        return score(*args)
+
+    def costs(template):
+        events.append("cost model")
+        return shape_costs(template)
+
+    monkeypatch.setattr(_search, "timed_score", scored)
+    monkeypatch.setattr(_search, "ShapeCosts", costs)
+    tune(CONV2D, trials=3, seed=1, log=tmp_path / "t.jsonl")
+    assert events == ["score", "cost model", "score", "score"]
+    # a study that holds its default schedule already binds the sampler at once
+    events.clear()
+    tune(CONV2D, trials=4, seed=1, log=tmp_path / "t.jsonl", resume=True)
+    assert events == ["cost model", "score"]
 
 
 def test_the_stand_in_study_leaves_the_tuners_scoring_as_it_was(tmp_path, monkeypatch):
@@ -188,6 +250,8 @@ def test_the_helper_fills_numbas_cache_with_the_sampler(tmp_path):
                         "PYTHONPATH": str(ROOT)})
     assert uncached_in_fresh_process(cache) == []
     assert uncached_in_fresh_process(cache, "vtatune.lowering._runtime") == []  # the executor
+    assert uncached_in_fresh_process(cache, "vtatune.tuning.cost_model") == []
+    assert uncached_in_fresh_process(cache, "simulator.counters") == []  # fsim's counters
     assert uncached_in_fresh_process(cache, _warmup.QUEUE_PROGRAM) == [  # run, not compiled
         f"{_warmup.QUEUE_PROGRAM}._queue_tables"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["cache"]  # nothing else written

@@ -13,7 +13,7 @@ from typing import Any
 from vtatune.cli._common import UsageError, add_command, hw_flag, warnings_one_line
 
 __all__ = [
-    "register",
+    "COMMANDS", "register",
 ]
 
 
@@ -27,6 +27,10 @@ _EXPORT_DESCRIPTION = (
     "space) and what TVM will run; when TVM will run more than 1% slower, one warning line "
     "on stderr gives both figures and the command that tunes in TVM's space. Exit status: 0 "
     "(warnings included), 2 on bad input or a log with no usable record.")
+
+
+#: The commands :func:`register` adds.
+COMMANDS = ("export", "import")
 
 
 def register(sub: Any) -> None:

@@ -17,8 +17,12 @@ from vtatune.cli._common import (
 )
 
 __all__ = [
-    "register",
+    "COMMANDS", "register",
 ]
+
+
+#: The commands :func:`register` adds.
+COMMANDS = ("build",)
 
 
 def register(sub: Any) -> None:

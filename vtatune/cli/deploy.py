@@ -18,7 +18,7 @@ from vtatune.cli._common import (
 from vtatune.deploy import DEFAULT_TUNE_TRIALS
 
 __all__ = [
-    "register",
+    "COMMANDS", "register",
 ]
 
 _DESCRIPTION = (
@@ -48,6 +48,10 @@ _EXAMPLES = (
     "python -m vtatune deploy model.onnx --save model.bundle",
     "python -m vtatune deploy model.onnx --hw ultra96 --cpu-target ultra96 --save model.bundle",
 )
+
+
+#: The commands :func:`register` adds.
+COMMANDS = ("deploy",)
 
 
 def register(sub: Any) -> None:

@@ -10,7 +10,7 @@ from typing import Any
 from vtatune.cli._common import UsageError, add_command, seed_arg, warnings_one_line
 
 __all__ = [
-    "register",
+    "COMMANDS", "register",
 ]
 
 _EXAMPLES = (
@@ -41,6 +41,10 @@ source lines, and the complete decoder spec: width constants, bundle declaration
 their spare fields, dispatch patterns) and <bitstream>/<network>.jsonl (its tuned log),
 plus the design study and every tuning log; the design files are written whole or not at
 all."""
+
+
+#: The commands :func:`register` adds.
+COMMANDS = ("design",)
 
 
 def register(sub: Any) -> None:

@@ -11,8 +11,12 @@ from typing import Any
 from vtatune.cli._common import UsageError, add_command, hw_flag, warnings_one_line
 
 __all__ = [
-    "register",
+    "COMMANDS", "register",
 ]
+
+
+#: The commands :func:`register` adds.
+COMMANDS = ("replay", "best", "analyze")
 
 
 def register(sub: Any) -> None:

@@ -18,7 +18,7 @@ from vtatune.cli._common import (
 )
 
 __all__ = [
-    "register",
+    "COMMANDS", "register",
 ]
 
 _DESCRIPTION = (
@@ -47,6 +47,10 @@ PLACEMENT_WORDS = {
     "deploy": "as `vtatune deploy` runs it with today's TVM (channel counts padded to whole "
               "blocks)",
 }
+
+
+#: The commands :func:`register` adds.
+COMMANDS = ("network",)
 
 
 def register(sub: Any) -> None:

@@ -10,7 +10,7 @@ from typing import Any
 from vtatune.cli._common import add_command
 
 __all__ = [
-    "register",
+    "COMMANDS", "register",
 ]
 
 _EXAMPLES = (
@@ -18,6 +18,10 @@ _EXAMPLES = (
     "python -m vtatune run resnet18.bundle --input x.npy --device sim --json",
     "python -m vtatune.deploy.runtime resnet18.bundle --device libvta:/usr/lib/libvta.so",
 )
+
+
+#: The commands :func:`register` adds.
+COMMANDS = ("run",)
 
 
 def register(sub: Any) -> None:

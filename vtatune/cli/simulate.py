@@ -26,8 +26,12 @@ from vtatune.scoring import draw_timeline, timing_report, write_trace_csv
 from vtatune.workloads import VaddWorkload
 
 __all__ = [
-    "register",
+    "COMMANDS", "register",
 ]
+
+
+#: The commands :func:`register` adds.
+COMMANDS = ("simulate",)
 
 
 def register(sub: Any) -> None:

@@ -21,7 +21,7 @@ from vtatune.cli._common import (
 )
 
 __all__ = [
-    "register",
+    "COMMANDS", "register",
 ]
 
 _ABOUT = {
@@ -57,6 +57,10 @@ _ABOUT = {
 }
 
 
+#: The commands :func:`register` adds.
+COMMANDS = tuple(_ABOUT)
+
+
 def register(sub: Any) -> None:
     from vtatune.tuning import RUNS_DIR
 
@@ -90,7 +94,6 @@ def register(sub: Any) -> None:
 
 def cmd_tune(args: argparse.Namespace) -> int:
     from simulator.hardware import HardwareConfig
-    from vtatune.networks import tune_network
     from vtatune.records import check_log_target
     from vtatune.tuning import start_sampler_warmup, tune
 
@@ -109,6 +112,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
         if args.workload or shape_flags_given(args):
             raise UsageError("--network tunes the network's own layers: drop --workload and "
                              "shape flags")
+        from vtatune.networks import tune_network  # only here: one layer needs none of it
+
         # Each task one round of --trials, in turn: the per-layer budget of a single layer.
         net = tune_network(args.network, hw, trials_per_task=args.trials,
                            round_trials=args.trials, scheduler="round-robin", patience=None,

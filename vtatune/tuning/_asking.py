@@ -52,7 +52,11 @@ class Asking:
         return k not in self.cache and k not in self._inflight and k not in self._elsewhere
 
     def _next_fixed(self) -> Config | None:
-        while self._queue:
+        while self._queue or self._unguided is not None:
+            if not self._queue:  # the default schedule was asked: bind the guided sampler
+                sampler, self._unguided = self._unguided, None
+                self._guide(sampler)
+                continue
             c = self._queue.pop(0)
             if self._untried(self.codec.key(c)):
                 return c

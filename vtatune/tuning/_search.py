@@ -216,8 +216,16 @@ class Search(Asking):
                 self.codec.key(self.default_config) not in self.cache:
             # Seed the study with the default schedule (the speed-up baseline).
             self._queue.append(self.default_config)
+        # The guided sampler is bound (its cost model's table computed, its warm starts
+        # queued) once the default schedule is asked, not before: on the first run after
+        # install, the first trial's engines compile first and the cost model's after them
+        # (the warm-up helper compiles it meanwhile: vtatune.tuning._warmup).
+        self._unguided: GuidedSampler | None = None
         if isinstance(self.sampler, GuidedSampler):
-            self._guide(self.sampler)
+            if self._queue:
+                self._unguided = self.sampler
+            else:
+                self._guide(self.sampler)
         if self.sampler_name == "bruteforce":
             self._brute = template.legal_configs()
         self._record_prefix = RecordPrefix({

@@ -1,23 +1,26 @@
-"""The first run after install, in parallel: a helper process compiles two engines.
+"""The first run after install, in parallel: a helper process compiles four engines.
 
 numba compiles the engines the first time a command runs them (about 10 s for the main
 command, ``conv2d --trials 200``), one after the other, holding the GIL: threads cannot
 share the work, a second process can. The tuning commands meet their engines in one order:
-the cost model at the start; at the first trial (the default schedule) the lowering's queue
-program, then its executor, then the timing engines; the guided sampler's
-(``samplers._parzen``) only after the warm starts. So when numba's cache holds none of the
-sampler's engines, :func:`start_sampler_warmup` starts this module as a helper process that
-compiles, while the command compiles the cost model and the queue program:
+at the first trial (the default schedule) the lowering's queue program, then its
+executor, fsim's counters and the timing engines; at the second ask the cost model (the
+guided sampler's table and warm starts wait for it: ``Search._unguided``); the guided
+sampler's (``samplers._parzen``) only after the warm starts. So when numba's cache holds
+none of the sampler's engines, :func:`start_sampler_warmup` starts this module as a helper
+process that compiles, while the command compiles the queue program and the timing
+engines:
 
 - the lowering's executor (``lowering._runtime._execute``, about 1.3 s), by lowering the
   command's first schedule with the queue program run as plain Python
   (:func:`simulator.jit.interpret`: its tables in a fraction of a second instead of 2.5 s of
-  compiling): ready before the command reaches it;
-- the guided sampler's engines (about 2.4 s), by running the same study (workload, hardware,
-  space, sampler) with a stand-in score instead of lowering and simulating: ready long
-  before the command's warm starts end.
+  compiling), and fsim's counters on that program: ready before the command reaches them;
+- the cost model (``cost_model._skeleton``, about 1.1 s) and the guided sampler's engines
+  (about 2.4 s), by running the same study (workload, hardware, space, sampler) with a
+  stand-in score instead of lowering and simulating: ready before the command's first
+  trial ends, and long before its warm starts end.
 
-numba writes them to its on-disk cache and the command loads them from there. Both are
+numba writes them to its on-disk cache and the command loads them from there. All are
 compiled for the argument types the command's own code passes (the same code path, the
 same schedule), so the command finds them under its own key.
 
@@ -37,9 +40,9 @@ Why this is safe:
 - It starts only from the command line (:mod:`vtatune.cli`), never in library use, and only
   when numba's cache holds none of the sampler's engines (:func:`simulator.jit.uncached`):
   a warm run does not start it.
-- It starts only when a core is free for it (:func:`_core_free`: the load average more
-  than one below the cores this process may run on): on a busy machine it would take the
-  command's own core and make the first run slower, not faster.
+- It starts only when a core is free for it (:func:`_core_free`: at least one and a half
+  of the cores this process may run on idle while it looks): on a busy machine it would
+  take the command's own core and make the first run slower, not faster.
 
 The helper is ``python -m vtatune.tuning._warmup``, with the problem pickled on its stdin.
 """
@@ -52,8 +55,10 @@ import pickle
 import subprocess
 import sys
 import tempfile
+import time
 import zlib
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from simulator.hardware import HardwareConfig
@@ -75,11 +80,11 @@ _started: list[subprocess.Popen[bytes] | None] = []  # the one helper a process 
 
 def start_sampler_warmup(workload: Workload, hw: HardwareConfig, *, space: str, bias: bool
                          ) -> subprocess.Popen[bytes] | None:
-    """Start the helper process compiling the lowering's executor and the guided sampler's
-    engines into numba's cache, when the cache holds none of the sampler's; the process, or
-    None when none was started (warm cache, one started already, or it could not start).
-    For the command line only."""
-    if _started or not _core_free() or not _sampler_cold():
+    """Start the helper process compiling the lowering's executor, the cost model and the
+    guided sampler's engines into numba's cache, when the cache holds none of the
+    sampler's; the process, or None when none was started (warm cache, one started
+    already, or it could not start). For the command line only."""
+    if _started or not _sampler_cold() or not _core_free():  # cheapest first
         return None
     _started.append(None)
     problem = pickle.dumps((workload, hw, space, bias))
@@ -96,20 +101,61 @@ def start_sampler_warmup(workload: Workload, hw: HardwareConfig, *, space: str, 
     return helper
 
 
+#: How long the first run watches the machine before starting the helper (seconds).
+IDLE_WINDOW = 0.1
+
+
 def _core_free() -> bool:
-    """Whether a core this process may run on is idle enough for the helper: the last
-    minute's load average is more than one below their number (on two cores: below 1, which
-    an idle machine with this command starting shows; another busy process makes it 1 or
-    more; on one core, never). Where the load cannot be read, no."""
+    """Whether a core this process may run on is idle enough for the helper: at least one
+    and a half of them idle over :data:`IDLE_WINDOW` while this process waits (one for the
+    command, half of one at least for the helper; on one core, never), read from Linux's
+    ``/proc/stat``. The last minute's load average, which answered before, remembers the
+    commands that just ended (a benchmark's earlier runs, the previous test) and kept the
+    helper from starting on an idle machine; it still answers where ``/proc/stat`` cannot
+    be read: more than one below the cores. Where neither can be read, no."""
     try:
-        cores = len(os.sched_getaffinity(0))
+        cores = os.sched_getaffinity(0)
     except AttributeError:  # no affinity on this platform (macOS)
-        cores = os.cpu_count() or 1
+        cores = set(range(os.cpu_count() or 1))
+    idle = _idle_cores(cores, IDLE_WINDOW)
+    if idle is not None:
+        return idle >= 1.5
     try:
         load = os.getloadavg()[0]
     except (AttributeError, OSError):
         return False
-    return cores - load > 1
+    return len(cores) - load > 1
+
+
+def _cpu_times() -> dict[int, tuple[int, int]] | None:
+    """Per CPU, its idle and total time so far (``/proc/stat``: idle and iowait, of user,
+    nice, system, idle, iowait, irq, softirq, steal), or None where it cannot be read."""
+    try:
+        lines = Path("/proc/stat").read_text().splitlines()
+    except OSError:
+        return None
+    times = {}
+    for line in lines:
+        name, *fields = line.split()
+        if name.startswith("cpu") and name[3:].isdigit():
+            ticks = [int(f) for f in fields[:8]]
+            times[int(name[3:])] = (ticks[3] + ticks[4], sum(ticks))
+    return times or None
+
+
+def _idle_cores(cores: set[int], window: float) -> float | None:
+    """How many of ``cores`` were idle over the next ``window`` seconds (a fraction of each,
+    summed), or None where the CPUs' times cannot be read."""
+    before = _cpu_times()
+    time.sleep(window)
+    after = _cpu_times()
+    if before is None or after is None:
+        return None
+    idle = 0.0
+    for cpu in cores & before.keys() & after.keys():
+        total = after[cpu][1] - before[cpu][1]
+        idle += (after[cpu][0] - before[cpu][0]) / total if total > 0 else 1.0
+    return idle
 
 
 def _helper_command() -> list[str]:
@@ -150,9 +196,11 @@ def _scoring_stood_in() -> Iterator[None]:
 def compile_executor(workload: Workload, hw: HardwareConfig, *, space: str, bias: bool
                      ) -> None:
     """Compile the lowering's executor for the study's first schedule (the template's
-    default; none: nothing), the queue program before it run as plain Python. Only for a
-    helper process: the queue program stays uncompiled in it."""
+    default; none: nothing), the queue program before it run as plain Python, then fsim's
+    counters (``simulator.counters._count``) on the program, which the command runs next.
+    Only for a helper process: the queue program stays uncompiled in it."""
     from search_spaces import get_template
+    from simulator.functional import count
     from simulator.jit import interpret
     from vtatune.errors import VtatuneError
     from vtatune.lowering import lower
@@ -163,12 +211,13 @@ def compile_executor(workload: Workload, hw: HardwareConfig, *, space: str, bias
     except VtatuneError:  # no default schedule: the command's first trial is the sampler's
         return
     interpret(QUEUE_PROGRAM)
-    lower(workload, schedule, hw, bias=bias)
+    count(lower(workload, schedule, hw, bias=bias).program, hw)
 
 
 def compile_sampler(workload: Workload, hw: HardwareConfig, *, space: str, bias: bool) -> None:
-    """Compile the guided sampler's engines for ``workload`` on ``hw`` (numba caches them):
-    a study of :data:`WARMUP_TRIALS` stand-in trials in a temporary directory."""
+    """Compile the cost model and the guided sampler's engines for ``workload`` on ``hw``
+    (numba caches them): a study of :data:`WARMUP_TRIALS` stand-in trials in a temporary
+    directory."""
     from vtatune.tuning._tune import tune
 
     with tempfile.TemporaryDirectory() as work, _scoring_stood_in():

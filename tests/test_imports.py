@@ -18,13 +18,16 @@ PACKAGES = ("simulator", "search_spaces", "vtatune")
 #: Whitebox tests that reach a private module of the package their folder mirrors, each to
 #: switch off or record one private helper of the code under test.
 WHITEBOX = {
+    # the cache's pruning and its layout on disk
+    "tests/deploy/test_cpu_build.py": {"vtatune.deploy._cpu_build",
+                                       "vtatune.deploy.runtime._tvm"},
     "tests/lowering/test_lowering.py": {"vtatune.lowering._rules"},
     "tests/search_spaces/test_search_spaces.py": {"vtatune.lowering._plan",
                                                   "vtatune.lowering._rules"},
     "tests/lowering/test_lowering_speed_equivalence.py": {"vtatune.lowering._emit",
                                                           "vtatune.lowering._skeleton"},
     # TVM's build failing, and a tensor of no static shape: no small model gives either
-    "tests/deploy/test_quantizers.py": {"vtatune.deploy._deploy", "vtatune.deploy._match"},
+    "tests/deploy/test_quantizers.py": {"vtatune.deploy._match"},
     # the inner search replaced, to count the designs the outer one tunes without tuning
     "tests/design/test_design.py": {"vtatune.design._search"},
     # the first run's helper process: started or not, made to fail, the scoring it stands in

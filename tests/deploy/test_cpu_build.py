@@ -20,8 +20,13 @@ pytest.importorskip("onnxruntime")
 
 from onnx import numpy_helper  # noqa: E402
 
-from vtatune.deploy import _cpu_build, compile_model, models, quantize  # noqa: E402
-from vtatune.deploy._cpu_target import resolve_cpu_target  # noqa: E402
+from vtatune.deploy import (  # noqa: E402
+    _cpu_build,
+    compile_model,
+    models,
+    quantize,
+    resolve_cpu_target,
+)
 from vtatune.deploy.runtime._tvm import run_main  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]

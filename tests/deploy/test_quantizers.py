@@ -332,9 +332,7 @@ def test_a_model_tvm_cannot_build_is_one_deploy_error():
     import tvm
     from tvm.script import relax as R
 
-    from vtatune.deploy import DeployError
-    from vtatune.deploy._cpu_build import build_cpu
-    from vtatune.deploy._cpu_target import resolve_cpu_target
+    from vtatune.deploy import DeployError, build_cpu, resolve_cpu_target
 
     @R.function
     def main(x: R.Tensor(dtype="float32", ndim=2)):

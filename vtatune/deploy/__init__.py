@@ -25,6 +25,7 @@ loaded on first use (as ``vtatune``'s are), so that ``vtatune.deploy.runtime`` a
   into the hardware's cache log: :func:`cache_log`);
 - ``_region``, ``_codegen``: the code generator and the offloaded calls;
 - ``_bundle``: a compiled model saved as a bundle (:func:`save`);
+- ``_cpu_build``: TVM's build of the CPU part, kept in the deploy cache (:func:`build_cpu`);
 - ``_cpu_target``: the CPU the CPU part is compiled for (:func:`resolve_cpu_target`: this
   machine's, a board's, any TVM llvm target) and its cross compiler;
 - :mod:`vtatune.deploy.runtime`: what runs a built or loaded model, apart from the compiler
@@ -64,6 +65,7 @@ _API = {
                      "top1"), "vtatune.deploy._deploy"),
     **dict.fromkeys(("bundle_target", "save"), "vtatune.deploy._bundle"),
     **dict.fromkeys(("CpuTarget", "resolve_cpu_target"), "vtatune.deploy._cpu_target"),
+    **dict.fromkeys(("CpuBuild", "build_cpu"), "vtatune.deploy._cpu_build"),
     "DeployError": "vtatune.deploy.runtime._errors",
     **dict.fromkeys(("LayerSpec", "QParams", "refusal", "refusals", "spec_of",
                      "workload_of"), "vtatune.deploy._match"),
@@ -100,6 +102,7 @@ _API = {
 __all__ = [
     "MAC_OPS", "Agreement", "Buffer", "Check", "check_outputs", "input_batch", "references",
     "top1", "CompiledModel", "CpuOp", "CpuTarget", "resolve_cpu_target", "DeployError",
+    "CpuBuild", "build_cpu",
     "DeployResult", "DeployedModel", "Device", "DriverDevice", "FixedPoint", "fixed_point",
     "ChannelFixedPoint", "channel_fixed_point",
     "LayerBuilder", "LayerPrograms",

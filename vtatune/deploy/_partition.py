@@ -85,11 +85,26 @@ def partition(mod: Any, hw: HardwareConfig) -> tuple[Any, Partitioning]:
     # global), and a model built again in one process counts on
     digest = f"{ffi().structural_hash(mod):016x}"[:12]
     count = _SYMBOLS.setdefault(digest, itertools.count(1))
-    for gv, func in sorted(mod.functions.items(), key=lambda item: item[0].name_hint):
-        if isinstance(func, relax.Function) and func.attrs is not None \
-                and func.attrs.get("Codegen") == PREFIX:
-            mod[gv] = func.with_attr("global_symbol", f"vtatune_vta_{digest}_{next(count)}")
+    for gv in _in_call_order(mod):
+        mod[gv] = mod[gv].with_attr("global_symbol", f"vtatune_vta_{digest}_{next(count)}")
     return mod, state
+
+
+def _in_call_order(mod: Any) -> list[Any]:
+    """The functions the partitioning made for VTA, in the order ``main`` calls them first
+    (a process-independent order, as the functions' map's is not)."""
+    relax = tvm().relax
+    offloaded = {gv for gv, func in mod.functions.items()
+                 if isinstance(func, relax.Function) and func.attrs is not None
+                 and func.attrs.get("Codegen") == PREFIX}
+    order: list[Any] = []
+    for block in mod["main"].body.blocks:
+        for binding in block.bindings:
+            value = binding.value
+            if isinstance(value, relax.Call) and value.op in offloaded \
+                    and value.op not in order:
+                order.append(value.op)
+    return order + sorted(offloaded - set(order), key=lambda gv: gv.name_hint)
 
 
 def external_functions(mod: Any) -> list[tuple[str, Any]]:

@@ -84,6 +84,16 @@ def test_loading_libraries_one_after_another_prints_nothing(capfd):
     assert capfd.readouterr().err == ""
 
 
+def test_a_damaged_library_in_the_cache_is_built_again():
+    first = _cpu_build.build_cpu(_add_one(5.0), resolve_cpu_target())
+    first.library.write_bytes(b"not a library")
+    again = _cpu_build.build_cpu(_add_one(5.0), resolve_cpu_target())
+    assert again.executable is not None and again.library == first.library
+    x = np.zeros(4, np.float32)
+    assert run_main(again.vm(), x).tolist() == [5.0] * 4
+    assert _cpu_build.build_cpu(_add_one(5.0), resolve_cpu_target()).executable is None
+
+
 @pytest.mark.slow
 def test_a_model_deployed_again_loads_its_cpu_part_from_the_cache(model, tmp_path):
     """Across processes (the region symbols the CPU part calls are the same in a fresh

@@ -9,7 +9,8 @@ concatenations, a transformer's softmax and layer norms: 25 of DenseNet-121's 50
 an object and linked) into ``cpu/`` of the deploy cache (:func:`vtatune.deploy.cache_dir`)
 under a key naming everything the library depends on: the module (TVM's structural hash,
 which covers its constants' values), the target, TVM's version and this file (the build's
-recipe). A later build of the same module loads that library (``load_vm``). The files are
+recipe). A later build of the same module loads that library (``load_vm``; one that does not
+load, damaged, is built again). The files are
 written under a temporary name and renamed, so two deploys at once each read a whole
 library or build their own; the cache keeps the most recently used libraries up to
 :data:`CACHE_BYTES`. A cache that cannot be written (a full disk, a read-only home) is
@@ -22,7 +23,7 @@ import contextlib
 import hashlib
 import os
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -42,13 +43,17 @@ CACHE_FOLDER, SUFFIX = "cpu", ".so"
 class CpuBuild:
     """A module built for the CPU: ``executable`` (TVM's relax Executable, None when the
     library came from the cache) and ``library`` (the exported library in the cache, None
-    when it could not be written)."""
+    when it could not be written); ``loaded``: its VM, when taking it from the cache loaded
+    it already."""
 
     executable: Any
     library: Path | None
+    loaded: Any = field(default=None, repr=False, compare=False)
 
     def vm(self) -> Any:
         """The relax VM that runs it on this machine's CPU."""
+        if self.loaded is not None:
+            return self.loaded
         if self.library is not None:
             return load_vm(self.library)
         from tvm import relax
@@ -74,9 +79,15 @@ def build_cpu(mod: Any, cpu: CpuTarget) -> CpuBuild:
     folder = cache_dir() / CACHE_FOLDER
     library = folder / f"{key[:32]}{SUFFIX}"
     if library.is_file():  # whole: written under another name, then renamed
-        with contextlib.suppress(OSError):
-            os.utime(library)  # recently used: pruned last
-        return CpuBuild(None, library)
+        try:
+            loaded = load_vm(library) if cpu.runs_here else None
+        except DeployError:  # one this machine cannot load (damaged, say): built again
+            with contextlib.suppress(OSError):
+                library.unlink()
+        else:
+            with contextlib.suppress(OSError):
+                os.utime(library)  # recently used: pruned last
+            return CpuBuild(None, library, loaded)
     executable = _relax_build(mod, cpu)
     try:
         folder.mkdir(parents=True, exist_ok=True)

@@ -59,8 +59,8 @@ class CompiledModel(DeployedModel):
     ``model_sha256``: the SHA-256 of the model given (its file, or its serialized proto);
     ``cpu_build``: TVM's build of the CPU's part (:class:`CpuBuild`), for ``cpu_target``
     (another machine's CPU: ``vm`` is None, the model is saved to run there, not run
-    here); ``regions``: the
-    offloaded regions by symbol; ``output_spec``: the output's shape and dtype."""
+    here); ``regions``: the offloaded regions by symbol; ``output_spec``: the output's
+    shape and dtype."""
 
     #: The preparation TVM's importer needed (``_import``: shape inference, constant
     #: folding), in order; empty when it took the model as given.

@@ -185,11 +185,16 @@ _SCORING_SOURCES = ("simulator", "search_spaces", "vtatune/lowering", "vtatune/s
 
 @functools.cache
 def _scoring_hash() -> str:
+    # the sources of the code that runs (the installed tree's), not of this script's folder:
+    # a copy of the script elsewhere (as the docs' tests run it) scores with the same code
+    import simulator
+
+    code = Path(simulator.__file__).resolve().parents[1]
     h = hashlib.sha256()
     for src in _SCORING_SOURCES:
-        path = ROOT / src
+        path = code / src
         for f in sorted(path.rglob("*.py")) if path.is_dir() else [path]:
-            h.update(f.relative_to(ROOT).as_posix().encode() + b"\0" + f.read_bytes())
+            h.update(f.relative_to(code).as_posix().encode() + b"\0" + f.read_bytes())
     return h.hexdigest()[:12]
 
 

@@ -86,10 +86,11 @@ def main(argv: list[str] | None = None) -> int:
         for name, t in opt["tasks"].items():
             # the file's optima are of the benchmark epilogue (the catalogue's tasks now
             # carry the deployed one, and are numbered otherwise): matched by shape
-            shape = t["workload"].split(" ", 1)[1]
+            # (the file's names carry their epilogue; describe() no longer does)
+            shape = t["workload"].split(" ", 1)[1].split(", epilogue")[0]
             wl = next(w for w in (dataclasses.replace(task.workload, epilogue=BENCHMARK)
                                   for task in net.tasks)
-                      if w.describe().split(" ", 1)[1] == shape)
+                      if w.describe().split(" ", 1)[1].split(", epilogue")[0] == shape)
             rescored = score(wl, get_template(wl, net.hw).to_schedule(t["config"]),
                              net.hw).cycles
             m = measure(wl, net.hw, rescored, args.repeat)

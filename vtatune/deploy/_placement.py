@@ -35,6 +35,7 @@ from vtatune.deploy._patterns import PREFIX
 from vtatune.deploy._qoperator import to_qdq
 from vtatune.deploy._tvm import tvm
 from vtatune.deploy.runtime._errors import DeployError
+from vtatune.deploy.runtime._model import MacShares
 from vtatune.networks import (
     CpuLayer,
     CpuOp,
@@ -70,7 +71,7 @@ class PlacedLayer:
 
 
 @dataclass(frozen=True)
-class Placement:
+class Placement(MacShares):
     """A model placed on ``hw``: its layers in the order ``main`` runs them, the other ops
     the CPU runs (``cpu_ops``), and the model's multiply-accumulates from the shapes it is
     built with (:func:`~vtatune.deploy.module_macs`), ``float_macs`` those of its layers
@@ -87,16 +88,6 @@ class Placement:
     @property
     def vta_macs(self) -> int:
         return sum(p.layer.macs for p in self.layers if p.on_vta)
-
-    @property
-    def vta_mac_share(self) -> float:
-        return self.vta_macs / self.model_macs if self.model_macs else 0.0
-
-    @property
-    def vta_quantized_share(self) -> float:
-        """The share VTA runs of the multiply-accumulates the quantizer quantized."""
-        quantized = self.model_macs - self.float_macs
-        return self.vta_macs / quantized if quantized else 0.0
 
 
 class _Names:

@@ -28,8 +28,31 @@ from vtatune.deploy.runtime._region import CpuOp, OffloadedCall, Trace
 from vtatune.deploy.runtime._tvm import run_main
 
 
+class MacShares:
+    """The shares of a model's multiply-accumulates on VTA, for a class with ``vta_macs``
+    (VTA's layers', as the model has them), ``model_macs`` and ``float_macs`` (the layers'
+    the quantizer left in float): a placement (``vtatune.deploy.Placement``) and a run
+    (:class:`DeployResult`) count them alike."""
+
+    # what the class provides (a plain class's annotations: no dataclass fields)
+    vta_macs: int
+    model_macs: int
+    float_macs: int
+
+    @property
+    def vta_mac_share(self) -> float:
+        """The share of the model's multiply-accumulates on VTA."""
+        return self.vta_macs / self.model_macs if self.model_macs else 0.0
+
+    @property
+    def vta_quantized_share(self) -> float:
+        """The share on VTA of the multiply-accumulates the quantizer quantized."""
+        quantized = self.model_macs - self.float_macs
+        return self.vta_macs / quantized if quantized else 0.0
+
+
 @dataclass(frozen=True, eq=False)
-class DeployResult:
+class DeployResult(MacShares):
     """One inference of a deployed model.
 
     ``offloaded``: every VTA layer in the order it ran (:class:`OffloadedCall`: op,
@@ -80,17 +103,6 @@ class DeployResult:
         """The multiply-accumulates of the layers VTA ran, as the model has them (padded
         channels not counted)."""
         return sum(c.macs for c in self.offloaded)
-
-    @property
-    def vta_mac_share(self) -> float:
-        """The share of the model's multiply-accumulates that ran on VTA."""
-        return self.vta_macs / self.model_macs if self.model_macs else 0.0
-
-    @property
-    def vta_quantized_share(self) -> float:
-        """The share VTA ran of the multiply-accumulates the quantizer quantized."""
-        quantized = self.model_macs - self.float_macs
-        return self.vta_macs / quantized if quantized else 0.0
 
     def as_dict(self, values: bool = False) -> dict[str, Any]:
         """The ``deploy --json`` object: the output as its shape, dtype and

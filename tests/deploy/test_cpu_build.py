@@ -131,7 +131,8 @@ def test_a_cache_that_cannot_be_written_leaves_the_build_in_memory(model, tmp_pa
     assert (tmp_path / "bundle" / "cpu.so").stat().st_size > 0
 
 
-def test_the_least_recently_used_libraries_go_first(tmp_path, monkeypatch):
+def test_the_least_recently_used_libraries_go_first_and_a_killed_build_with_them(
+        tmp_path, monkeypatch):
     folder = tmp_path / "cpu"
     folder.mkdir()
     for age, name in enumerate(("c", "b", "a")):  # a oldest
@@ -139,5 +140,10 @@ def test_the_least_recently_used_libraries_go_first(tmp_path, monkeypatch):
         path.write_bytes(b"x" * 100)
         os.utime(path, (1000 - age, 1000 - age))
     monkeypatch.setattr(_cpu_build, "CACHE_BYTES", 250)
+    killed, building = folder / ".build-killed", folder / ".build-now"  # half-written
+    for half in (killed, building):
+        half.mkdir()
+        (half / "lib.so").write_bytes(b"x")
+    os.utime(killed, (0, 0))
     _cpu_build._prune(folder, keep=folder / f"a{_cpu_build.SUFFIX}")
-    assert sorted(p.name for p in folder.iterdir()) == ["a.so", "c.so"]
+    assert sorted(p.name for p in folder.iterdir()) == [".build-now", "a.so", "c.so"]

@@ -22,7 +22,9 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import shutil
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,6 +39,9 @@ from vtatune.deploy.runtime._tvm import ffi, load_vm, scope_notices_dropped
 CACHE_BYTES = 2 << 30
 #: The cache's folder in the deploy cache, and its libraries' suffix.
 CACHE_FOLDER, SUFFIX = "cpu", ".so"
+#: Where a build is written before its rename; one older than this was left by a process
+#: killed halfway (an export takes seconds to a minute).
+_BUILDING, STALE_SECONDS = ".build-", 3600
 
 
 @dataclass(frozen=True)
@@ -91,7 +96,7 @@ def build_cpu(mod: Any, cpu: CpuTarget) -> CpuBuild:
     executable = _relax_build(mod, cpu)
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(dir=folder, prefix=".build-") as tmp:
+        with tempfile.TemporaryDirectory(dir=folder, prefix=_BUILDING) as tmp:
             written = Path(tmp) / f"lib{SUFFIX}"
             with scope_notices_dropped():
                 executable.export_library(str(written), fcompile=cpu.fcompile())
@@ -104,7 +109,12 @@ def build_cpu(mod: Any, cpu: CpuTarget) -> CpuBuild:
 
 def _prune(folder: Path, keep: Path) -> None:
     """The least recently used libraries removed until the folder holds at most
-    :data:`CACHE_BYTES` (``keep``, just written, stays)."""
+    :data:`CACHE_BYTES` (``keep``, just written, stays), and the build folders a killed
+    process left (older than :data:`STALE_SECONDS`: another may be writing a young one)."""
+    for stale in folder.glob(f"{_BUILDING}*"):
+        with contextlib.suppress(OSError):
+            if time.time() - stale.stat().st_mtime > STALE_SECONDS:
+                shutil.rmtree(stale)
     entries = []
     for path in folder.glob(f"*{SUFFIX}"):
         with contextlib.suppress(OSError):

@@ -66,23 +66,31 @@ def worker(tmp_path: Path, log: str, trials: int, storage: str | None = None,
                             stderr=subprocess.PIPE, text=True)
 
 
-#: A worker that imports the command line, says it is ready and waits for the go, each of
-#: its trials asked 20 ms late: the workers' runs then overlap however fast each one is (on
-#: an idle machine a worker's 30 trials take a fraction of a second, less than the spread of
-#: the processes' start-up after the go: opening the study, loading the engines).
+#: A worker that imports the command line, says it is ready and waits for the go, then
+#: holds its first trial until every worker has reached its own (or 30 s passed): the
+#: workers' runs then overlap however fast each one is (on an idle machine a worker's share
+#: of 30 trials takes a fraction of a second, less than the spread of the processes'
+#: start-up after the go: opening the study, loading the engines). Arguments: its ready
+#: file, the go file, the number of workers, the command line.
 _AT_THE_GO = """
-import os, runpy, sys, time
+import glob, os, runpy, sys, time
 import optuna
 import vtatune.cli
+ready, go, workers = sys.argv[1], sys.argv[2], int(sys.argv[3])
 _ask = optuna.Study.ask
-def _late_ask(self, *args, **kwargs):
-    time.sleep(0.02)
+def _ask_together(self, *args, **kwargs):
+    if not os.path.exists(ready + ".asked"):  # its first trial
+        open(ready + ".asked", "w").close()
+        until = time.monotonic() + 30
+        while (len(glob.glob(os.path.join(os.path.dirname(ready), "*.asked"))) < workers
+               and time.monotonic() < until):
+            time.sleep(0.005)
     return _ask(self, *args, **kwargs)
-optuna.Study.ask = _late_ask
-open(sys.argv[1], "w").close()
-while not os.path.exists(sys.argv[2]):
+optuna.Study.ask = _ask_together
+open(ready, "w").close()
+while not os.path.exists(go):
     time.sleep(0.005)
-sys.argv = ["vtatune", *sys.argv[3:]]
+sys.argv = ["vtatune", *sys.argv[4:]]
 runpy.run_module("vtatune", run_name="__main__")
 """
 
@@ -97,7 +105,8 @@ def run_workers(tmp_path: Path, n: int, trials: int, storage: str | None, *,
         if storage:
             argv += ["--storage", storage]
         procs.append(subprocess.Popen(
-            [sys.executable, "-c", _AT_THE_GO, str(tmp_path / f"ready{i}"), str(go), *argv],
+            [sys.executable, "-c", _AT_THE_GO, str(tmp_path / f"ready{i}"), str(go), str(n),
+             *argv],
             cwd=tmp_path, env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             text=True))
     deadline = time.monotonic() + 120

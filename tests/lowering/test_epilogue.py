@@ -49,12 +49,31 @@ def test_epilogue_values():
     assert Epilogue.from_list(CUSTOM.to_list()) == CUSTOM
     with pytest.raises(WorkloadError, match="tensor 'weight'"):
         EpilogueOp("add", tensor="weight")
-    with pytest.raises(WorkloadError, match="a shift is 0..31"):
+    with pytest.raises(WorkloadError, match=r"shr by 40: a shift is -31..31 \(negative: left\)"):
         EpilogueOp("shr", 40)
     acc = np.array([-2**31, 2**31 - 1, 1000], np.int64)
     # 32-bit wrapping add, arithmetic shift, clip, int8
     out = Epilogue((EpilogueOp("add", 1), EpilogueOp("shr", 24))).apply(acc)
     assert out.tolist() == [-128 + 0, -128, 0]
+
+
+def test_a_shr_by_a_negative_immediate_shifts_left():
+    """VTA's ALU shifts left by -imm when an SHR's immediate is negative (fsim; the RTL's
+    SHL): -31..31, a left shift wrapping at 32 bits as the ALU does."""
+    assert [EpilogueOp("shr", k).imm for k in (-31, -1, 0, 31)] == [-31, -1, 0, 31]
+    for bad in (-32, 32):
+        with pytest.raises(WorkloadError, match=rf"shr by {bad}: a shift is -31..31 "
+                           r"\(negative: left\)"):
+            EpilogueOp("shr", bad)
+    left = Epilogue((EpilogueOp("shr", -4), EpilogueOp("shr", 24)))
+    assert left.describe() == "shr(-4) shr(24)" and left.key() == "epi_shrm4_shr24"
+    assert Epilogue.from_list(left.to_list()) == left
+    acc = np.array([3 << 24, 1 << 27, -(1 << 27) - 1, (1 << 28) + (5 << 24), -1], np.int64)
+    # x * 16 wrapped to int32, then >> 24 (2^31 wraps to -2^31); the int8 store
+    want = (((acc * 16 + (1 << 31)) % (1 << 32) - (1 << 31)) >> 24).astype(np.int8)
+    assert left.apply(acc).tolist() == want.tolist() == [48, -128, 127, 80, -1]
+    sign = Epilogue((EpilogueOp("shr", -31), EpilogueOp("shr", 31)))  # bit 0 to the sign
+    assert sign.apply(np.array([1, 2, 3, -1], np.int64)).tolist() == [-1, 0, -1, -1]
 
 
 def test_the_key_and_the_record_carry_the_epilogue():

@@ -173,3 +173,80 @@ def test_per_channel_shift_planes_are_bit_exact(workload, hw):
 def test_shift_planes_are_read_in_order():
     with pytest.raises(WorkloadError, match="reads the shift planes in order shift, shift1"):
         _ = Epilogue((EpilogueOp("shr", tensor="shift1"),)).shift_planes
+
+
+# the forms an exact one-pass requantization needs: a per-channel clamp whose bounds are
+# planes of the shift input (beyond the ALU's 16-bit immediates), then a left shift (a shr
+# by a negative immediate) before the shifts and adds
+EXACT = Epilogue((EpilogueOp("add", tensor="bias"), EpilogueOp("min", tensor="shift"),
+                  EpilogueOp("max", tensor="shift1"), EpilogueOp("shr", -4),
+                  EpilogueOp("add", 3), EpilogueOp("save"), EpilogueOp("shr", 2),
+                  EpilogueOp("add", tensor="saved"), EpilogueOp("shr", 9),
+                  EpilogueOp("clip", -128, hi=127)))
+
+
+def _exact(acc: np.ndarray, bias: np.ndarray, hi: np.ndarray, lo: np.ndarray) -> np.ndarray:
+    """EXACT's arithmetic written out: clamp to [lo, hi], times 16 (wrapping), + 3, then
+    (y >> 2) + y >> 9, clipped, int8."""
+    def wrap(v):
+        return (v + (1 << 31)) % (1 << 32) - (1 << 31)
+    x = np.clip(wrap(acc.astype(np.int64) + bias), None, hi)
+    x = np.maximum(x, lo)
+    y = wrap(wrap(x * 16) + 3)
+    return np.clip(wrap((y >> 2) + y) >> 9, -128, 127).astype(np.int8)
+
+
+def test_min_and_max_read_shift_planes_as_bounds():
+    assert EXACT.describe() == ("add(bias) min(shift) max(shift1) shr(-4) add(3) save shr(2) "
+                                "add(saved) shr(9) clip(-128,127)")
+    assert EXACT.key() == ("epi_addbias_minshift_maxshift1_shrm4_add3_save_shr2_addsaved_"
+                           "shr9_clipm128to127")
+    assert Epilogue.from_list(EXACT.to_list()) == EXACT
+    assert EXACT.channel_tensors == ("bias", "shift", "shift1") and EXACT.shift_planes == 2
+    assert EXACT.shift_amounts == () and PER_CHANNEL.shift_amounts == ("shift", "shift1",
+                                                                       "shift2")
+    with pytest.raises(WorkloadError, match="epilogue op add cannot read tensor 'shift1'"):
+        EpilogueOp("add", tensor="shift1")
+    rng = np.random.default_rng(1)
+    acc = rng.integers(-(1 << 31), 1 << 31, (64, 32))
+    acc[:32] >>= 12  # half of them inside the bounds, half cut by the clamp
+    bias = rng.integers(-5000, 5000, (1, 32))
+    # bounds any int32: beyond 16 bits, and some whose left shift wraps
+    hi = rng.integers(0, 1 << 20, (1, 32))
+    lo = -rng.integers(0, 1 << 20, (1, 32))
+    hi[0, :4], lo[0, 4:8] = (1 << 31) - 1, -(1 << 31)
+    planes = {"bias": bias, "shift": hi, "shift1": lo}
+    got = EXACT.apply(acc, planes)
+    np.testing.assert_array_equal(got, _exact(acc, bias, hi, lo))
+    x = acc + bias
+    assert (x > hi).sum() > 200 and (x < lo).sum() > 200 and ((x >= lo) & (x <= hi)).sum() > 200
+    unclamped = Epilogue(EXACT.ops[:1] + EXACT.ops[3:])
+    assert (got != unclamped.apply(acc, planes)).any()
+    # a plane a shr reads is still a shift amount; one a min or max reads holds any int32
+    with pytest.raises(WorkloadError, match=r"a shift is 0..31, got -1..40"):
+        Epilogue((EpilogueOp("max", tensor="shift"), EpilogueOp("shr", tensor="shift1"))
+                 ).apply(acc, {"shift": lo, "shift1": np.array([[-1, 40]])})
+
+
+@pytest.mark.parametrize("workload,hw", [
+    (GemmWorkload(16, 64, 32), DEFAULT),
+    (Conv2dWorkload(1, 8, 8, 32, 32, 3, 1, 1), DEFAULT),
+    (GemmWorkload(1, 256, 128), IN32),
+], ids=lambda x: x.bitstream if isinstance(x, HardwareConfig) else x.describe()[:32])
+def test_bounds_and_a_left_shift_are_bit_exact(workload, hw):
+    """Random legal schedules of EXACT run on the functional simulator equal Epilogue.apply
+    (encoded and decoded: the SHR's 16-bit immediate -4, the MIN and MAX reading their
+    plane's ACC tile); each channel's bounds matter (planes swapped, the output changes)."""
+    wl = replace(workload, epilogue=EXACT)
+    lowered, seed = verified_random_schedules(wl, hw)
+    for low in lowered:
+        alu = [i for i in low.program.instructions if isinstance(i, AluInsn)]
+        assert {(i.alu_op, i.use_imm, i.imm) for i in alu} >= {
+            (AluOp.SHR, True, -4), (AluOp.MIN, False, 0), (AluOp.MAX, False, 0)}
+        assert low.plan.channels == ("bias", "shift", "shift1")
+    ops = random_operands(wl, False, seed)
+    assert ops.shift.shape == (2, wl.out_channels)
+    hi, lo = ops.shift
+    assert 0 <= hi.min() and hi.max() <= 1 << 12 and -(1 << 12) <= lo.min() and lo.max() <= 0
+    assert (reference_output(wl, ops) != reference_output(wl, replace(
+        ops, shift=ops.shift[:, ::-1].copy()))).any()

@@ -173,3 +173,21 @@ def test_build_run_takes_the_shift():
     plain = build(replace(wl, epilogue=BIAS_SHR8), schedule=Schedule(tile_co=2, tile_ci=4))
     with pytest.raises(BuildError, match="no per-channel shift"):
         plain.run(ops.data, ops.weight, ops.bias, ops.shift)
+
+
+def test_build_run_holds_only_the_shifted_planes_to_0_31():
+    """A plane a min or max reads (a per-channel bound) holds any int32; the one a shr
+    reads is still refused outside 0..31."""
+    epilogue = Epilogue((EpilogueOp("min", tensor="shift"), EpilogueOp("shr", tensor="shift1"),
+                         EpilogueOp("clip", -128, hi=127)))
+    wl = replace(GemmWorkload(16, 64, 32), epilogue=epilogue)
+    b = build(wl, schedule=Schedule(tile_co=2, tile_ci=4))
+    ops = random_operands(wl, False, seed=3)
+    assert 0 <= ops.shift[1].min() and ops.shift[1].max() < 32  # drawn as amounts
+    low = np.arange(32) * (1 << 27) - (1 << 31)  # -2^31 .. 2^31 - 2^27
+    bounds = replace(ops, shift=np.stack([low, ops.shift[1]]).astype(np.int32))
+    np.testing.assert_array_equal(b.run(bounds.data, bounds.weight, None, bounds.shift),
+                                  reference_output(wl, bounds))
+    with pytest.raises(BuildError, match=r"shift: values outside 0..31 \(-3..31\)"):
+        b.run(ops.data, ops.weight, None,
+              np.stack([ops.shift[0], np.r_[-3, 31, ops.shift[1, 2:]]]))

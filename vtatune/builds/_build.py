@@ -116,10 +116,11 @@ class Build:
         build has one; shift (int32 0..31 per output channel; (planes, channels) when the
         epilogue reads several shift planes, ``shift``, ``shift1``...) exactly when the
         workload's epilogue shifts each channel by its own amount (``EpilogueOp("shr",
-        tensor="shift")``).
+        tensor="shift")``) or clamps it by its own bounds (``EpilogueOp("min",
+        tensor="shift")``: that plane any int32).
         """
         from vtatune.lowering import packed_inputs, unpack_output
-        from vtatune.workloads import Operands, operand_shapes
+        from vtatune.workloads import SHIFTS, Operands, operand_shapes, shift_range_error
 
         wl, hw = self.workload, self.hw
         shapes = operand_shapes(wl)
@@ -137,8 +138,10 @@ class Build:
         if not shifts and shift is not None:
             raise BuildError("this build has no per-channel shift: its epilogue reads none")
         sh = None if shift is None else _operand("shift", shift, shapes["shift"], np.int32)
-        if sh is not None and sh.size and not (sh.min() >= 0 and sh.max() < 32):
-            raise BuildError(f"shift: values outside 0..31 ({sh.min()}..{sh.max()})")
+        if sh is not None:  # the planes a shr reads: 0..31 (a min's or max's: any int32)
+            amounts = [SHIFTS.index(name) for name in wl.epilogue.shift_amounts]
+            if bad := shift_range_error(sh.reshape(-1, sh.shape[-1])[amounts]):
+                raise BuildError(f"shift: values outside 0..31 ({bad})")
         inputs = packed_inputs(wl, Operands(ops["data"], ops["weight"], b, sh), hw)
         result = run(self.program, hw, inputs)
         return unpack_output(wl, result.machine.read_tensor(self.program, "output"))

@@ -40,12 +40,14 @@ from vtatune.workloads._epilogue import (
     RESIDUAL,
     SAVED,
     SHIFTS,
+    SHR_IMMEDIATES,
     Epilogue,
     EpilogueOp,
     benchmark,
     deployed,
     epilogue_name,
     named_epilogues,
+    shift_range_error,
 )
 from vtatune.workloads._layouts import (
     dilate,
@@ -91,7 +93,7 @@ from vtatune.workloads._reference import (
 
 __all__ = [
     "AddWorkload", "BENCHMARK", "BENCHMARK_BIAS", "CHANNEL_TENSORS", "INTO_SAVED", "SAVED",
-    "SHIFTS",
+    "SHIFTS", "SHR_IMMEDIATES",
     "Conv2dTransposeWorkload",
     "Conv2dWorkload",
     "DEPLOYED_SHIFT", "ElementwiseWorkload", "Epilogue", "EpilogueOp", "GemmWorkload",
@@ -102,5 +104,6 @@ __all__ = [
     "group_conv2d_reference", "input_pack", "named_epilogues", "operand_shapes", "output_pack",
     "pack_bias", "pack_conv_data", "pack_conv_kernel", "pack_data", "pack_matrix", "pack_weight",
     "packed_inputs", "random_operands", "reference_output", "resnet18_layers", "resolve",
-    "shape_fields", "transpose_kernel", "unpack_conv_output", "unpack_matrix", "unpack_output",
+    "shape_fields", "shift_range_error", "transpose_kernel", "unpack_conv_output",
+    "unpack_matrix", "unpack_output",
 ]

@@ -14,7 +14,9 @@ An :class:`Epilogue` is an ordered tuple of :class:`EpilogueOp`, each one ALU in
   of two), loaded as the bias is, into its own accumulator area. A per-channel fixed-point
   requantization shifts by several: ``shift``, ``shift1``... (:data:`SHIFTS`, read in that
   order), the planes of one ``shift`` input of shape (planes, channels), each loaded into
-  its own area.
+  its own area. A ``min`` or ``max`` may read a plane too: a per-channel clamp whose bounds
+  (any int32) exceed the ALU's 16-bit immediates; only a plane a ``shr`` reads is held to
+  0..31 (:meth:`Epilogue.shift_amounts`).
 
 And one that is no input: ``saved``, a copy of the accumulator tile in its own area of the
 accumulator buffer (as large as the tile), written by a ``save`` step (three ALU
@@ -52,14 +54,23 @@ import numpy as np
 
 from vtatune.errors import WorkloadError
 
-#: The ALU's operations an epilogue step may use (``clip`` is a min and a max).
+#: The ALU's operations an epilogue step may use (``clip`` is a min and a max). A ``shr``
+#: by a negative immediate shifts left by its magnitude: VTA's ALU decodes it so (the
+#: functional simulator shifts left by ``-imm``; the RTL, TensorAlu.scala, turns an SHR whose
+#: immediate field is negative into its SHL), which is how TVM's VTA compiler lowers a
+#: ``shift_left``. Only an immediate: the RTL shifts a register operand right by its low 5
+#: bits whatever its sign, so a plane a ``shr`` reads holds 0..31.
 OPS = ("add", "max", "min", "shr", "mul", "clip", "save")
+#: The immediates a ``shr`` takes: -31..31 (negative: a left shift). The RTL shifts by the
+#: low 5 bits of the amount (of its negation, to the left): 32 would shift by 0.
+SHR_IMMEDIATES = range(-31, 32)
 #: The extra inputs a step may read instead of an immediate, with the ops that may read each.
 #: The per-channel shift planes an epilogue may read, in the order it reads them: plane ``j``
-#: of the ``shift`` input (a fixed-point multiply's Horner gaps and final shift per channel).
+#: of the ``shift`` input (a fixed-point multiply's Horner gaps and final shift per channel,
+#: or a per-channel clamp's bounds, read by ``min`` and ``max``).
 SHIFTS = ("shift", *(f"shift{j}" for j in range(1, 8)))
 TENSOR_OPS = {"bias": ("add", "mul"), "residual": ("add", "mul"),
-              **{name: ("shr",) for name in SHIFTS}, "saved": ("add",)}
+              **{name: ("shr", "min", "max") for name in SHIFTS}, "saved": ("add",)}
 #: The copy of the accumulator tile a ``save`` step writes (no input of the operator).
 SAVED = "saved"
 #: What an ALU instruction of a ``save`` step names as its tensor: it writes the copy's area
@@ -101,8 +112,8 @@ class EpilogueOp:
         if self.op == "clip" and (self.hi is None or self.hi < self.imm):
             raise WorkloadError(f"clip needs a low bound <= its high bound, got "
                                 f"{self.imm}, {self.hi}")
-        if self.op == "shr" and self.imm is not None and not 0 <= self.imm < 32:
-            raise WorkloadError(f"shr by {self.imm}: a shift is 0..31")
+        if self.op == "shr" and self.imm is not None and self.imm not in SHR_IMMEDIATES:
+            raise WorkloadError(f"shr by {self.imm}: a shift is -31..31 (negative: left)")
 
     def describe(self) -> str:
         if self.op == "clip":
@@ -175,6 +186,13 @@ class Epilogue:
         return len(read)
 
     @property
+    def shift_amounts(self) -> tuple[str, ...]:
+        """The shift planes a ``shr`` reads (its per-channel amounts, each 0..31), in the
+        order first read; the other planes it reads are ``min``/``max`` bounds (any int32)."""
+        return tuple(dict.fromkeys(o.tensor for o in self.ops
+                                   if o.op == "shr" and o.tensor in SHIFTS))
+
+    @property
     def bias(self) -> bool:
         """It reads a per-channel bias."""
         return "bias" in self.tensors
@@ -233,7 +251,8 @@ class Epilogue:
         """The int8 result of the steps on int32 accumulators, as VTA's ALU computes them
         (32-bit wrapping adds and products, arithmetic shifts), then the store's int8
         truncation. ``tensors`` hold the extra inputs broadcastable to ``acc`` (a ``shift``
-        0..31)."""
+        plane a ``shr`` reads: 0..31). A ``shr`` by a negative immediate shifts left,
+        wrapping."""
         x = acc.astype(np.int64)
         saved = np.zeros_like(x)
         for op, imm, name in self.alu_steps(clip_order):
@@ -243,8 +262,8 @@ class Epilogue:
                 continue
             y = saved if name == SAVED else \
                 np.asarray((tensors or {})[name], np.int64) if name else np.int64(imm)
-            if name in SHIFTS and y.size and not (0 <= y.min() and y.max() < 32):
-                raise WorkloadError(f"a shift is 0..31, got {y.min()}..{y.max()}")
+            if op == "shr" and name in SHIFTS and (bad := shift_range_error(y)):
+                raise WorkloadError(f"a shift is 0..31, got {bad}")
             if op == "add":
                 x = _wrap32(x + y)
             elif op == "mul":
@@ -253,9 +272,19 @@ class Epilogue:
                 x = np.maximum(x, y)
             elif op == "min":
                 x = np.minimum(x, y)
+            elif name is None and imm < 0:  # shr by a negative immediate: left
+                x = _wrap32(x << -imm)
             else:  # shr: arithmetic
                 x = x >> y
         return (x & 0xFF).astype(np.uint8).view(np.int8)
+
+
+def shift_range_error(amounts: np.ndarray) -> str | None:
+    """``"lo..hi"`` when per-channel shift amounts (what a ``shr`` reads from a plane)
+    leave 0..31, else None."""
+    if amounts.size and not (0 <= amounts.min() and amounts.max() < 32):
+        return f"{amounts.min()}..{amounts.max()}"
+    return None
 
 
 def _wrap32(x: np.ndarray) -> np.ndarray:

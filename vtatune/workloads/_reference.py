@@ -144,7 +144,8 @@ def operand_shapes(workload: Workload) -> dict[str, tuple[int, ...]]:
 
 def random_operands(workload: Workload, bias: bool, seed: int = 0) -> Operands:
     """Seeded random int8 data and weights, an int32 bias when ``bias`` or the workload's
-    epilogue reads one, and a shift (0..31 per channel) when the epilogue reads one."""
+    epilogue reads one, and a shift (0..31 per channel) when the epilogue reads one (its
+    planes a ``min`` or ``max`` reads: bounds, :func:`_draw_bounds`)."""
     bias = bias or workload.epilogue.bias
     rng = np.random.default_rng(seed)
     shapes = operand_shapes(workload)
@@ -157,7 +158,28 @@ def random_operands(workload: Workload, bias: bool, seed: int = 0) -> Operands:
     # drawn last: the other operands are those of the same workload without a shift
     shift = (rng.integers(0, 32, shapes["shift"], dtype=np.int32)
              if workload.epilogue.shift_planes else None)
+    if shift is not None:
+        _draw_bounds(workload.epilogue, shift.reshape(-1, shift.shape[-1]), rng)
     return Operands(data, weight, b, shift)
+
+
+#: How far from 0 :func:`random_operands` draws a clamp's per-channel bounds: well inside
+#: the accumulators' range (sums of ~100 int8 products: ~2^15), so the clamp cuts many and
+#: a cut value tells its channel's bound (a bound read from another channel's place shows).
+BOUND_RANGE = 1 << 12
+
+
+def _draw_bounds(epilogue: Epilogue, planes: np.ndarray, rng: np.random.Generator) -> None:
+    """Redraw in place the shift planes no ``shr`` reads (a ``min``'s or ``max``'s
+    per-channel bounds): a plane only ``min`` reads 0..BOUND_RANGE, one only ``max`` reads
+    -BOUND_RANGE..0, so a clamp's interval holds 0 and both of its ends cut."""
+    for j, name in enumerate(SHIFTS[:planes.shape[0]]):
+        ops = {o.op for o in epilogue.ops if o.tensor == name}
+        if "shr" in ops:
+            continue
+        lo = 0 if ops == {"min"} else -BOUND_RANGE
+        hi = 0 if ops == {"max"} else BOUND_RANGE
+        planes[j] = rng.integers(lo, hi + 1, planes.shape[1], dtype=np.int32)
 
 
 def elementwise_reference(lhs: np.ndarray, rhs: np.ndarray, wl: AddWorkload) -> np.ndarray:

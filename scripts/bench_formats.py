@@ -17,12 +17,14 @@ verdict is each input's (``ok`` when all are; the JSON line has each input's). T
 ``ok`` is issue 39's: VTA within max(2 steps, TVM's distance from onnxruntime) of
 onnxruntime (a float output: within TVM's distance, or 1e-5 of the output's range) or
 within 1 step of the exact reference (the quantized graph in float64: ``reference(...,
-"exact")``), top-1 onnxruntime's. ``--exact`` deploys with ``exact=True`` (the CPU
-requantizes). Each model's row is printed as soon as it is done.
+"exact")``), top-1 onnxruntime's. ``--exact`` / ``--no-exact`` deploy with ``exact=True``
+/ ``False`` (default: deploy's own choice, exact in one pass for a model that
+normalizes). Each model's row is printed as soon as it is done.
 """
 
 from __future__ import annotations
 
+import argparse
 import sys
 import time
 import warnings
@@ -57,7 +59,8 @@ def _verdict(d: dict, step: float | None, scale: float, top1: bool | None) -> bo
     return within and top1 is not False
 
 
-def measure(path: Path, hw: str, seed: int, exact: bool = False, inputs: int = 1) -> dict:
+def measure(path: Path, hw: str, seed: int, exact: bool | None = None, inputs: int = 1
+            ) -> dict:
     import onnx
 
     from vtatune.deploy import (
@@ -160,7 +163,8 @@ def row(m: dict) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     p = parser(__doc__)
-    p.add_argument("--exact", action="store_true", help="deploy with exact=True")
+    p.add_argument("--exact", action=argparse.BooleanOptionalAction, default=None,
+                   help="deploy with exact=True (--no-exact: False); default: deploy's")
     p.add_argument("--inputs", type=int, default=1,
                    help="inputs per model (seeds SEED, SEED+1, ...): the distances are the "
                         "largest over them, the verdict each input's")

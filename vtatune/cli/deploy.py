@@ -33,9 +33,11 @@ _DESCRIPTION = (
     "the network command's task scheduler) into a log per hardware kept across runs and "
     "models ($VTATUNE_CACHE_DIR, else ~/.cache/vtatune); --tune 0 tunes nothing. VTA "
     "requantizes each layer in its one pass: by a shift (a power-of-two multiplier, rounding "
-    "half up) or a fixed-point multiply from shifts and adds (any other per-tensor "
-    "multiplier, every element within one step of the exact rounding); per-channel "
-    "multipliers, or every one with --exact, on the CPU. --check compares the output with "
+    "half up) or a fixed-point multiply from shifts and adds (any other multiplier, every "
+    "element within one step of the exact rounding); a model that normalizes (LayerNorm, "
+    "softmax: they amplify a step) is rounded exactly, still in one pass, where VTA can "
+    "(per-tensor multipliers: a longer fixed point with guard bits). --exact rounds every "
+    "layer exactly (the CPU where VTA cannot), --no-exact none. --check compares the output with "
     "TVM's CPU build, onnxruntime and exact arithmetic (the quantized graph in float64). "
     "Exit status: 0; 2 on bad input; 3 when --check could not run a reference (each one that "
     "failed is one line, the run's own result printed and its output saved all the same); "
@@ -90,10 +92,12 @@ def register(sub: Any) -> None:
                         "(deploy-<hw model>.jsonl in $VTATUNE_CACHE_DIR, else "
                         "$XDG_CACHE_HOME/vtatune or ~/.cache/vtatune); given with --log, "
                         "into that log (created if new); 0: no tuning")
-    p.add_argument("--exact", action="store_true",
-                   help="requantize on the CPU wherever VTA's rounding could differ from "
-                        "TVM's (its half-up shift, its fixed-point multiply: VTA then runs "
-                        "such a layer once per accumulator byte)")
+    p.add_argument("--exact", action=argparse.BooleanOptionalAction, default=None,
+                   help="--exact: round every layer as exact arithmetic does (VTA's exact "
+                        "fixed point in one pass where it has one, else the CPU, VTA running "
+                        "the layer once per accumulator byte); --no-exact: within one step, "
+                        "one pass a layer; default: exactly in one pass where VTA can for a "
+                        "model that normalizes (LayerNorm, softmax), within a step otherwise")
     p.add_argument("--check", action="store_true",
                    help="compare the output (each of a batch's) with TVM's CPU build, "
                         "onnxruntime's and exact arithmetic's (the quantized graph in float64, "
@@ -214,12 +218,14 @@ def cmd_deploy(args: argparse.Namespace) -> int:
             d["check"] = {c.engine: c.as_dict() for c in checks}
         if compiled.prepared:
             d["prepared"] = list(compiled.prepared)
+        d["exact"] = compiled.exact
         print(json.dumps(d))
         return _check_status(checks)
     if compiled.prepared:
         print("import: TVM's importer failed on the model as given; imported after "
               + ", ".join(compiled.prepared))
     print(result.report())
+    print(rounding_line(compiled))
     for c in checks:
         print(f"against {ENGINES[c.engine]}: {c.describe()}")
     s = result.seconds
@@ -231,6 +237,19 @@ def cmd_deploy(args: argparse.Namespace) -> int:
     if args.save:
         print(f"bundle saved to {args.save} (run it: python -m vtatune run {args.save})")
     return _check_status(checks)
+
+
+def rounding_line(compiled: Any) -> str:
+    """How the model's layers were requantized, and why (``--exact`` or the model)."""
+    from vtatune.deploy import IN_PASS, normalizing_ops
+
+    if compiled.exact == IN_PASS:
+        return (f"rounding: exact where VTA can in its one pass, the model normalizing "
+                f"({', '.join(normalizing_ops(compiled.model))}: a step off would be "
+                "amplified); --no-exact: within one step, fewer ALU instructions")
+    if compiled.exact:
+        return "rounding: exact in every layer (--exact)"
+    return "rounding: within one step of exact arithmetic, one pass a layer"
 
 
 def _check_status(checks: Any) -> int:

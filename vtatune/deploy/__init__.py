@@ -81,7 +81,9 @@ _API = {
                     "vtatune.deploy._placement"),
     "float64_model": "vtatune.deploy._exact",
     "quantize": "vtatune.deploy._quantize",
-    "Requantization": "vtatune.deploy.runtime._requantize",
+    **dict.fromkeys(("IN_PASS", "Requantization"), "vtatune.deploy.runtime._requantize"),
+    **dict.fromkeys(("NORMALIZING", "normalizing_ops", "resolve_exact"),
+                    "vtatune.deploy._exactness"),
     **dict.fromkeys(("LayerBuilder", "LayerPrograms", "cost_model_pick"),
                     "vtatune.deploy._schedules"),
     **dict.fromkeys(("CACHE_ENV", "DEFAULT_TUNE_TRIALS", "Tuning", "cache_dir", "cache_log",
@@ -89,8 +91,8 @@ _API = {
     **dict.fromkeys(("QOPERATOR_OPS", "to_qdq"), "vtatune.deploy._qoperator"),
     **dict.fromkeys(("INTEGER_OPS", "to_accumulators"), "vtatune.deploy._dynamic"),
     "TVM_VERSION": "vtatune.deploy._tvm",
-    **dict.fromkeys(("ChannelFixedPoint", "FixedPoint", "channel_fixed_point", "fixed_point"),
-                    "vtatune.deploy.runtime"),
+    **dict.fromkeys(("ChannelFixedPoint", "FixedPoint", "channel_fixed_point", "fixed_point",
+                     "ExactFixedPoint", "exact_fixed_point"), "vtatune.deploy.runtime"),
     **dict.fromkeys(("Buffer", "CpuOp", "DeployResult", "DeployedModel", "Device",
                      "ModelInput", "OffloadedCall", "SimulatedDevice", "check_input",
                      "device_from_spec", "input_batch", "load", "output_file", "output_sha256",
@@ -120,6 +122,8 @@ __all__ = [
     "import_model",
     "output_file", "save_output", "QOPERATOR_OPS", "to_qdq",
     "INTEGER_OPS", "to_accumulators", "Imported", "PREPARATION",
+    "ExactFixedPoint", "exact_fixed_point", "IN_PASS", "NORMALIZING", "normalizing_ops",
+    "resolve_exact",
 ]
 
 if TYPE_CHECKING:
@@ -139,6 +143,7 @@ if TYPE_CHECKING:
     )
     from vtatune.deploy._dynamic import INTEGER_OPS, to_accumulators
     from vtatune.deploy._exact import float64_model
+    from vtatune.deploy._exactness import NORMALIZING, normalizing_ops, resolve_exact
     from vtatune.deploy._import import PREPARATION, Imported, import_model
     from vtatune.deploy._macs import call_macs, float_macs, model_macs, module_macs
     from vtatune.deploy._match import (
@@ -184,6 +189,7 @@ if TYPE_CHECKING:
         DeployedModel,
         DeployResult,
         Device,
+        ExactFixedPoint,
         FixedPoint,
         ModelInput,
         OffloadedCall,
@@ -191,6 +197,7 @@ if TYPE_CHECKING:
         channel_fixed_point,
         check_input,
         device_from_spec,
+        exact_fixed_point,
         fixed_point,
         input_batch,
         load,
@@ -202,7 +209,7 @@ if TYPE_CHECKING:
     )
     from vtatune.deploy.runtime._driver import DriverDevice, program_words
     from vtatune.deploy.runtime._errors import DeployError
-    from vtatune.deploy.runtime._requantize import Requantization
+    from vtatune.deploy.runtime._requantize import IN_PASS, Requantization
 
 
 def __getattr__(name: str) -> Any:

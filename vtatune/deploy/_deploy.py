@@ -26,6 +26,7 @@ from vtatune.deploy._chain import link
 from vtatune.deploy._cpu_build import CpuBuild, build_cpu
 from vtatune.deploy._cpu_target import CpuTarget, resolve_cpu_target
 from vtatune.deploy._dynamic import to_accumulators
+from vtatune.deploy._exactness import resolve_exact
 from vtatune.deploy._import import import_model
 from vtatune.deploy._macs import float_macs, float_operands, module_macs
 from vtatune.deploy._model import (
@@ -65,6 +66,9 @@ class CompiledModel(DeployedModel):
     #: The preparation TVM's importer needed (``_import``: shape inference, constant
     #: folding), in order; empty when it took the model as given.
     prepared: tuple[str, ...] = ()
+    #: How exactly it requantizes (``compile_model``'s ``exact`` as resolved: False, True
+    #: or ``IN_PASS``, a model that normalizes rounding exactly in VTA's one pass).
+    exact: bool | str = False
 
     def __init__(self, name: str, model: Any, hw: HardwareConfig, device: Device,
                  input_spec: tuple[str, tuple[int, ...], np.dtype], vm: Any, trace: Trace,
@@ -159,7 +163,7 @@ _ONNX_OP = {"relax.nn.conv2d": "Conv", "relax.nn.conv2d_transpose": "ConvTranspo
 def compile_model(model: Any, *, hw: HardwareConfig | str | None = None,
                   log: str | Path | None = None, tune_trials: int = 0,
                   tune_log: str | Path | None = None, calibration: Any = None,
-                  exact: bool = False, device: Device | None = None,
+                  exact: bool | None = None, device: Device | None = None,
                   cpu_target: CpuTarget | str | None = None, seed: int = 0,
                   progress: bool = False,
                   tune_patience: int | None = DEFAULT_PATIENCE) -> CompiledModel:
@@ -173,8 +177,11 @@ def compile_model(model: Any, *, hw: HardwareConfig | str | None = None,
     ``progress``, a workload leaving the budget to the others after ``tune_patience``
     rounds without a better schedule (None: never; ``_tuning``); a layer with no record
     takes the cost model's pick;
-    ``exact``: requantize on the CPU wherever VTA's half-up rounding could differ from
-    TVM's half-to-even (VTA then runs each such layer once per accumulator byte);
+    ``exact``: round every layer exactly (``True``: VTA's exact fixed point where it has
+    one, else the CPU, VTA running the layer once per accumulator byte), within one step
+    (``False``: one pass a layer), or (None, the default) exactly where VTA can in its one
+    pass for a model that normalizes (LayerNorm, softmax: ``_exactness``), within a step
+    for any other;
     ``device`` runs the offloaded layers (default: :class:`SimulatedDevice`);
     ``cpu_target``: the CPU TVM compiles the rest for (:func:`resolve_cpu_target`: ``host``,
     the default, a board's name, or a TVM llvm target): for another machine's CPU the model
@@ -204,6 +211,7 @@ def compile_model(model: Any, *, hw: HardwareConfig | str | None = None,
         if calibration is None:
             raise float_model_error(name)
         proto = quantize(proto, calibration)
+    exact = resolve_exact(exact, proto)
     input_spec = model_input(proto)
     imported = import_model(proto, input_spec[1], input_spec[0])
     mod, proto = imported.module, imported.model  # prepared, when the import needed it
@@ -243,6 +251,7 @@ def compile_model(model: Any, *, hw: HardwareConfig | str | None = None,
                              float_macs=floats)
     compiled.tuning = builder.tuning.as_dict() if builder.tuning is not None else None
     compiled.prepared = imported.prepared  # what the import needed, said (deploy prints it)
+    compiled.exact = exact
     return compiled
 
 
@@ -267,7 +276,7 @@ def _output_spec(mod: Any) -> tuple[tuple[int, ...], np.dtype]:
 def deploy(model: Any, *, log: str | Path | None = None, hw: HardwareConfig | str | None = None,
            input: Any = None, seed: int = 0, tune_trials: int = 0,
            tune_log: str | Path | None = None, calibration: Any = None,
-           exact: bool = False, device: Device | None = None) -> DeployResult:
+           exact: bool | None = None, device: Device | None = None) -> DeployResult:
     """Build ``model`` (:func:`compile_model`, ``seed`` seeding its tuning) and run it once
     on ``input`` (None: a random input of ``seed``)."""
     compiled = compile_model(model, hw=hw, log=log, tune_trials=tune_trials, tune_log=tune_log,

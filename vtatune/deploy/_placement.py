@@ -21,6 +21,7 @@ from typing import Any
 from simulator.hardware import HardwareConfig
 from vtatune.deploy._deploy import _LAYER_OPS, _unmatched
 from vtatune.deploy._dynamic import to_accumulators
+from vtatune.deploy._exactness import resolve_exact
 from vtatune.deploy._import import import_model
 from vtatune.deploy._macs import call_macs, float_macs, float_operands, module_macs
 from vtatune.deploy._match import LayerPlan, layer_plan
@@ -110,7 +111,7 @@ def _shape(expr: Any) -> str:
 
 
 def placement(model: Any, hw: HardwareConfig | str | None = None, *,
-              exact: bool = False) -> Placement:
+              exact: bool | None = None) -> Placement:
     """Where each layer of ``model`` (an ONNX path or ModelProto, quantized) runs on ``hw``
     (default pynq) as :func:`~vtatune.deploy.compile_model` runs it (``exact`` as there):
     DeployError for a model deploy refuses (a float model, one TVM cannot import)."""
@@ -124,6 +125,7 @@ def placement(model: Any, hw: HardwareConfig | str | None = None, *,
     proto = to_accumulators(to_qdq(proto))  # QOperator: its QDQ form; dynamic: VTA's
     if not is_quantized(proto):
         raise float_model_error(name)
+    exact = resolve_exact(exact, proto)
     input_name, shape, _ = model_input(proto)
     mod = import_model(proto, shape, input_name).module
     macs, floats = module_macs(mod), float_macs(mod)
@@ -171,7 +173,7 @@ def placement(model: Any, hw: HardwareConfig | str | None = None, *,
 
 
 def placed_network(model: Any, hw: HardwareConfig | str | None = None, *,
-                   tasks: str = "deployed", exact: bool = False,
+                   tasks: str = "deployed", exact: bool | None = None,
                    name: str | None = None) -> Network:
     """``model`` as a :class:`~vtatune.networks.Network` placed by :func:`placement`: each
     offloaded layer's task the workload a log's record is looked up by, each of its VTA

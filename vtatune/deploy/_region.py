@@ -141,7 +141,7 @@ def build_layer(layer: VtaLayer, device: Device, builder: LayerBuilder,
             raise DeployError(f"{layer.name}: bias packed as {list(bias.shape)}, the program "
                               f"reads {list(first.tensor('bias').shape)}")
     shift = None
-    values = requant.shift_values  # (channels,) or (planes, channels)
+    values = requant.shift_input(spec.channels)  # (channels,) or (planes, channels)
     if values is not None:
         shifts = pad_channels(values, (*values.shape[:-1], runs.out_channels))
         shift = device.upload(pack_bias(shifts, runs.batch, hw))

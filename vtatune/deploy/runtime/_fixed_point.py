@@ -114,7 +114,7 @@ def _range(multiplier: float, zero_point: int) -> int:
     return math.ceil((max(127 - zero_point, 128 + zero_point) + 1) / multiplier)
 
 
-def _candidates(m: float, d: int) -> list[tuple[int, ...]]:
+def power_sums(m: float, d: int) -> list[tuple[int, ...]]:
     """Sums of at most ``d`` powers of two near ``m``: the greedy expansion (each digit the
     largest power not above what is left), stopped after each digit or ended there by the
     power just above what is left (the sum then exceeds ``m``)."""
@@ -152,7 +152,7 @@ def fixed_point(multiplier: float, zero_point: int, tolerance: float = TOLERANCE
     if not 0 < multiplier < 1:
         return None
     for d in range(1, MAX_DIGITS + 1):
-        designs = [_design(multiplier, zero_point, c) for c in _candidates(multiplier, d)
+        designs = [_design(multiplier, zero_point, c) for c in power_sums(multiplier, d)
                    if c[0] <= 31 and all(0 < b - a <= 31 for a, b in pairwise(c))]
         fits = [f for f in designs if f.bound < tolerance and len(f.digits) == d]
         if fits:
@@ -217,7 +217,7 @@ def _with_digits(f: FixedPoint, d: int, tolerance: float) -> FixedPoint | None:
     digits = f.digits
     while len(digits) < d:
         digits = (*digits[:-1], digits[-1] + 1, digits[-1] + 1)
-    options = [c for c in _candidates(f.multiplier, d) if len(c) == d] + [digits]
+    options = [c for c in power_sums(f.multiplier, d) if len(c) == d] + [digits]
     fits = [g for g in (_design(f.multiplier, f.zero_point, c) for c in options if _legal(c))
             if g.bound < tolerance]
     return min(fits, key=lambda g: g.bound) if fits else None

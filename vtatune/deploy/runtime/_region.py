@@ -40,6 +40,7 @@ from vtatune.workloads import (
     GemmWorkload,
     Workload,
     operand_shapes,
+    pack_bias,
     pack_data,
     pack_matrix,
     pack_weight,
@@ -424,8 +425,14 @@ class RegionRunner:
         if len(layer.passes) % n_heads:
             raise DeployError(f"{layer.name}: {len(layer.passes)} programs for {n_heads} heads")
         per_head = len(layer.passes) // n_heads  # each head's passes, lowered in turn
-        has_bias = "bias" in {t.name for t in first.tensors}
+        names = {t.name for t in first.tensors}
+        has_bias = "bias" in names
         out_shape = tuple(first.tensor("output").shape)
+        shift = None
+        if "shift" in names:  # the exact fixed point's clamp planes, the same for every head
+            planes = requant.shift_input(n)
+            planes = pad_channels(planes, (*planes.shape[:-1], wl.out_channels))
+            shift = device.upload(pack_bias(planes, wl.batch, hw))
         ys, cycles = [], 0
         # a workload larger than the matrices (rows to whole BATCH blocks, channels to whole
         # blocks) reads zeros beyond them: zero products, outputs dropped
@@ -442,6 +449,8 @@ class RegionRunner:
                 acc = pad_channels(acc, (wl.batch, wl.out_channels))
                 bias = requant.fused_bias(acc) if requant.on_vta else acc.astype(np.int32)
                 tensors["bias"] = device.upload(pack_matrix(bias, hw.batch, hw.block_out))
+            if shift is not None:
+                tensors["shift"] = shift
             outs = []
             for j in range(h * per_head, (h + 1) * per_head):
                 out = device.alloc(out_shape, np.int8)

@@ -22,8 +22,16 @@ scale). The requantization multiplier is ``acc_scale / out_scale``:
   each channel's digits, its shifts per-channel operands (the ``shift`` input's planes) and
   its rounding and zero point in its own bias: one pass, ``add(bias) save [shr(shift)
   add(saved)]... shr(shift{d-1}) clip(low, 127)``.
-- with ``exact``, or when the fixed point cannot bound its error (a multiplier near 1, an
-  unknown reduction):
+- **exactly**, per tensor, with ``exact`` (``True``, or :data:`IN_PASS`: what deploy does
+  for a model that normalizes): the exact fixed point, ``clip(round_half_even(x m) + zp)``
+  bit for bit in one pass: the biased accumulators clamped by the ``shift`` input's two
+  planes, shifted left by guard bits, multiplied by a sum of powers of two of about 24
+  significant bits (:mod:`vtatune.deploy.runtime._exact_fixed_point`: the design and its
+  check). Where it has no design (per-channel multipliers, a power of two whose ties
+  alternate, an ALU-only add), :data:`IN_PASS` rounds as without ``exact`` and ``True``
+  as below.
+- with ``exact=True`` where VTA cannot round exactly, or when the fixed point cannot bound
+  its error (a multiplier near 1, an unknown reduction):
   VTA cannot multiply by it (the HLS and Chisel ALUs have no MUL), and it
   stores int8 only, so it hands the accumulators to the CPU byte by byte: the same program
   runs :attr:`Requantization.planes` times, pass ``j`` storing byte ``j`` of
@@ -65,6 +73,7 @@ from functools import lru_cache
 import numpy as np
 
 from vtatune.deploy.runtime._errors import DeployError
+from vtatune.deploy.runtime._exact_fixed_point import ExactFixedPoint, exact_fixed_point
 from vtatune.deploy.runtime._fixed_point import (
     MAX_ACCUMULATOR,
     PRODUCT_BOUND,
@@ -82,6 +91,10 @@ MAX_SHIFT = 31
 QMIN, QMAX = -128, 127
 #: Passes that cover every int32 accumulator (the top byte then never saturates).
 MAX_PLANES = 4
+#: ``exact``: round exactly where VTA can within its one pass (the exact fixed point), and
+#: within a step elsewhere (never the CPU's byte passes): deploy's default for a model that
+#: normalizes (LayerNorm, softmax), which amplifies a step.
+IN_PASS = "in-pass"
 
 
 @dataclass(frozen=True)
@@ -90,10 +103,12 @@ class Requantization:
     ``out_scale`` with ``zero_point``, a ReLU before it when ``relu`` (scales are float32
     values, as the model stores them). ``rounding``: where the fused rounding constant goes,
     ``bias`` (a GEMM layer's bias tensor) or ``imm`` (an ALU-only add: an immediate).
-    ``exact``: requantize on the CPU even a power-of-two multiplier (rounding ties to even
-    as TVM does, at the price of the accumulator's passes), except a shift of 0 (no
-    rounding). ``offset``: an integer the accumulators take before anything else (an add's
-    zero points, ``-(za + zr)``, as an immediate). ``channel_scales``: the accumulator's
+    ``exact``: round exactly: VTA's exact fixed point where it has one, else the CPU (even
+    a power-of-two multiplier, rounding ties to even as TVM does, at the price of the
+    accumulator's passes), except a shift of 0 (no rounding); :data:`IN_PASS`: the exact
+    fixed point where it has one, else as without ``exact``. ``offset``: an integer the
+    accumulators take before anything else (an add's zero points, ``-(za + zr)``, as an
+    immediate). ``channel_scales``: the accumulator's
     scale per output channel (per-channel weight scales; ``acc_scale`` is the first): VTA
     computes the integer core and the CPU requantizes each channel by its own multiplier.
     ``reduction``: the int8 products each accumulator sums (a conv's input channels per group
@@ -104,7 +119,7 @@ class Requantization:
     zero_point: int
     relu: bool
     rounding: str = "bias"
-    exact: bool = False
+    exact: bool | str = False
     offset: int = 0
     channel_scales: tuple[float, ...] | None = None
     #: What a bias rescaled to accumulator units lost in the rounding, per channel, in real
@@ -124,15 +139,17 @@ class Requantization:
         with ``exact``, only ``k = 0``), else None (the CPU does)."""
         if self.channel_scales is not None or self.float_output:
             return None  # per channel: channel_shifts; a float output: the CPU's
+        if self.exact_fixed_point is not None:
+            return None
         return self._shift(self.acc_scale)
 
     def _shift(self, acc_scale: float) -> int | None:
         """``k`` when ``acc_scale / out_scale`` is ``2^-k``, ``0 <= k <= 31`` (not with
-        ``exact`` unless 0), else None."""
+        ``exact=True`` unless 0), else None."""
         m_acc, e_acc = np.frexp(np.float32(acc_scale))
         m_out, e_out = np.frexp(np.float32(self.out_scale))
         k = int(e_out) - int(e_acc)
-        if m_acc != m_out or not 0 <= k <= MAX_SHIFT or (self.exact and k):
+        if m_acc != m_out or not 0 <= k <= MAX_SHIFT or (self.exact is True and k):
             return None
         return k
 
@@ -151,9 +168,10 @@ class Requantization:
         """The fixed-point multiply VTA runs when the multiplier is no power of two (per
         tensor, a GEMM layer's bias to fold the rounding into, not ``exact``, and the
         accumulators bounded: ``reduction``); else None."""
-        if (self.exact or self.float_output or self.channel_scales is not None
+        if (self.exact is True or self.float_output or self.channel_scales is not None
                 or self.rounding != "bias" or self.shift is not None or not self.reduction
-                or self.reduction * PRODUCT_BOUND > MAX_ACCUMULATOR):
+                or self.reduction * PRODUCT_BOUND > MAX_ACCUMULATOR
+                or self.exact_fixed_point is not None):
             return None
         # a bias rescaled to accumulator units loses up to half a unit, which the fixed
         # point cannot add back: the bound leaves it room
@@ -166,13 +184,31 @@ class Requantization:
         """The fixed-point multiply per channel VTA runs when the per-channel multipliers
         are not all powers of two (as :attr:`fixed_point`, each channel's digits); else
         None."""
-        if (self.exact or self.channel_scales is None or self.rounding != "bias"
+        if (self.exact is True or self.channel_scales is None or self.rounding != "bias"
                 or self.channel_shifts is not None or not self.reduction
                 or self.reduction * PRODUCT_BOUND > MAX_ACCUMULATOR):
             return None
         lost = max((abs(v) for v in self.channel_residuals or ()), default=0.0)
         return _channel_fixed_point(tuple(self.multipliers.tolist()), self.zero_point,
                                     TOLERANCE - lost / float(np.float32(self.out_scale)))
+
+    @property
+    def exact_fixed_point(self) -> ExactFixedPoint | None:
+        """The exact requantization VTA runs in its one pass (with ``exact``, per tensor, a
+        GEMM layer's bias to fold the offset into, the accumulators bounded and a design
+        found: :func:`~vtatune.deploy.runtime.exact_fixed_point`); else None."""
+        if (not self.exact or self.float_output or self.channel_scales is not None
+                or self.rounding != "bias" or not self.reduction
+                or self.reduction * PRODUCT_BOUND > MAX_ACCUMULATOR
+                or self.channel_residuals and any(self.channel_residuals)):
+            return None  # a rescaled bias's lost fraction: only the CPU adds it back
+        return exact_fixed_point(self.acc_scale, self.out_scale, self.zero_point, self.low)
+
+    def shift_input(self, channels: int) -> np.ndarray | None:
+        """The ``shift`` input the pass reads for ``channels`` output channels:
+        :attr:`shift_values`, or the exact fixed point's clamp planes (2, channels)."""
+        exact = self.exact_fixed_point
+        return exact.planes(channels) if exact is not None else self.shift_values
 
     @property
     def shift_values(self) -> np.ndarray | None:
@@ -202,7 +238,8 @@ class Requantization:
     @property
     def on_vta(self) -> bool:
         return (self.shift is not None or self.channel_shifts is not None
-                or self.fixed_point is not None or self.channel_fixed_point is not None)
+                or self.fixed_point is not None or self.channel_fixed_point is not None
+                or self.exact_fixed_point is not None)
 
     @property
     def low(self) -> int:
@@ -234,7 +271,7 @@ class Requantization:
         add_bias = (EpilogueOp("add", tensor="bias"),) if bias else ()
         if self.offset:
             add_bias += (EpilogueOp("add", self.offset),)
-        fixed = self.fixed_point or self.channel_fixed_point
+        fixed = self.exact_fixed_point or self.fixed_point or self.channel_fixed_point
         if fixed is not None:  # the rounding and the zero point: in the bias
             return (Epilogue((*add_bias, *fixed.ops(), EpilogueOp("clip", self.low, hi=QMAX))),)
         if self.channel_shifts is not None:  # the rounding per channel: in the bias
@@ -268,14 +305,15 @@ class Requantization:
         ``2^(k-1)`` folded in (a GEMM layer's, per channel with :attr:`channel_shifts`; an
         add rounds by an immediate)."""
         bias = np.asarray(bias, np.int64)
-        fixed = self.fixed_point or self.channel_fixed_point
+        fixed = self.exact_fixed_point or self.fixed_point or self.channel_fixed_point
         if fixed is not None and not fixed.check_bias(bias, self.reduction):
             raise DeployError(
                 f"a bias up to {int(np.abs(bias).max(initial=0))} with {self.reduction} "
                 "products per accumulator could overflow VTA's fixed-point "
                 "requantization: deploy with --exact")
-        if self.fixed_point is not None:
-            return (bias + self.fixed_point.offset).astype(np.int32)
+        single = self.exact_fixed_point or self.fixed_point
+        if single is not None:
+            return (bias + single.offset).astype(np.int32)
         channel = self.channel_fixed_point
         if channel is not None:
             offsets = np.zeros(bias.shape[-1], np.int64)
@@ -295,7 +333,7 @@ class Requantization:
         shifts = self.channel_shifts or ()
         return has_bias or (self.rounding == "bias" and (
             bool(self.shift) or any(shifts) or self.fixed_point is not None
-            or self.channel_fixed_point is not None))
+            or self.channel_fixed_point is not None or self.exact_fixed_point is not None))
 
     def finish(self, planes: list[np.ndarray], packed_shape: tuple[int, ...] | None = None
                ) -> np.ndarray:
@@ -333,6 +371,9 @@ class Requantization:
         if shifts is not None:
             return (f"on VTA: shift {min(shifts)}..{max(shifts)} per channel (a per-channel "
                     f"operand){zp}{relu}")
+        exact = self.exact_fixed_point
+        if exact is not None:
+            return f"on VTA: x{self.multiplier:.6g} {exact.describe()}{zp}{relu}"
         fixed = self.fixed_point
         if fixed is not None:
             powers = "+".join(f"2^-{e}" for e in fixed.digits)

@@ -1,0 +1,226 @@
+"""An exact fixed-point requantization on VTA's ALU: ``clip(round_half_even(x * m) + zp)``
+bit for bit for every int32 accumulator ``x``, in one VTA pass, from the ALU's MIN, MAX, ADD
+and SHR alone.
+
+Why: :mod:`._fixed_point` rounds within one step of the exact result (about 7 % of the
+elements one step off), which LayerNorm and softmax amplify: a transformer's output ends
+up 3-14 steps from onnxruntime's where TVM's CPU build is 0-9 (``docs/deploy.md``). Exact
+rounding needs the multiplier to about 24 significant bits and guard bits below the
+accumulator's, which the fixed point's right shifts alone do not keep.
+
+The program (``x`` the accumulator with the layer's bias, ``c0`` folded into the bias)::
+
+    add(bias + c0)  min(shift) max(shift1)  shr(-L)  add(c1)  save
+    [shr(e_{i+1} - e_i)  add(saved)] for i = d-1 .. 1   shr(e1 + L)  clip(low, 127)
+
+1. **clamp** ``x + c0`` to ``[lo, hi]``: beyond them the output saturates anyway, and the
+   clamped value leaves room for the guard bits. The bounds (up to ~2^20) do not fit the
+   ALU's 16-bit immediates: they are the two planes of the layer's ``shift`` input, the
+   same for every channel;
+2. **shift left** by ``L`` guard bits (an SHR by ``-L``: VTA's ALU shifts left) and add
+   ``c1`` (``0 <= c1 < 2^L``): the offset ``C = c0 * 2^L + c1`` carries the zero point and
+   the rounding at the guard bits' resolution;
+3. **multiply** by ``m' = sum 2^-e_i`` with :mod:`._fixed_point`'s Horner steps (right
+   shifts and adds of the saved copy), then shift right by ``e1 + L``.
+
+**Exact, checked rather than bounded.** Every step is monotone in ``x`` (min, max, add, an
+arithmetic shift), so the output ``y(x)`` is. The exact result ``g(x)`` is a monotone step
+function: it reaches level ``v`` at its breakpoint ``t_v``, the least ``x`` with
+``round_half_even(x m) + zp >= v`` (``low < v <= 127``). So ``y == g`` for every ``x`` if and
+only if ``y(t_v) >= v`` and ``y(t_v - 1) <= v - 1`` at each of the (at most 255)
+breakpoints: :func:`exact_fixed_point` searches digits, ``L`` and ``C`` and keeps the first
+design (fewest digits) that passes, computing those points with Python's integers, the
+ALU's 32-bit arithmetic being exact there (no intermediate reaches 2^31: checked). A tie
+(``x m`` exactly half-way) is where ``t_v`` moves by one with the parity of ``v - zp``:
+the check holds there too, or no design is found (a power-of-two multiplier, whose ties
+alternate, has none: the caller rounds elsewhere).
+
+Example:
+    >>> f = exact_fixed_point(np.float32(4e-4), np.float32(0.03), zero_point=3, low=-128)
+    >>> len(f.digits) > 3, f.guard_bits > 0
+    (True, True)
+    >>> x = np.arange(-40_000, 40_001)
+    >>> from fractions import Fraction
+    >>> m = Fraction(float(np.float32(4e-4))) / Fraction(float(np.float32(0.03)))
+    >>> exact = np.clip([round(int(v) * m) + 3 for v in x], -128, 127)
+    >>> bool((f.apply(x) == exact).all())
+    True
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+from functools import lru_cache
+from itertools import pairwise
+
+import numpy as np
+
+from vtatune.deploy.runtime._fixed_point import PRODUCT_BOUND, power_sums
+from vtatune.workloads import SHIFTS, EpilogueOp
+
+#: The most digits tried (each costs two ALU instructions; beyond them a layer takes the
+#: caller's other rounding).
+MAX_EXACT_DIGITS = 24
+#: The most guard bits: ``c1 < 2^L`` stays within the ALU's 16-bit immediates.
+MAX_GUARD_BITS = 15
+#: No intermediate value may reach it (the ALU's int32).
+LIMIT = 1 << 31
+QMAX = 127
+
+
+@dataclass(frozen=True)
+class ExactFixedPoint:
+    """``clip(round_half_even(x * multiplier) + zero_point, low, 127)`` exactly: ``digits``
+    (``m' = sum 2^-e``), ``guard_bits`` ``L``, the offset ``C = offset * 2^L + step``
+    (``offset`` into the bias, ``step`` an immediate) and the clamp ``bounds`` of the biased
+    accumulator ``x + offset`` (``lo``, ``hi``: the ``shift`` input's two planes)."""
+
+    multiplier: Fraction
+    zero_point: int
+    low: int
+    digits: tuple[int, ...]
+    guard_bits: int
+    offset: int
+    step: int
+    bounds: tuple[int, int]
+
+    def ops(self) -> tuple[EpilogueOp, ...]:
+        """The epilogue steps after the bias add and before the clip."""
+        e, g = self.digits, self.guard_bits
+        ops = [EpilogueOp("min", tensor=SHIFTS[0]), EpilogueOp("max", tensor=SHIFTS[1])]
+        if g:
+            ops.append(EpilogueOp("shr", -g))
+        if self.step:
+            ops.append(EpilogueOp("add", self.step))
+        if len(e) > 1:
+            ops.append(EpilogueOp("save"))
+        for i in range(len(e) - 1, 0, -1):
+            ops += [EpilogueOp("shr", e[i] - e[i - 1]), EpilogueOp("add", tensor="saved")]
+        ops.append(EpilogueOp("shr", e[0] + g))
+        return tuple(ops)
+
+    def planes(self, channels: int) -> np.ndarray:
+        """The ``shift`` input: (2, channels) int32, the clamp's ``hi`` then ``lo``."""
+        lo, hi = self.bounds
+        return np.array([[hi] * channels, [lo] * channels], np.int32)
+
+    def apply(self, x: np.ndarray) -> np.ndarray:
+        """The int8 outputs of accumulators ``x`` (bias included, not ``offset``), as the
+        ALU computes them (the clip included)."""
+        lo, hi = self.bounds
+        u = np.clip(np.asarray(x, np.int64) + self.offset, lo, hi)
+        y = _horner((u << self.guard_bits) + self.step, self.digits, self.guard_bits)
+        return np.clip(y, self.low, QMAX).astype(np.int8)
+
+    def check_bias(self, bias: np.ndarray, reduction: int) -> bool:
+        """Whether the bias add cannot overflow: ``reduction`` int8 products plus the
+        largest ``|bias + offset|`` below 2^31."""
+        worst = int(np.abs(np.asarray(bias, np.int64) + self.offset).max(initial=0))
+        return reduction * PRODUCT_BOUND + worst < LIMIT
+
+    def describe(self) -> str:
+        return (f"exactly ({len(self.digits)} powers of two, {self.guard_bits} guard bits, "
+                f"clamped to [{self.bounds[0]}, {self.bounds[1]}])")
+
+
+def _horner(x: np.ndarray, digits: tuple[int, ...], guard_bits: int) -> np.ndarray:
+    """``x * sum 2^-e`` by right shifts and adds from the smallest digit up, then the last
+    shift by ``e1 + L`` (int64: the caller keeps every value within int32)."""
+    r = x
+    for i in range(len(digits) - 1, 0, -1):
+        r = (r >> (digits[i] - digits[i - 1])) + x
+    return r >> (digits[0] + guard_bits)
+
+
+def breakpoints(multiplier: Fraction, zero_point: int, low: int) -> np.ndarray:
+    """``t_v`` for ``v = low + 1 .. 127``: the least ``x`` whose exact result is ``>= v``
+    (``round_half_even(x m) >= v - zp``: above ``(v - zp - 1/2) / m``, or at it when a
+    tie rounds up, ``v - zp`` even)."""
+    out = []
+    for v in range(low + 1, QMAX + 1):
+        w = v - zero_point
+        q = (Fraction(w) - Fraction(1, 2)) / multiplier
+        if q.denominator == 1:
+            out.append(int(q) + (w % 2))  # a tie: rounded up (to w) only when w is even
+        else:
+            out.append(math.ceil(q))
+    return np.array(out, np.int64)
+
+
+def exact_fixed_point(acc_scale: float, out_scale: float, zero_point: int, low: int
+                      ) -> ExactFixedPoint | None:
+    """The exact requantization of accumulators at ``acc_scale`` to int8 at ``out_scale``
+    (float32 values: the multiplier is their exact quotient) with the fewest digits, or
+    None when none of at most :data:`MAX_EXACT_DIGITS` passes the check (a multiplier of
+    1 or more; one whose ties alternate, a power of two)."""
+    m = Fraction(float(np.float32(acc_scale))) / Fraction(float(np.float32(out_scale)))
+    return _search(m, int(zero_point), int(low))
+
+
+@lru_cache(maxsize=4096)
+def _search(m: Fraction, zero_point: int, low: int) -> ExactFixedPoint | None:
+    if not 0 < m < 1 or low >= QMAX:
+        return None
+    t = breakpoints(m, zero_point, low)
+    levels = np.arange(low + 1, QMAX + 1, dtype=np.int64)
+    lo_x, hi_x = int(t[0]) - 1, int(t[-1])  # beyond: saturated either way
+    mf = float(m)
+    # the exact result's margins at the breakpoints, in steps: a design's error there must
+    # stay within [-above, below) (float64: a filter only, the integer check decides)
+    above = t * mf + zero_point + 0.5 - levels
+    below = levels - ((t - 1) * mf + zero_point + 0.5)
+    for d in range(1, MAX_EXACT_DIGITS + 1):
+        for digits in power_sums(mf, d):
+            if len(digits) != d or not _legal(digits):
+                continue
+            slope = sum(2.0 ** -e for e in digits) - mf
+            if (above + t * slope).min() + (below - (t - 1) * slope).min() <= 0:
+                continue  # no offset fits even without the truncations
+            for g in range(min(MAX_GUARD_BITS, 31 - digits[0]), -1, -1):
+                design = _fit(m, zero_point, low, digits, g, t, levels, lo_x, hi_x)
+                if design is not None:
+                    return design
+    return None
+
+
+def _legal(digits: tuple[int, ...]) -> bool:
+    return all(0 < b - a <= 31 for a, b in pairwise(digits))
+
+
+def _fit(m: Fraction, zero_point: int, low: int, digits: tuple[int, ...], g: int,
+         t: np.ndarray, levels: np.ndarray, lo_x: int, hi_x: int) -> ExactFixedPoint | None:
+    """The design of ``digits`` and ``g`` guard bits with an offset ``C`` that passes the
+    breakpoint check (``y(t_v) >= v``, ``y(t_v - 1) <= v - 1``), None if no ``C`` does or
+    a value could overflow."""
+    at, before = t << g, (t - 1) << g
+    span = 1 << (digits[0] + g + 10)  # |C| <= 2^L (|zp| + 1) / m < 2^(e1 + L + 9)
+    # the least C lifting every breakpoint to its level, the greatest keeping each one
+    # below: each point's own binary search, all at once (y is monotone in C)
+    c_min = _least(lambda c: _horner(at + c, digits, g) >= levels, len(t), -span, span)
+    c_max = _least(lambda c: _horner(before + c, digits, g) > levels - 1, len(t),
+                   -span, span) - 1
+    lo_c, hi_c = int(c_min.max()), int(c_max.min())
+    if lo_c > hi_c:
+        return None
+    c = (lo_c + hi_c) // 2
+    offset, step = c >> g, c & ((1 << g) - 1)
+    bounds = (lo_x + offset, hi_x + offset)
+    biggest = (max(abs(bounds[0]), abs(bounds[1])) << g) + step
+    if 2 * biggest + 2 >= LIMIT:  # Horner's sums stay below 2 |x| (distinct digits)
+        return None
+    return ExactFixedPoint(m, zero_point, low, digits, g, offset, step, bounds)
+
+
+def _least(holds, n: int, lo: int, hi: int) -> np.ndarray:
+    """Per point, the least ``c`` in ``[lo, hi]`` where the monotone ``holds(c)`` is true
+    (``hi + 1`` if none): a vectorized binary search."""
+    a = np.full(n, lo, np.int64)
+    b = np.full(n, hi + 1, np.int64)
+    while (a < b).any():
+        mid = (a + b) >> 1
+        ok = holds(mid)
+        b = np.where(ok & (a < b), mid, b)
+        a = np.where(~ok & (a < b), mid + 1, a)
+    return a

@@ -619,6 +619,10 @@ def _alu_apply(op: AluOp, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     elif op == AluOp.MUL:
         r = a * b
     elif op == AluOp.SHR:
+        # fsim's: a negative amount shifts left, an immediate's or a register's. The RTL
+        # (TensorAlu.scala) agrees on an immediate -31..31 but shifts by a register's low 5
+        # bits, right, whatever its sign (scripts/alu_forms_judge.py): vtatune's epilogues
+        # read only amounts 0..31 from registers.
         b = np.broadcast_to(b, a.shape)
         right = np.right_shift(a, np.clip(b, 0, 63))
         left = np.left_shift(a, np.clip(-b, 0, 63))

@@ -3,6 +3,7 @@
 import json
 import shutil
 import subprocess
+from dataclasses import replace
 
 import pytest
 
@@ -23,17 +24,23 @@ from vtatune.builds import (
 )
 from vtatune.cli import main
 from vtatune.schedule import Schedule, tutorial_schedule
-from vtatune.workloads import WORKLOADS, GemmWorkload
+from vtatune.workloads import WORKLOADS, Epilogue, EpilogueOp, GemmWorkload
 
 pytestmark = pytest.mark.usefixtures("compiled_engines")  # exact CLI output: no first-run notice
 
 WL = GemmWorkload(16, 64, 64)
 C11 = WORKLOADS["conv2d"]["resnet18.C11"]
 TUT = WORKLOADS["conv2d"]["tutorial"]
+# a per-channel clamp (min and max reading shift planes) and a left shift (shr by -4)
+CLAMP_LEFT = replace(WL, epilogue=Epilogue((
+    EpilogueOp("add", tensor="bias"), EpilogueOp("min", tensor="shift"),
+    EpilogueOp("max", tensor="shift1"), EpilogueOp("shr", -4), EpilogueOp("shr", 9),
+    EpilogueOp("clip", -128, hi=127))))
 CASES = [(WL, Schedule(tile_b=4, tile_ci=4, tile_co=4), False),
          (WL, Schedule(tile_b=2, tile_co=2, tile_ci=2, oc_nthread=2), True),
          (C11, Schedule(tile_h=7, tile_w=7, tile_co=8, oc_nthread=2), True),
-         (TUT, tutorial_schedule(TUT), False)]
+         (TUT, tutorial_schedule(TUT), False),
+         (CLAMP_LEFT, Schedule(tile_b=2, tile_co=2, tile_ci=2, oc_nthread=2), True)]
 
 
 @pytest.mark.parametrize("wl, sch, bias", CASES)
@@ -89,11 +96,12 @@ def test_program_c_compiles_against_the_shipped_header(tmp_path):
                "VTAUopPush", "VTAPushGEMMOp", "VTAPushALUOp", "VTADepPush", "VTADepPop",
                "VTASynchronize"):
         assert f"{fn}(" in header
-    for k, (wl, sch, bias) in enumerate(CASES[1:3]):
+    for k, (wl, sch, bias) in enumerate(CASES[1:3] + CASES[4:]):
         out = tmp_path / str(k)
         paths = write_all(build(wl, schedule=sch, bias=bias), out)
         src = paths["c"].read_text()
         assert "VTAPushGEMMOp" in src and "VTAPushALUOp" in src and "VTADepPop" in src
+        assert (", -4);" in src) == (wl is CLAMP_LEFT)  # the left shift's immediate
         for std in ("c99", "c11"):
             r = subprocess.run([gcc, "-c", f"-std={std}", "-Wall", "-Wextra", "-Werror",
                                 str(paths["c"]), "-o", str(out / "program.o")],

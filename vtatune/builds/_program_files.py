@@ -38,8 +38,9 @@ from simulator.isa import (
 from simulator.program import NO_TOKENS, Program
 from vtatune import __version__
 from vtatune.errors import VtatuneError
+from vtatune.records import workload_fields, workload_from
 from vtatune.scoring import simulate
-from vtatune.workloads import WORKLOAD_CLASSES, Workload
+from vtatune.workloads import Workload
 
 LOAD, COMPUTE, STORE = 1, 2, 3  # the runtime's stage numbers (DepPush/DepPop queue ids)
 
@@ -59,10 +60,9 @@ class LoadedProgram:
 
     @property
     def workload(self) -> Workload | None:
-        w = self.meta.get("workload")
-        if not w:
-            return None
-        return WORKLOAD_CLASSES[w["operator"]](**w["shape"], name=w.get("name", ""))
+        """The workload built, with its epilogue (a log record's fields: none written
+        means the benchmark's)."""
+        return workload_from(self.meta) if self.meta.get("workload") else None
 
     @property
     def bias(self) -> bool:
@@ -92,9 +92,7 @@ def _meta(source: Any) -> dict[str, Any]:
             if k in source.meta:
                 meta[k] = source.meta[k]
         return meta
-    wl = source.workload
-    meta["workload"] = {"operator": wl.operator, "name": wl.name, "key": wl.key(),
-                        "shape": wl.shape_args()}
+    meta["workload"] = workload_fields(source.workload)
     meta["bias"] = bool(source.bias)
     meta["schedule"] = source.schedule.to_dict()
     meta["provenance"] = source.provenance.to_dict()

@@ -211,19 +211,23 @@ def test_blocks_in_and_out_differ(hw, residual, references, tmp_path):
     _check(r, model, x, references, exact=hw == OUT32)
 
 
-def test_float_qdq_scales_requantize_on_vta_in_one_pass_or_with_exact_on_the_cpu(references):
+def test_float_qdq_scales_requantize_on_vta_in_one_pass_within_a_step_or_exactly(references):
     """Calibrated float scales: VTA's fixed point, one pass a layer, within one step; with
-    --exact the CPU requantizes the accumulators of a pass per byte."""
+    --exact VTA's exact fixed point, still one pass a layer, every element as exact
+    arithmetic rounds (the quantized graph in float64)."""
     model, x = _quantized(models.conv_residual(channels=16), power_of_two=False)
     r = _quiet(model=model, input=x, exact=True)
-    assert [c.passes for c in r.offloaded] == [3, 3]
-    assert all(c.requantization.startswith("on the CPU: x") for c in r.offloaded)
-    host = [c.op for c in r.cpu_ops if c.by == "vtatune"]
-    assert host == ["pack", "requantize", "requantize", "unpack"]  # no repacking between
+    assert [c.passes for c in r.offloaded] == [1, 1]
+    assert all(c.requantization.startswith("on VTA: x") and " exactly (" in c.requantization
+               for c in r.offloaded)
+    assert [c.op for c in r.cpu_ops if c.by == "vtatune"] == ["pack", "unpack"]
+    exact = agreement(r.output, reference(model, x, "exact"), output_step(model))
+    assert exact.exact == exact.elements, exact.describe()
     _check(r, model, x, references, exact=False)
-    d = _quiet(model=model, input=x)
+    d = _quiet(model=model, input=x)  # a CNN: within a step by default
     assert [c.passes for c in d.offloaded] == [1, 1]
-    assert all(c.requantization.startswith("on VTA: x") for c in d.offloaded)
+    assert all(c.requantization.startswith("on VTA: x") and "within" in c.requantization
+               for c in d.offloaded)
     assert [c.op for c in d.cpu_ops if c.by == "vtatune"] == ["pack", "unpack"]
     _check(d, model, x, references, exact=False)
 
@@ -231,8 +235,8 @@ def test_float_qdq_scales_requantize_on_vta_in_one_pass_or_with_exact_on_the_cpu
 def test_onnxruntimes_default_quantization(references, tmp_path):
     """quantize_static with its defaults: asymmetric activations (zero points), calibrated
     scales. An input zero point folds into the bias; a padded conv with one runs unpadded
-    on its input with a border of the zero point, exactly as TVM computes it (--exact: the
-    CPU requantizes as TVM does)."""
+    on its input with a border of the zero point, exactly as TVM computes it (--exact: VTA
+    rounds as exact arithmetic does, in the layer's one pass)."""
     import onnx
     from onnxruntime.quantization import QuantFormat, quantize_static
 
@@ -254,8 +258,9 @@ def test_onnxruntimes_default_quantization(references, tmp_path):
     assert [c.notes for c in r.offloaded] == [
         ("runs unpadded on its input with a 1-pixel border of the zero point 11",),
         ("runs unpadded on its input with a 1-pixel border of the zero point -128",)]
-    assert [c.op for c in r.cpu_ops if c.by == "vtatune"] == [
-        "pack", "border", "requantize", "border", "requantize", "unpack"]
+    assert [c.op for c in r.cpu_ops if c.by == "vtatune"] == ["pack", "border", "border",
+                                                              "unpack"]
+    assert all(" exactly (" in c.requantization for c in (*r.offloaded, *out["mlp"].offloaded))
     # the residual add's inputs have two scales: the CPU adds them, saying every reason
     add = next(c for c in r.cpu_ops if c.op == "add" and c.reason)
     assert add.reason.split("; ") == [

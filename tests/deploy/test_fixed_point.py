@@ -75,10 +75,13 @@ def test_requantization_chooses_one_pass_or_the_byte_passes():
     assert epilogue.saves and epilogue.ops[-1].describe() == "clip(3,127)"
     assert one.describe().startswith(f"on VTA: x{m:.6g} as 2^-7+2^-8+")
     assert one.describe().endswith("of a step), zero point 3, ReLU")
-    # exact, an unknown or too large reduction, a large multiplier: the CPU
+    # exact: VTA's exact fixed point, still one pass (test_exact_fixed_point.py)
+    exact = replace(one, exact=True)
+    assert exact.fixed_point is None and exact.exact_fixed_point is not None
+    assert exact.on_vta and exact.planes == 1 and " exactly (" in exact.describe()
+    # an unknown or too large reduction, a large multiplier: the CPU
     # (per channel: test_channel_fixed_point.py)
-    for other in (dict(exact=True), dict(reduction=0), dict(reduction=1 << 17),
-                  dict(acc_scale=0.045)):
+    for other in (dict(reduction=0), dict(reduction=1 << 17), dict(acc_scale=0.045)):
         r = Requantization(**{**dict(acc_scale=4e-4, out_scale=0.03, zero_point=3,
                                      relu=True, reduction=576), **other})
         assert r.fixed_point is None and not r.on_vta and r.planes > 1, other

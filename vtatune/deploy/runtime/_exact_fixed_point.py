@@ -154,15 +154,18 @@ def exact_fixed_point(acc_scale: float, out_scale: float, zero_point: int, low: 
     """The exact requantization of accumulators at ``acc_scale`` to int8 at ``out_scale``
     (float32 values: the multiplier is their exact quotient) with the fewest digits, or
     None when none of at most :data:`MAX_EXACT_DIGITS` passes the check (a multiplier of
-    1 or more; one whose ties alternate, a power of two)."""
+    1 or more; one whose ties alternate, a power of two; one below about 2^-16, whose
+    unsaturated accumulators span more than 2^24 and leave too few guard bits)."""
     m = Fraction(float(np.float32(acc_scale))) / Fraction(float(np.float32(out_scale)))
     return _search(m, int(zero_point), int(low))
 
 
 @lru_cache(maxsize=4096)
 def _search(m: Fraction, zero_point: int, low: int) -> ExactFixedPoint | None:
-    if not 0 < m < 1 or low >= QMAX:
+    if not 0 < m < 1:
         return None
+    if low >= QMAX:  # a ReLU at the zero point 127: the output is 127 whatever x is
+        return ExactFixedPoint(m, zero_point, low, (1,), 0, 0, 0, (0, 0))
     t = breakpoints(m, zero_point, low)
     levels = np.arange(low + 1, QMAX + 1, dtype=np.int64)
     lo_x, hi_x = int(t[0]) - 1, int(t[-1])  # beyond: saturated either way

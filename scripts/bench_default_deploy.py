@@ -12,9 +12,11 @@ script's own (``$VTATUNE_CACHE_DIR``):
 - ``warm``: default flags again, the cache log holding its workloads (nothing to tune);
 - ``--check``: the warm run with ``--check`` (what the check adds);
 - ``tune0``: ``--tune 0``: no tuning, each layer the cost model's pick;
-- ``exact`` (``--exact``): default flags with ``--exact`` (tuned too: each layer whose
-  requantization VTA would round differently from TVM runs once per accumulator byte, the
-  CPU requantizing; what the default's one pass saves);
+- ``exact`` (``--exact``): default flags with ``--exact`` (tuned too: every layer rounded
+  exactly, VTA's exact fixed point in one pass where it has one, else once per
+  accumulator byte, the CPU requantizing);
+- ``no_exact`` (``--no-exact``): every layer within a step, one pass (tuned too: for a
+  model that normalizes, what the default's exact rounding costs);
 - ``reference``: ``--reference N`` trials every workload (no early stop: ``tune_patience``
   None), in this process, into a log of its own; then deployed with it, ``--tune 0``.
 
@@ -89,7 +91,9 @@ def main() -> None:
                     help="also tune N trials every workload (no early stop) and deploy it")
     ap.add_argument("--no-tune0", action="store_true", help="leave out the --tune 0 run")
     ap.add_argument("--exact", action="store_true",
-                    help="also deploy with --exact (a pass per accumulator byte)")
+                    help="also deploy with --exact (every layer rounded exactly)")
+    ap.add_argument("--no-exact", action="store_true",
+                    help="also deploy with --no-exact (every layer within a step)")
     ap.add_argument("--out", default=str(ROOT / "scripts/results/bench_default_deploy.json"))
     args = ap.parse_args()
     results = {}
@@ -105,6 +109,8 @@ def main() -> None:
                 runs["tune0"] = _deploy(model, Path(cache), args.hw, "--tune", "0")
             if args.exact:
                 runs["exact"] = _deploy(model, Path(cache), args.hw, "--exact")
+            if args.no_exact:
+                runs["no_exact"] = _deploy(model, Path(cache), args.hw, "--no-exact")
             if args.reference:
                 runs["reference"] = _reference(model, args.hw, args.reference,
                                                Path(cache) / "reference.jsonl")
@@ -116,6 +122,8 @@ def main() -> None:
             line += f", --tune 0 {runs['tune0']['vta_cycles']:,}"
         if "exact" in runs:
             line += f", --exact {runs['exact']['vta_cycles']:,}"
+        if "no_exact" in runs:
+            line += f", --no-exact {runs['no_exact']['vta_cycles']:,}"
         if "reference" in runs:
             ref = runs["reference"]["vta_cycles"]
             line += f", --reference {ref:,} (default flags {cold['vta_cycles'] / ref:.4f}x)"
@@ -135,9 +143,9 @@ def table(results: dict) -> str:
     """The runs as docs/deploy.md's table (markdown)."""
     rows = ["| model | VTA cycles: default schedules | `--tune 0` (cost model's pick) | "
             "default flags (tuned) | 200 trials a workload | default / 200 | trials "
-            "(workloads) | `--exact` (a pass per byte) | wall: cold / warm / warm `--check` "
+            "(workloads) | `--exact` | `--no-exact` | wall: cold / warm / warm `--check` "
             "(load) |",
-            "|---|---:|---:|---:|---:|---:|---:|---:|---|"]
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     for name, runs in results.items():
         cold = runs["cold"]
         ref = runs.get("reference", {}).get("vta_cycles")
@@ -152,6 +160,7 @@ def table(results: dict) -> str:
             f"{ratio} | "
             f"{cold['tuning']['trials']} ({cold['tuning']['workloads']}) | "
             f"{format(runs['exact']['vta_cycles'], ',') if 'exact' in runs else '-'} | "
+            f"{format(runs['no_exact']['vta_cycles'], ',') if 'no_exact' in runs else '-'} | "
             f"{' / '.join(walls)} ({loads[0]:.0f}-{loads[-1]:.0f}) |")
     return "\n".join(rows) + "\n"
 

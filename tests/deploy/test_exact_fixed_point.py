@@ -24,7 +24,7 @@ from vtatune.deploy import (  # noqa: E402
     placement,
     resolve_exact,
 )
-from vtatune.deploy.runtime._exact_fixed_point import breakpoints  # noqa: E402
+from vtatune.deploy.runtime import rounding_breakpoints  # noqa: E402
 
 RNG = np.random.default_rng(44)
 # scales as quantize_static makes them: the multiplier s_in * s_w / s_out from 2^-16 to 1/8
@@ -42,7 +42,7 @@ def _exact(x: np.ndarray, m: Fraction, zp: int, low: int) -> np.ndarray:
 def _points(m: Fraction, zp: int, low: int) -> np.ndarray:
     """Each breakpoint and its neighbours, random values between, and accumulators far
     beyond (up to the int32 an int8 GEMM of 4,608 products with a bias reaches)."""
-    t = breakpoints(m, zp, low)
+    t = rounding_breakpoints(m, zp, low)
     if not len(t):  # a ReLU at the zero point 127: no level to reach
         t = np.array([0])
     near = (t[:, None] + np.arange(-2, 3)).ravel()

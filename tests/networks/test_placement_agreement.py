@@ -25,7 +25,7 @@ pytest.importorskip("onnxruntime")
 from tests._calibration import seeded_reader  # noqa: E402
 from vtatune.builds import FallbackWarning  # noqa: E402
 from vtatune.cli import main  # noqa: E402
-from vtatune.deploy import deploy, models, quantize  # noqa: E402
+from vtatune.deploy import deploy, models, normalizing_ops, quantize  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -178,6 +178,9 @@ def test_one_count_network_counts_the_cycles_deploy_runs(name, tmp_path, capsys)
     r = deploy_run(model, "pynq", log=str(log))
     assert all(c.source == "log" for c in r.offloaded)
     assert all("shifts and adds" in c.requantization for c in r.offloaded)  # the fixed point
+    # exact where the model normalizes (the attention's softmax, the stage's LayerNorm)
+    assert all((" exactly (" in c.requantization) == bool(normalizing_ops(model))
+               for c in r.offloaded)
     assert counted["vta_cycles"] == r.vta_cycles
 
 

@@ -34,7 +34,11 @@ Example (a bundle saved by ``python -m vtatune deploy MODEL --save DIR``):
 
 from vtatune.deploy.runtime._bundle import load, read_manifest
 from vtatune.deploy.runtime._device import Buffer, Device, SimulatedDevice, tokens_left
-from vtatune.deploy.runtime._exact_fixed_point import ExactFixedPoint, exact_fixed_point
+from vtatune.deploy.runtime._exact_fixed_point import (
+    ExactFixedPoint,
+    exact_fixed_point,
+    rounding_breakpoints,
+)
 from vtatune.deploy.runtime._fixed_point import (
     ChannelFixedPoint,
     FixedPoint,
@@ -71,7 +75,7 @@ from vtatune.deploy.runtime._select import SPECS, device_from_spec
 
 __all__ = [
     "ChannelFixedPoint", "FixedPoint", "channel_fixed_point", "fixed_point", "Border", "Buffer",
-    "ExactFixedPoint", "exact_fixed_point",
+    "ExactFixedPoint", "exact_fixed_point", "rounding_breakpoints",
     "CpuOp", "DeployResult", "DeployedModel", "Device", "INDEX_VALUES", "ModelInput",
     "OffloadedCall", "RegionLayer", "RegionRunner", "SPECS", "SimulatedDevice", "Trace",
     "check_input", "device_from_spec", "dilate_packed", "end_process", "from_int8", "input_batch",

@@ -121,8 +121,9 @@ class ExactFixedPoint:
         return reduction * PRODUCT_BOUND + worst < LIMIT
 
     def describe(self) -> str:
-        return (f"exactly ({len(self.digits)} powers of two, {self.guard_bits} guard bits, "
-                f"clamped to [{self.bounds[0]}, {self.bounds[1]}])")
+        return (f"exactly ({len(self.digits)} powers of two by shifts and adds, "
+                f"{self.guard_bits} guard bits, clamped to [{self.bounds[0]}, "
+                f"{self.bounds[1]}])")
 
 
 def _horner(x: np.ndarray, digits: tuple[int, ...], guard_bits: int) -> np.ndarray:
@@ -134,7 +135,7 @@ def _horner(x: np.ndarray, digits: tuple[int, ...], guard_bits: int) -> np.ndarr
     return r >> (digits[0] + guard_bits)
 
 
-def breakpoints(multiplier: Fraction, zero_point: int, low: int) -> np.ndarray:
+def rounding_breakpoints(multiplier: Fraction, zero_point: int, low: int) -> np.ndarray:
     """``t_v`` for ``v = low + 1 .. 127``: the least ``x`` whose exact result is ``>= v``
     (``round_half_even(x m) >= v - zp``: above ``(v - zp - 1/2) / m``, or at it when a
     tie rounds up, ``v - zp`` even)."""
@@ -166,7 +167,7 @@ def _search(m: Fraction, zero_point: int, low: int) -> ExactFixedPoint | None:
         return None
     if low >= QMAX:  # a ReLU at the zero point 127: the output is 127 whatever x is
         return ExactFixedPoint(m, zero_point, low, (1,), 0, 0, 0, (0, 0))
-    t = breakpoints(m, zero_point, low)
+    t = rounding_breakpoints(m, zero_point, low)
     levels = np.arange(low + 1, QMAX + 1, dtype=np.int64)
     lo_x, hi_x = int(t[0]) - 1, int(t[-1])  # beyond: saturated either way
     mf = float(m)

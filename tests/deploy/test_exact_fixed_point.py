@@ -74,16 +74,29 @@ def test_every_accumulator_rounds_as_exact_arithmetic(scales):
             assert (got == want).all(), (scales, zp, relu, epilogue.describe())
 
 
-def test_the_program_clamps_shifts_left_and_multiplies():
+def test_the_program_clamps_multiplies_shifts_left_and_multiplies():
+    """Clamp, times the odd factor (left shifts and adds of a copy), the guard bits, the
+    step, the digits (right shifts and adds of a second copy), the last shift: its cost
+    the timing model's cycles of those steps."""
     f = exact_fixed_point(4e-4, 0.03, zero_point=3, low=-128)
     ops = [o.describe() for o in f.ops()]
-    assert ops[:2] == ["min(shift)", "max(shift1)"] and ops[2] == f"shr({-f.guard_bits})"
-    assert ops[-1] == f"shr({f.digits[0] + f.guard_bits})" and "save" in ops
-    assert ops.count("add(saved)") == len(f.digits) - 1
+    bits = [i for i in range(f.factor.bit_length()) if f.factor >> i & 1]
+    factor_steps = ["save"] + [s for i in range(len(bits) - 1, 0, -1)
+                               for s in (f"shr({bits[i - 1] - bits[i]})", "add(saved)")]
+    assert f.factor > 1 and bits[0] == 0  # odd
+    assert ops[:2 + len(factor_steps)] == ["min(shift)", "max(shift1)", *factor_steps]
+    rest = ops[2 + len(factor_steps):]
+    assert rest[:2] == [f"shr({-f.guard_bits})", f"add({f.step})"] and rest[2] == "save"
+    assert rest[3:] == [s for i in range(len(f.digits) - 1, 0, -1) for s in (
+        f"shr({f.digits[i] - f.digits[i - 1]})", "add(saved)")] + [
+        f"shr({f.digits[0] + f.guard_bits})"]
+    # the bias add 2, each step 1 (a tensor operand 2), a copy 4 (three steps), the clip 2
+    tensor_ops = sum(o.tensor is not None for o in f.ops())
+    assert f.alu_cycles == 2 + len(ops) + tensor_ops + 3 * ops.count("save") + 2
     lo, hi = f.bounds
     assert f.planes(3).tolist() == [[hi] * 3, [lo] * 3] and lo < 0 < hi
-    # the clamp leaves room for the guard bits: no sum reaches 2^31
-    assert (max(-lo, hi) << f.guard_bits) * 2 < 1 << 31
+    # the clamp leaves room for the factor and the guard bits: no sum reaches 2^31
+    assert (max(-lo, hi) * f.factor << f.guard_bits) * 2 < 1 << 31
     assert f.check_bias(np.array([10**6]), 4608)
     assert not f.check_bias(np.array([2**31 - 2**22]), 4608)  # with 4,608 int8 products
 
@@ -148,7 +161,7 @@ def test_deploy_and_placement_round_a_normalizing_model_alike():
         r = deploy(model=model, input=calibration[0])
     placed = [x.plan.epilogues[0].describe() for x in placement(model).layers
               if x.plan is not None]
-    assert placed and all("min(shift) max(shift1) shr(-" in e for e in placed)
+    assert placed and all("min(shift) max(shift1) " in e for e in placed)
     assert [c.workload.split("epilogue ")[1] for c in r.offloaded] == placed
     no = [x.plan.epilogues[0] for x in placement(model, exact=False).layers if x.plan]
     assert not any(o.tensor == "shift" for e in no for o in e.ops)

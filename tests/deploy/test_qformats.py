@@ -308,3 +308,31 @@ def test_a_dynamic_model_saved_as_a_bundle_runs_the_same(tmp_path):
     want, got = bundle_round_trip(model, x, tmp_path)
     assert want.output.dtype == np.float32
     assert [c["passes"] for c in got["offloaded"]] == [3, 3]
+
+
+def test_check_compares_a_float_output_in_its_own_units(tmp_path, capsys):
+    """A dynamically quantized model's output is float (no quantization step to count in):
+    ``--check`` gives equal elements and the largest absolute difference per reference,
+    exit status 0 (before: every reference 'could not run', status 3)."""
+    import json
+
+    import onnx
+
+    from vtatune.cli import main
+
+    model, x = dynamic(CASES["conv_residual"][0](), tmp_path)
+    path = tmp_path / "dynamic.onnx"
+    onnx.save(model, path)
+    out = tmp_path / "y.npy"
+    args = ["deploy", str(path), "--tune", "0", "--check", "--output", str(out)]
+    assert main(args) == 0
+    lines = capsys.readouterr().out.splitlines()
+    for engine in ("TVM (CPU only)", "onnxruntime", "exact arithmetic (float64)"):
+        line = next(line for line in lines if line.startswith(f"against {engine}: "))
+        assert line.endswith("apart (a float output: no quantization step to count in)"), line
+    assert main([*args, "--json"]) == 0
+    check = json.loads(capsys.readouterr().out)["check"]
+    y = np.load(out)
+    for engine in ("tvm", "onnxruntime", "exact"):
+        assert check[engine]["max_steps"] is None and check[engine]["elements"] == y.size
+    assert check["tvm"]["max_difference"] == check["onnxruntime"]["max_difference"] == 0.0

@@ -355,26 +355,36 @@ def top1(outputs: np.ndarray, refs: np.ndarray) -> int | None:
 @dataclass(frozen=True)
 class Agreement:
     """Two outputs compared in quantization steps: how many elements, how many equal, the
-    largest difference."""
+    largest difference; for a float output (no step: a dynamically quantized model's, a
+    LayerNorm's) ``max_steps`` is None and ``max_difference`` the largest absolute one."""
 
     elements: int
     exact: int
-    max_steps: int
+    max_steps: int | None
+    max_difference: float | None = None
 
     @property
     def share(self) -> float:
         return self.exact / self.elements if self.elements else 1.0
 
     def describe(self) -> str:
-        return (f"{self.exact}/{self.elements} elements exact ({100 * self.share:.4f} %), "
-                f"at most {self.max_steps} quantization step(s) apart")
+        text = f"{self.exact}/{self.elements} elements exact ({100 * self.share:.4f} %), "
+        if self.max_steps is None:
+            return text + (f"at most {self.max_difference:.3g} apart (a float output: no "
+                           "quantization step to count in)")
+        return text + f"at most {self.max_steps} quantization step(s) apart"
 
 
-def agreement(a: np.ndarray, b: np.ndarray, step: float) -> Agreement:
-    """``a`` against ``b`` in units of ``step`` (the output's quantization step)."""
+def agreement(a: np.ndarray, b: np.ndarray, step: float | None) -> Agreement:
+    """``a`` against ``b`` in units of ``step`` (the output's quantization step), or with
+    ``step`` None (a float output) equal elements and the largest absolute difference."""
     a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
     if a.shape != b.shape:
         raise DeployError(f"outputs of shapes {list(a.shape)} and {list(b.shape)}")
+    if step is None:
+        diff = np.abs(a - b)
+        return Agreement(int(diff.size), int((diff == 0).sum()), None,
+                         float(diff.max(initial=0)))
     steps = np.rint(np.abs(a - b) / step).astype(np.int64)
     return Agreement(int(steps.size), int((steps == 0).sum()), int(steps.max(initial=0)))
 
@@ -404,25 +414,28 @@ class Check:
         a = self.agreement
         if a is None:
             return {"inputs": self.inputs, "error": self.error}
-        return {"inputs": self.inputs, "exact": a.exact, "elements": a.elements,
-                "max_steps": a.max_steps, "top1": self.top1}
+        d = {"inputs": self.inputs, "exact": a.exact, "elements": a.elements,
+             "max_steps": a.max_steps, "top1": self.top1}
+        if a.max_difference is not None:
+            d["max_difference"] = a.max_difference
+        return d
 
 
 def check_outputs(model: Any, inputs: Any, outputs: Any,
                   engines: tuple[str, ...] = tuple(ENGINES)) -> tuple[Check, ...]:
     """A batch's outputs (N x the output shape) on VTA against each engine's
     (:func:`references`) for the same inputs (N x the input shape), in quantization steps
-    of the model's output. An engine that cannot run the model (onnxruntime refusing an
-    export it cannot compute, say) is a Check with its ``error``, never an exception; so is
-    an output that is not a dequantized int8 tensor (no step to count in) for every engine."""
+    of the model's output (a float output, not a dequantized int8 tensor: in its own
+    units). An engine that cannot run the model (onnxruntime refusing an export it cannot
+    compute, say) is a Check with its ``error``, never an exception."""
     proto, _ = load_model(model)
     outputs = np.asarray(outputs)
     if len(inputs) != len(outputs):
         raise DeployError(f"{len(outputs)} outputs for {len(inputs)} inputs")
     try:
-        step = output_step(proto)
-    except DeployError as exc:
-        return tuple(Check(e, len(outputs), None, None, str(exc)) for e in engines)
+        step: float | None = output_step(proto)
+    except DeployError:
+        step = None  # a float output
     checks = []
     for engine in engines:
         try:

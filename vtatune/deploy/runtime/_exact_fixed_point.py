@@ -65,6 +65,11 @@ from vtatune.workloads import SHIFTS, EpilogueOp
 MAX_EXACT_DIGITS = 24
 #: The most guard bits: ``c1 < 2^L`` stays within the ALU's 16-bit immediates.
 MAX_GUARD_BITS = 15
+#: The factors tried before the digits: 1, then every odd number below 2^11 of two or
+#: three set bits (a design takes the one whose steps cost least).
+FACTORS = (1, *(f for f in range(3, 1 << 11, 2) if bin(f).count("1") <= 3))
+#: The largest immediate ``step``.
+MAX_STEP = (1 << 15) - 1
 #: No intermediate value may reach it (the ALU's int32).
 LIMIT = 1 << 31
 QMAX = 127
@@ -73,9 +78,11 @@ QMAX = 127
 @dataclass(frozen=True)
 class ExactFixedPoint:
     """``clip(round_half_even(x * multiplier) + zero_point, low, 127)`` exactly: ``digits``
-    (``m' = sum 2^-e``), ``guard_bits`` ``L``, the offset ``C = offset * 2^L + step``
-    (``offset`` into the bias, ``step`` an immediate) and the clamp ``bounds`` of the biased
-    accumulator ``x + offset`` (``lo``, ``hi``: the ``shift`` input's two planes)."""
+    (``m' = sum 2^-e``), ``guard_bits`` ``L``, the offset ``C = offset * factor * 2^L +
+    step`` (``offset`` into the bias, ``step`` an immediate), the clamp ``bounds`` of the
+    biased accumulator ``x + offset`` (``lo``, ``hi``: the ``shift`` input's two planes)
+    and ``factor``, an odd integer the clamped value is first multiplied by, exactly (left
+    shifts and adds: a second, short multiply that makes the first one's digits fewer)."""
 
     multiplier: Fraction
     zero_point: int
@@ -85,11 +92,18 @@ class ExactFixedPoint:
     offset: int
     step: int
     bounds: tuple[int, int]
+    factor: int = 1
 
     def ops(self) -> tuple[EpilogueOp, ...]:
         """The epilogue steps after the bias add and before the clip."""
         e, g = self.digits, self.guard_bits
         ops = [EpilogueOp("min", tensor=SHIFTS[0]), EpilogueOp("max", tensor=SHIFTS[1])]
+        bits = _bits(self.factor)
+        if len(bits) > 1:  # x * factor from the top bit down: shift left, add the copy
+            ops.append(EpilogueOp("save"))
+            for i in range(len(bits) - 1, 0, -1):
+                ops += [EpilogueOp("shr", bits[i - 1] - bits[i]),
+                        EpilogueOp("add", tensor="saved")]
         if g:
             ops.append(EpilogueOp("shr", -g))
         if self.step:
@@ -110,7 +124,7 @@ class ExactFixedPoint:
         """The int8 outputs of accumulators ``x`` (bias included, not ``offset``), as the
         ALU computes them (the clip included)."""
         lo, hi = self.bounds
-        u = np.clip(np.asarray(x, np.int64) + self.offset, lo, hi)
+        u = np.clip(np.asarray(x, np.int64) + self.offset, lo, hi) * self.factor
         y = _horner((u << self.guard_bits) + self.step, self.digits, self.guard_bits)
         return np.clip(y, self.low, QMAX).astype(np.int8)
 
@@ -121,9 +135,29 @@ class ExactFixedPoint:
         return reduction * PRODUCT_BOUND + worst < LIMIT
 
     def describe(self) -> str:
-        return (f"exactly ({len(self.digits)} powers of two by shifts and adds, "
+        times = f"x{self.factor} and " if self.factor > 1 else ""
+        return (f"exactly ({times}{len(self.digits)} powers of two by shifts and adds, "
                 f"{self.guard_bits} guard bits, clamped to [{self.bounds[0]}, "
                 f"{self.bounds[1]}])")
+
+    @property
+    def alu_cycles(self) -> int:
+        """What its steps cost an output vector (the timing model's 1 cycle an immediate
+        step, 2 a tensor operand's), the bias add and the clip included."""
+        return _cycles(self.factor, len(self.digits), bool(self.guard_bits), bool(self.step))
+
+
+def _cycles(factor: int, digits: int, shifted: bool = True, stepped: bool = True) -> int:
+    """bias 2 + clamp 4 + [copy 4 + 3 a further bit of the factor] + shift 1 + step 1 +
+    [copy 4 + 3 a further digit] + shift 1 + clip 2."""
+    bits = len(_bits(factor))
+    return (2 + 4 + (4 + 3 * (bits - 1) if bits > 1 else 0) + shifted + stepped
+            + (4 + 3 * (digits - 1) if digits > 1 else 0) + 1 + 2)
+
+
+def _bits(n: int) -> tuple[int, ...]:
+    """The positions of ``n``'s set bits, lowest first."""
+    return tuple(i for i in range(n.bit_length()) if n >> i & 1)
 
 
 def _horner(x: np.ndarray, digits: tuple[int, ...], guard_bits: int) -> np.ndarray:
@@ -175,17 +209,35 @@ def _search(m: Fraction, zero_point: int, low: int) -> ExactFixedPoint | None:
     # stay within [-above, below) (float64: a filter only, the integer check decides)
     above = t * mf + zero_point + 0.5 - levels
     below = levels - ((t - 1) * mf + zero_point + 0.5)
-    for d in range(1, MAX_EXACT_DIGITS + 1):
-        for digits in power_sums(mf, d):
-            if len(digits) != d or not _legal(digits):
-                continue
-            slope = sum(2.0 ** -e for e in digits) - mf
-            if (above + t * slope).min() + (below - (t - 1) * slope).min() <= 0:
-                continue  # no offset fits even without the truncations
-            for g in range(min(MAX_GUARD_BITS, 31 - digits[0]), -1, -1):
-                design = _fit(m, zero_point, low, digits, g, t, levels, lo_x, hi_x)
-                if design is not None:
-                    return design
+    best: ExactFixedPoint | None = None
+    for factor in FACTORS:
+        for d in range(1, MAX_EXACT_DIGITS + 1):
+            if best is not None and _cycles(factor, d) >= best.alu_cycles:
+                break
+            design = _with_digits(m, zero_point, low, factor, d, t, levels, lo_x, hi_x,
+                                  above, below)
+            if design is not None:
+                if best is None or design.alu_cycles < best.alu_cycles:
+                    best = design
+                break
+    return best
+
+
+def _with_digits(m: Fraction, zero_point: int, low: int, factor: int, d: int,
+                 t: np.ndarray, levels: np.ndarray, lo_x: int, hi_x: int,
+                 above: np.ndarray, below: np.ndarray) -> ExactFixedPoint | None:
+    """The first design of ``factor`` and ``d`` digits (the most guard bits) that passes."""
+    mf = float(m / factor)
+    for digits in power_sums(mf, d):
+        if len(digits) != d or not _legal(digits):
+            continue
+        slope = (sum(2.0 ** -e for e in digits) - mf) * factor
+        if (above + t * slope).min() + (below - (t - 1) * slope).min() <= 0:
+            continue  # no offset fits even without the truncations
+        for g in range(min(MAX_GUARD_BITS, 31 - digits[0]), -1, -1):
+            design = _fit(m, zero_point, low, digits, g, t, levels, lo_x, hi_x, factor)
+            if design is not None:
+                return design
     return None
 
 
@@ -194,12 +246,15 @@ def _legal(digits: tuple[int, ...]) -> bool:
 
 
 def _fit(m: Fraction, zero_point: int, low: int, digits: tuple[int, ...], g: int,
-         t: np.ndarray, levels: np.ndarray, lo_x: int, hi_x: int) -> ExactFixedPoint | None:
-    """The design of ``digits`` and ``g`` guard bits with an offset ``C`` that passes the
-    breakpoint check (``y(t_v) >= v``, ``y(t_v - 1) <= v - 1``), None if no ``C`` does or
-    a value could overflow."""
-    at, before = t << g, (t - 1) << g
-    span = 1 << (digits[0] + g + 10)  # |C| <= 2^L (|zp| + 1) / m < 2^(e1 + L + 9)
+         t: np.ndarray, levels: np.ndarray, lo_x: int, hi_x: int, factor: int = 1
+         ) -> ExactFixedPoint | None:
+    """The design of ``factor``, ``digits`` and ``g`` guard bits with an offset ``C`` that
+    passes the breakpoint check (``y(t_v) >= v``, ``y(t_v - 1) <= v - 1``), None if no
+    ``C`` does, none splits into a bias offset and an immediate step, or a value could
+    overflow."""
+    unit = factor << g  # what one unit of the bias is worth after the factor and shift
+    at, before = t * unit, (t - 1) * unit
+    span = factor << (digits[0] + g + 10)  # |C| <= unit (|zp| + 1) / m
     # the least C lifting every breakpoint to its level, the greatest keeping each one
     # below: each point's own binary search, all at once (y is monotone in C)
     c_min = _least(lambda c: _horner(at + c, digits, g) >= levels, len(t), -span, span)
@@ -209,12 +264,16 @@ def _fit(m: Fraction, zero_point: int, low: int, digits: tuple[int, ...], g: int
     if lo_c > hi_c:
         return None
     c = (lo_c + hi_c) // 2
-    offset, step = c >> g, c & ((1 << g) - 1)
+    if c % unit > MAX_STEP:  # the step must be an immediate: the interval's best such C
+        c = lo_c if lo_c % unit <= MAX_STEP else lo_c + unit - lo_c % unit
+        if c > hi_c:
+            return None
+    offset, step = divmod(c, unit)[0], c % unit
     bounds = (lo_x + offset, hi_x + offset)
-    biggest = (max(abs(bounds[0]), abs(bounds[1])) << g) + step
+    biggest = max(abs(bounds[0]), abs(bounds[1])) * unit + step
     if 2 * biggest + 2 >= LIMIT:  # Horner's sums stay below 2 |x| (distinct digits)
         return None
-    return ExactFixedPoint(m, zero_point, low, digits, g, offset, step, bounds)
+    return ExactFixedPoint(m, zero_point, low, digits, g, offset, step, bounds, factor)
 
 
 def _least(holds, n: int, lo: int, hi: int) -> np.ndarray:

@@ -101,15 +101,55 @@ def test_the_program_clamps_multiplies_shifts_left_and_multiplies():
     assert not f.check_bias(np.array([2**31 - 2**22]), 4608)  # with 4,608 int8 products
 
 
-def test_a_power_of_two_has_no_exact_design_its_ties_alternate():
-    """x * 2^-7 is half-way at every 128th accumulator and rounds to even: up, then down.
-    No design: --exact leaves it to the CPU, the default to VTA's shift (ties half up)."""
+def test_a_power_of_two_rounds_ties_to_even_as_two_floors():
+    """x * 2^-k is half-way at every 2^k-th accumulator and rounds to even: up, then down,
+    which no single floor follows. Rounded exactly (--exact, or a model that normalizes):
+    ``floor((x + 2^(k-1)) / 2^(k+1)) + floor((x + 3 2^(k-1) - 1) / 2^(k+1))``, one pass;
+    otherwise VTA's shift, ties half up."""
     assert exact_fixed_point(2.0 ** -12, 2.0 ** -5, zero_point=0, low=-128) is None
+    for k in (1, 7, 15):
+        for exact in (True, IN_PASS):
+            for zp, relu in ((0, False), (-5, True), (7, False)):
+                r = Requantization(acc_scale=2.0 ** -(k + 5), out_scale=2.0 ** -5,
+                                   zero_point=zp, relu=relu, exact=exact, reduction=576)
+                assert r.even_shift == k and r.on_vta and r.planes == 1 and r.shift is None
+                (epilogue,) = r.epilogues(bias=True)
+                ties = (np.arange(-300, 300) << k) + (1 << (k - 1))
+                x = np.concatenate([ties, ties + 1, ties - 1, RNG.integers(-2**23, 2**23, 999)])
+                want = np.clip(np.rint(x / 2.0 ** k) + zp, r.low, 127)
+                got = epilogue.apply(x, {"bias": r.fused_bias(np.zeros(1, np.int64))})
+                assert (got == want).all(), (k, exact, zp, relu)
     kw = dict(acc_scale=2.0 ** -12, out_scale=2.0 ** -5, zero_point=0, relu=False,
               reduction=576)
-    assert not Requantization(**kw, exact=True).on_vta
-    assert Requantization(**kw, exact=IN_PASS).shift == 7
-    assert Requantization(**kw).shift == 7
+    assert Requantization(**kw).shift == 7 and Requantization(**kw).even_shift is None
+    assert Requantization(**kw, exact=True).describe() == (
+        "on VTA: shift 7, ties to even as exact arithmetic rounds (two floors)")
+    # beyond 15 the step leaves the immediates, an ALU-only add keeps no copy of its tile:
+    # the CPU with --exact
+    far = Requantization(**{**kw, "acc_scale": 2.0 ** -21}, exact=True)
+    add = Requantization(**kw, exact=True, rounding="imm")
+    assert far.even_shift is add.even_shift is None and not far.on_vta and not add.on_vta
+
+
+def test_a_normalizing_model_with_power_of_two_scales_is_bit_exact_with_every_engine():
+    """vtatune's quantize (power-of-two scales: TVM's float32 is exact too): by default the
+    attention's layers round ties to even on VTA, and the output is TVM's, onnxruntime's
+    and exact arithmetic's, bit for bit."""
+    from vtatune.deploy import agreement, output_step, quantize, reference
+
+    float_model = models.attention(seq=16, hidden=32, heads=2)
+    shape = [d.dim_value for d in float_model.graph.input[0].type.tensor_type.shape.dim]
+    rng = np.random.default_rng(3)
+    model = quantize(float_model, rng.standard_normal((4, *shape)).astype(np.float32))
+    x = rng.standard_normal(shape).astype(np.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FallbackWarning)
+        r = deploy(model=model, input=x)
+    assert all("ties to even" in c.requantization for c in r.offloaded) and all(
+        c.passes == (2 if c.op == "batch_matmul" else 1) for c in r.offloaded)
+    for engine in ("tvm", "onnxruntime", "exact"):
+        a = agreement(r.output, reference(model, x, engine), output_step(model))
+        assert a.exact == a.elements, (engine, a.describe())
 
 
 def test_in_pass_falls_back_to_the_fixed_point_where_no_exact_design_exists():

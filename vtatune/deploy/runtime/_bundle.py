@@ -73,7 +73,9 @@ from vtatune.workloads import WORKLOAD_CLASSES, Epilogue, Workload
 #: The manifest's name in a bundle, its format and version.
 MANIFEST = "manifest.json"
 FORMAT = "vtatune.bundle"
-VERSION = 2
+#: 3: a requantization's ``exact`` may be ``IN_PASS``, and ``True`` means VTA's exact rounding
+#: in one pass where it has one (a bundle of 2 saved the CPU's byte passes for it).
+VERSION = 3
 #: TVM's exported library of the CPU's part.
 CPU_LIBRARY = "cpu.so"
 

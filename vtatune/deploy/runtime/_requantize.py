@@ -91,6 +91,8 @@ MAX_SHIFT = 31
 QMIN, QMAX = -128, 127
 #: Passes that cover every int32 accumulator (the top byte then never saturates).
 MAX_PLANES = 4
+#: The largest shift rounded to even on VTA (its ``2^k - 1`` step an ALU immediate).
+MAX_EVEN_SHIFT = 15
 #: ``exact``: round exactly where VTA can within its one pass (the exact fixed point), and
 #: within a step elsewhere (never the CPU's byte passes): deploy's default for a model that
 #: normalizes (LayerNorm, softmax), which amplifies a step.
@@ -139,19 +141,37 @@ class Requantization:
         with ``exact``, only ``k = 0``), else None (the CPU does)."""
         if self.channel_scales is not None or self.float_output:
             return None  # per channel: channel_shifts; a float output: the CPU's
-        if self.exact_fixed_point is not None:
+        if self.exact_fixed_point is not None or self.even_shift is not None:
             return None
         return self._shift(self.acc_scale)
+
+    @property
+    def even_shift(self) -> int | None:
+        """``k`` when the multiplier is ``2^-k`` (``1 <= k <= 15``: the step an immediate),
+        per tensor, to be rounded exactly (``exact``): VTA rounds ties to even as exact
+        arithmetic does, as a sum of two floors (``round_half_even(x / 2^k) = floor((x +
+        2^(k-1)) / 2^(k+1)) + floor((x + 3 2^(k-1) - 1) / 2^(k+1))``); else None."""
+        if (not self.exact or self.channel_scales is not None or self.float_output
+                or self.rounding != "bias"  # an ALU-only add keeps no copy of its tile
+                or self.reduction * PRODUCT_BOUND > MAX_ACCUMULATOR // 2):
+            return None
+        k = self._power(self.acc_scale)
+        return k if k is not None and 1 <= k <= MAX_EVEN_SHIFT else None
 
     def _shift(self, acc_scale: float) -> int | None:
         """``k`` when ``acc_scale / out_scale`` is ``2^-k``, ``0 <= k <= 31`` (not with
         ``exact=True`` unless 0), else None."""
+        k = self._power(acc_scale)
+        if k is None or (self.exact is True and k):
+            return None
+        return k
+
+    def _power(self, acc_scale: float) -> int | None:
+        """``k`` when ``acc_scale / out_scale`` is ``2^-k``, ``0 <= k <= 31``, else None."""
         m_acc, e_acc = np.frexp(np.float32(acc_scale))
         m_out, e_out = np.frexp(np.float32(self.out_scale))
         k = int(e_out) - int(e_acc)
-        if m_acc != m_out or not 0 <= k <= MAX_SHIFT or (self.exact is True and k):
-            return None
-        return k
+        return k if m_acc == m_out and 0 <= k <= MAX_SHIFT else None
 
     @property
     def channel_shifts(self) -> tuple[int, ...] | None:
@@ -171,7 +191,7 @@ class Requantization:
         if (self.exact is True or self.float_output or self.channel_scales is not None
                 or self.rounding != "bias" or self.shift is not None or not self.reduction
                 or self.reduction * PRODUCT_BOUND > MAX_ACCUMULATOR
-                or self.exact_fixed_point is not None):
+                or self.exact_fixed_point is not None or self.even_shift is not None):
             return None
         # a bias rescaled to accumulator units loses up to half a unit, which the fixed
         # point cannot add back: the bound leaves it room
@@ -198,6 +218,7 @@ class Requantization:
         GEMM layer's bias to fold the offset into, the accumulators bounded and a design
         found: :func:`~vtatune.deploy.runtime.exact_fixed_point`); else None."""
         if (not self.exact or self.float_output or self.channel_scales is not None
+                or self._power(self.acc_scale) is not None
                 or self.rounding != "bias" or not self.reduction
                 or self.reduction * PRODUCT_BOUND > MAX_ACCUMULATOR
                 or self.channel_residuals and any(self.channel_residuals)):
@@ -239,7 +260,7 @@ class Requantization:
     def on_vta(self) -> bool:
         return (self.shift is not None or self.channel_shifts is not None
                 or self.fixed_point is not None or self.channel_fixed_point is not None
-                or self.exact_fixed_point is not None)
+                or self.exact_fixed_point is not None or self.even_shift is not None)
 
     @property
     def low(self) -> int:
@@ -274,6 +295,16 @@ class Requantization:
         fixed = self.exact_fixed_point or self.fixed_point or self.channel_fixed_point
         if fixed is not None:  # the rounding and the zero point: in the bias
             return (Epilogue((*add_bias, *fixed.ops(), EpilogueOp("clip", self.low, hi=QMAX))),)
+        k = self.even_shift
+        if k is not None:  # two floors (see even_shift): the first's 2^(k-1) in the bias
+            ops = [*add_bias, EpilogueOp("save"), EpilogueOp("shr", k + 1),
+                   EpilogueOp("shr", -k - 1),
+                    EpilogueOp("add", tensor="saved"), EpilogueOp("add", (1 << k) - 1),
+                    EpilogueOp("shr", k + 1)]
+            if self.zero_point:
+                ops.append(EpilogueOp("add", self.zero_point))
+            ops.append(EpilogueOp("clip", self.low, hi=QMAX))
+            return (Epilogue(tuple(ops)),)
         if self.channel_shifts is not None:  # the rounding per channel: in the bias
             ops = [*add_bias, EpilogueOp("shr", tensor="shift")]
             if self.zero_point:
@@ -319,6 +350,15 @@ class Requantization:
             offsets = np.zeros(bias.shape[-1], np.int64)
             offsets[:len(channel.channels)] = channel.offsets  # padded channels: none
             return (bias + offsets).astype(np.int32)
+        k = self.even_shift
+        if k is not None:
+            if int(np.abs(bias).max(initial=0)) + self.reduction * PRODUCT_BOUND + (1 << k) \
+                    > MAX_ACCUMULATOR:  # the second floor's sum: twice the accumulator
+                raise DeployError(
+                    f"a bias up to {int(np.abs(bias).max(initial=0))} with {self.reduction} "
+                    "products per accumulator could overflow VTA's rounding to even: deploy "
+                    "with --no-exact")
+            return (bias + (1 << (k - 1))).astype(np.int32)
         shifts = self.channel_shifts
         if shifts is not None:
             k = np.zeros(bias.shape[-1], np.int64)
@@ -333,7 +373,8 @@ class Requantization:
         shifts = self.channel_shifts or ()
         return has_bias or (self.rounding == "bias" and (
             bool(self.shift) or any(shifts) or self.fixed_point is not None
-            or self.channel_fixed_point is not None or self.exact_fixed_point is not None))
+            or self.channel_fixed_point is not None or self.exact_fixed_point is not None
+            or self.even_shift is not None))
 
     def finish(self, planes: list[np.ndarray], packed_shape: tuple[int, ...] | None = None
                ) -> np.ndarray:
@@ -374,6 +415,9 @@ class Requantization:
         exact = self.exact_fixed_point
         if exact is not None:
             return f"on VTA: x{self.multiplier:.6g} {exact.describe()}{zp}{relu}"
+        if self.even_shift is not None:
+            return (f"on VTA: shift {self.even_shift}, ties to even as exact arithmetic "
+                    f"rounds (two floors){zp}{relu}")
         fixed = self.fixed_point
         if fixed is not None:
             powers = "+".join(f"2^-{e}" for e in fixed.digits)

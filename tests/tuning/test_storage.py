@@ -145,7 +145,10 @@ def check_shared_run(tmp_path, results, trials, storage):
     states = collections.Counter(t.state for t in study.trials)
     assert states[TrialState.RUNNING] == 0 and states[TrialState.WAITING] == 0
     ok = [t for t in study.trials if t.user_attrs.get("status") == "ok"]
-    assert len({json.dumps(t.user_attrs["config"], sort_keys=True) for t in ok}) == len(ok)
+    # the study's trials are the log's records: the same 1% goal (two workers can ask for
+    # the same config in the instant before either's trial is visible to the other)
+    assert len(ok) - len({json.dumps(t.user_attrs["config"], sort_keys=True)
+                          for t in ok}) <= max(1, len(ok) // 100)
     # every worker's table counts the study's total, and says others contributed
     assert sum("other workers added" in out for _, out, _ in results) >= 1
     return simulated, distinct

@@ -23,7 +23,6 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
 import fsim_judge  # noqa: E402
-import numpy as np  # noqa: E402
 import tsim_judge  # noqa: E402
 
 from vtatune.deploy import SimulatedDevice  # noqa: E402

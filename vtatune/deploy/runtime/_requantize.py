@@ -12,7 +12,10 @@ scale). The requantization multiplier is ``acc_scale / out_scale``:
   half to even, so an exact tie (``acc mod 2^k == 2^(k-1)``) can come out one step higher:
   within one quantization step, rarely (VTA's ALU has no and/or to round ties to even
   within one chain of immediate steps). An ALU-only add has no bias tensor: its rounding
-  constant is an immediate.
+  constant is an immediate. Rounded exactly (``exact``, a GEMM layer, ``1 <= k <= 15``:
+  :attr:`Requantization.even_shift`) the tie goes to even as a sum of two floors over a
+  copy of the tile: ``add(bias + 2^(k-1)) save shr(k+1) shr(-k-1) add(saved) add(2^k - 1)
+  shr(k+1) [add(zero_point)] clip(low, 127)``.
 - **anything else, per tensor**: VTA's ALU multiplies by a sum of powers of two close
   enough that every element is within one step of the exact rounding, from shifts and adds
   on the accumulators and a copy of them (:mod:`vtatune.deploy.runtime._fixed_point`:

@@ -77,7 +77,9 @@ class BuiltLayer:
     weight: Buffer | None
     bias: Buffer | None
     runs: Workload | None = None
-    #: the per-channel shifts of a requantization by a power of two per channel
+    #: the ``shift`` input (:meth:`Requantization.shift_input`): per-channel shifts, a
+    #: fixed point's planes or the exact fixed point's clamp bounds (a batch_matmul's the
+    #: same for every head)
     shift: Buffer | None = None
     #: how many times one inference runs the programs (a batch_matmul: once per head)
     calls: int = 1
@@ -124,6 +126,7 @@ def build_layer(layer: VtaLayer, device: Device, builder: LayerBuilder,
     if spec.kind in ("add", "batch_matmul"):  # a batch_matmul's operands: packed per head
         programs = builder.programs(workload, plan.epilogues, bias=has_bias)
         return BuiltLayer(layer, workload, requant, programs, None, None, workload,
+                          _shift_input(requant, spec.channels, workload, device),
                           calls=plan.calls)
     programs = builder.programs(workload, plan.epilogues, bias=has_bias, runs_as=plan.runs)
     acc_bias = spec.accumulator_bias()
@@ -140,12 +143,19 @@ def build_layer(layer: VtaLayer, device: Device, builder: LayerBuilder,
         if tuple(bias.shape) != tuple(first.tensor("bias").shape):
             raise DeployError(f"{layer.name}: bias packed as {list(bias.shape)}, the program "
                               f"reads {list(first.tensor('bias').shape)}")
-    shift = None
-    values = requant.shift_input(spec.channels)  # (channels,) or (planes, channels)
-    if values is not None:
-        shifts = pad_channels(values, (*values.shape[:-1], runs.out_channels))
-        shift = device.upload(pack_bias(shifts, runs.batch, hw))
-    return BuiltLayer(layer, workload, requant, programs, weight, bias, runs, shift)
+    return BuiltLayer(layer, workload, requant, programs, weight, bias, runs,
+                      _shift_input(requant, spec.channels, runs, device))
+
+
+def _shift_input(requant: Requantization, channels: int, runs: Workload,
+                 device: Device) -> Buffer | None:
+    """The layer's ``shift`` input on the device, packed for ``runs`` (per-channel shifts,
+    a fixed point's planes, the exact fixed point's clamp bounds), or None."""
+    values = requant.shift_input(channels)  # (channels,) or (planes, channels)
+    if values is None:
+        return None
+    shifts = pad_channels(values, (*values.shape[:-1], runs.out_channels))
+    return device.upload(pack_bias(shifts, runs.batch, device.hw))
 
 
 class Region(RegionRunner):

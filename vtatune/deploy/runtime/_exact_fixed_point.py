@@ -59,11 +59,10 @@ import math
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
-from itertools import pairwise
 
 import numpy as np
 
-from vtatune.deploy.runtime._fixed_point import PRODUCT_BOUND, power_sums
+from vtatune.deploy.runtime._fixed_point import PRODUCT_BOUND, legal_digits, power_sums
 from vtatune.workloads import SHIFTS, EpilogueOp
 
 #: The most digits tried (each costs two ALU instructions; beyond them a layer takes the
@@ -190,19 +189,17 @@ def rounding_breakpoints(multiplier: Fraction, zero_point: int, low: int) -> np.
     return np.array(out, np.int64)
 
 
+@lru_cache(maxsize=4096)  # once per layer's values: every Requantization property asks
 def exact_fixed_point(acc_scale: float, out_scale: float, zero_point: int, low: int
                       ) -> ExactFixedPoint | None:
     """The exact requantization of accumulators at ``acc_scale`` to int8 at ``out_scale``
-    (float32 values: the multiplier is their exact quotient) with the fewest digits, or
-    None when none of at most :data:`MAX_EXACT_DIGITS` passes the check (a multiplier of
-    1 or more; one whose ties alternate, a power of two; one below about 2^-16, whose
-    unsaturated accumulators span more than 2^24 and leave too few guard bits)."""
+    (float32 values: the multiplier is their exact quotient) whose steps cost the fewest
+    ALU cycles, or None when no factor with at most :data:`MAX_EXACT_DIGITS` digits passes
+    the check (a multiplier of 1 or more; one whose ties alternate, a power of two; one
+    below about 2^-16, whose unsaturated accumulators span more than 2^24 and leave too few
+    guard bits)."""
     m = Fraction(float(np.float32(acc_scale))) / Fraction(float(np.float32(out_scale)))
-    return _search(m, int(zero_point), int(low))
-
-
-@lru_cache(maxsize=4096)
-def _search(m: Fraction, zero_point: int, low: int) -> ExactFixedPoint | None:
+    zero_point, low = int(zero_point), int(low)
     if not 0 < m < 1:
         return None
     if low >= QMAX:  # a ReLU at the zero point 127: the output is 127 whatever x is
@@ -235,7 +232,7 @@ def _with_digits(m: Fraction, zero_point: int, low: int, factor: int, d: int,
     """The first design of ``factor`` and ``d`` digits (the most guard bits) that passes."""
     mf = float(m / factor)
     for digits in power_sums(mf, d):
-        if len(digits) != d or not _legal(digits):
+        if len(digits) != d or not legal_digits(digits):
             continue
         slope = (sum(2.0 ** -e for e in digits) - mf) * factor
         if (above + t * slope).min() + (below - (t - 1) * slope).min() <= 0:
@@ -245,10 +242,6 @@ def _with_digits(m: Fraction, zero_point: int, low: int, factor: int, d: int,
             if design is not None:
                 return design
     return None
-
-
-def _legal(digits: tuple[int, ...]) -> bool:
-    return all(0 < b - a <= 31 for a, b in pairwise(digits))
 
 
 def _fit(m: Fraction, zero_point: int, low: int, digits: tuple[int, ...], g: int,

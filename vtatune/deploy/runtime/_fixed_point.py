@@ -205,7 +205,7 @@ class ChannelFixedPoint:
         return reduction * PRODUCT_BOUND + int(worst) <= MAX_ACCUMULATOR
 
 
-def _legal(digits: tuple[int, ...]) -> bool:
+def legal_digits(digits: tuple[int, ...]) -> bool:
     """Every shift an ALU immediate's 0..31."""
     return digits[0] <= 31 and all(0 <= b - a <= 31 for a, b in pairwise(digits))
 
@@ -218,7 +218,7 @@ def _with_digits(f: FixedPoint, d: int, tolerance: float) -> FixedPoint | None:
     while len(digits) < d:
         digits = (*digits[:-1], digits[-1] + 1, digits[-1] + 1)
     options = [c for c in power_sums(f.multiplier, d) if len(c) == d] + [digits]
-    fits = [g for g in (_design(f.multiplier, f.zero_point, c) for c in options if _legal(c))
+    fits = [g for g in (_design(f.multiplier, f.zero_point, c) for c in options if legal_digits(c))
             if g.bound < tolerance]
     return min(fits, key=lambda g: g.bound) if fits else None
 

@@ -40,7 +40,6 @@ from vtatune.workloads import (
     GemmWorkload,
     Workload,
     operand_shapes,
-    pack_bias,
     pack_data,
     pack_matrix,
     pack_weight,
@@ -170,8 +169,8 @@ class RegionLayer:
     #: The timing model's cycles of each pass (data-independent; recorded when built),
     #: what a device that counts no cycles (VTA's driver) reports.
     cycles: tuple[int, ...] = ()
-    #: The per-channel shifts on the device (a requantization by a power of two per
-    #: channel: the epilogue's ``shr(shift)``).
+    #: The ``shift`` input on the device: per-channel shifts, a fixed point's planes or the
+    #: exact fixed point's clamp bounds (``Requantization.shift_input``).
     shift: Buffer | None = None
     #: The cycles of one inference's passes with the default schedule (what tuning gained).
     default_cycles: int = 0
@@ -425,14 +424,8 @@ class RegionRunner:
         if len(layer.passes) % n_heads:
             raise DeployError(f"{layer.name}: {len(layer.passes)} programs for {n_heads} heads")
         per_head = len(layer.passes) // n_heads  # each head's passes, lowered in turn
-        names = {t.name for t in first.tensors}
-        has_bias = "bias" in names
+        has_bias = "bias" in {t.name for t in first.tensors}
         out_shape = tuple(first.tensor("output").shape)
-        shift = None
-        if "shift" in names:  # the exact fixed point's clamp planes, the same for every head
-            planes = requant.shift_input(n)
-            planes = pad_channels(planes, (*planes.shape[:-1], wl.out_channels))
-            shift = device.upload(pack_bias(planes, wl.batch, hw))
         ys, cycles = [], 0
         # a workload larger than the matrices (rows to whole BATCH blocks, channels to whole
         # blocks) reads zeros beyond them: zero products, outputs dropped
@@ -449,8 +442,8 @@ class RegionRunner:
                 acc = pad_channels(acc, (wl.batch, wl.out_channels))
                 bias = requant.fused_bias(acc) if requant.on_vta else acc.astype(np.int32)
                 tensors["bias"] = device.upload(pack_matrix(bias, hw.batch, hw.block_out))
-            if shift is not None:
-                tensors["shift"] = shift
+            if layer.shift is not None:  # the same for every head: uploaded when built
+                tensors["shift"] = layer.shift
             outs = []
             for j in range(h * per_head, (h + 1) * per_head):
                 out = device.alloc(out_shape, np.int8)

@@ -144,7 +144,7 @@ class Requantization:
         with ``exact``, only ``k = 0``), else None (the CPU does)."""
         if self.channel_scales is not None or self.float_output:
             return None  # per channel: channel_shifts; a float output: the CPU's
-        if self.exact_fixed_point is not None or self.even_shift is not None:
+        if self.even_shift is not None:  # an exact fixed point's multiplier has no shift
             return None
         return self._shift(self.acc_scale)
 

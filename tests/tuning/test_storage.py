@@ -70,14 +70,17 @@ def worker(tmp_path: Path, log: str, trials: int, storage: str | None = None,
 #: holds its first trial until every worker has reached its own (or 30 s passed): the
 #: workers' runs then overlap however fast each one is (on an idle machine a worker's share
 #: of 30 trials takes a fraction of a second, less than the spread of the processes'
-#: start-up after the go: opening the study, loading the engines). Arguments: its ready
-#: file, the go file, the number of workers, the command line.
+#: start-up after the go: opening the study, loading the engines). The hold is in
+#: ``Search._ask``, which every trial passes: the guided sampler (the default) creates its
+#: trials in the storage directly, without ``optuna.Study.ask`` (holding that one left a
+#: worker free to take all 30 trials before the others opened the study). Arguments: its
+#: ready file, the go file, the number of workers, the command line.
 _AT_THE_GO = """
 import glob, os, runpy, sys, time
-import optuna
 import vtatune.cli
+from vtatune.tuning import Search
 ready, go, workers = sys.argv[1], sys.argv[2], int(sys.argv[3])
-_ask = optuna.Study.ask
+_ask = Search._ask
 def _ask_together(self, *args, **kwargs):
     if not os.path.exists(ready + ".asked"):  # its first trial
         open(ready + ".asked", "w").close()
@@ -86,7 +89,7 @@ def _ask_together(self, *args, **kwargs):
                and time.monotonic() < until):
             time.sleep(0.005)
     return _ask(self, *args, **kwargs)
-optuna.Study.ask = _ask_together
+Search._ask = _ask_together
 open(ready, "w").close()
 while not os.path.exists(go):
     time.sleep(0.005)
